@@ -1,0 +1,53 @@
+/* The kernel table: every row registered with SB_REGISTER in any linked file,
+ * plus the CPU checks and the clock loop the harness needs. */
+#include "sb_common.h"
+
+/* Defined by the linker around the "sb_kernels" section. */
+extern const sb_kernel *__start_sb_kernels[] __attribute__((visibility("hidden")));
+extern const sb_kernel *__stop_sb_kernels[] __attribute__((visibility("hidden")));
+
+const sb_kernel *const *sb_kernel_table(size_t *count) {
+    *count = (size_t)(__stop_sb_kernels - __start_sb_kernels);
+    return (const sb_kernel *const *)__start_sb_kernels;
+}
+
+/* __builtin_cpu_supports needs a literal, so each feature we use is listed. */
+static int supports_one(const char *feature, size_t length) {
+#define SB_FEATURE(name)                                                       \
+    if (length == sizeof(name) - 1 && memcmp(feature, name, length) == 0)      \
+        return __builtin_cpu_supports(name) != 0;
+#if defined(SB_X86)
+    __builtin_cpu_init();
+    SB_FEATURE("sse2")
+    SB_FEATURE("sse4.1")
+    SB_FEATURE("avx")
+    SB_FEATURE("avx2")
+    SB_FEATURE("fma")
+    SB_FEATURE("bmi2")
+    SB_FEATURE("avx512f")
+    SB_FEATURE("avx512dq")
+    SB_FEATURE("avx512bw")
+    SB_FEATURE("avx512vl")
+#endif
+#undef SB_FEATURE
+    return 0; /* unknown to this build: never claim it */
+}
+
+int sb_cpu_supports(const char *features) {
+    const char *start = features;
+    while (*start) {
+        const char *end = strchr(start, ',');
+        const size_t length = end ? (size_t)(end - start) : strlen(start);
+        if (length && !supports_one(start, length))
+            return 0;
+        start += length + (end != NULL);
+    }
+    return 1;
+}
+
+uint64_t sb_dependent_adds(uint64_t iterations) {
+    uint64_t accumulator = 0;
+    for (uint64_t i = 0; i < iterations; i++)
+        __asm__ volatile("add $1, %0" : "+r"(accumulator)); /* one cycle, dependent */
+    return accumulator;
+}

@@ -1,0 +1,122 @@
+"""Compile the C kernels into a cached shared library: the only module that runs the compiler.
+
+The compiler is called directly with exactly the user's flags (setuptools would add
+Python's own CFLAGS), plus `-shared -fPIC` and `-lm`.  The library's name is a hash of
+every source, the flags, the compiler's path and `--version`, so a path is never
+reused for different content (dlopen would return the library already loaded there).
+It is written under a temporary name and renamed, so two runs at once never load a
+half-written file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from . import SectorbenchError
+
+KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels_c"
+ABI_HEADER = KERNELS_DIR / "sb_abi.h"
+
+#: Default compiler: $CC, else the system's `cc`.
+DEFAULT_CC = os.environ.get("CC", "cc")
+DEFAULT_FLAGS = "-O2"
+
+
+class BuildError(SectorbenchError):
+    """The compiler is missing or rejected the sources; the message holds its output."""
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """One build: a compiler and its exact flags."""
+
+    flags: tuple[str, ...] = (DEFAULT_FLAGS,)
+    cc: str = DEFAULT_CC
+    #: More C files to link in (tests add deliberately broken kernels this way).
+    extra_sources: tuple[Path, ...] = ()
+
+    @classmethod
+    def parse(cls, flags: str, cc: str = DEFAULT_CC, extra_sources: tuple[Path, ...] = ()) -> "BuildConfig":
+        try:
+            words = tuple(shlex.split(flags))
+        except ValueError as exc:
+            raise BuildError(f"cannot parse --flags {flags!r}: {exc}") from None
+        return cls(words, cc, tuple(Path(p).resolve() for p in extra_sources))
+
+    @property
+    def label(self) -> str:
+        """The flags as the user wrote them, prefixed by the compiler when it is not the default."""
+        flags = " ".join(self.flags) or "(no flags)"
+        return flags if self.cc == DEFAULT_CC else f"{self.cc} {flags}"
+
+
+def sources(config: BuildConfig) -> list[Path]:
+    return sorted(KERNELS_DIR.glob("*.c")) + list(config.extra_sources)
+
+
+def cdef_source() -> str:
+    """The declarations cffi needs: sb_abi.h, which holds no preprocessor lines."""
+    return ABI_HEADER.read_text()
+
+
+def default_cache_dir() -> Path:
+    if "SECTORBENCH_CACHE" in os.environ:
+        return Path(os.environ["SECTORBENCH_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sectorbench"
+
+
+@lru_cache(maxsize=None)
+def compiler_identity(cc: str) -> tuple[str, str]:
+    """(resolved path, `cc --version` output); BuildError if the compiler is missing."""
+    path = shutil.which(cc)
+    if path is None:
+        raise BuildError(f"compiler {cc!r} not found (set --cc or $CC)")
+    try:
+        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(f"compiler {cc!r} does not run: {exc}") from None
+    return path, version
+
+
+def cache_key(config: BuildConfig) -> str:
+    path, version = compiler_identity(config.cc)
+    sha = hashlib.sha256()
+    for part in (path, version, "\0".join(config.flags), cdef_source()):
+        sha.update(part.encode())
+        sha.update(b"\0")
+    for source in sources(config) + sorted(KERNELS_DIR.glob("*.h")):
+        sha.update(str(source.name).encode())
+        sha.update(source.read_bytes())
+    return sha.hexdigest()[:24]
+
+
+def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
+    """Return the path of the shared library for `config`, compiling it if it is not cached."""
+    cache_dir = Path(cache_dir or default_cache_dir())
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    library = cache_dir / f"sectorbench-{cache_key(config)}.so"
+    if library.exists():
+        return library
+    cc_path, _ = compiler_identity(config.cc)
+    fd, partial = tempfile.mkstemp(prefix=library.stem + ".", suffix=".partial", dir=cache_dir)
+    os.close(fd)
+    command = [cc_path, *config.flags, "-shared", "-fPIC", f"-I{KERNELS_DIR}",
+               *map(str, sources(config)), "-o", partial, "-lm"]
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        if completed.returncode != 0:
+            message = (completed.stderr or completed.stdout).strip()
+            raise BuildError(f"compiling with {config.label!r} failed:\n{message}")
+        os.replace(partial, library)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    return library

@@ -1,0 +1,87 @@
+"""Rich tables built from results; nothing here prints."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.table import Table
+from rich.text import Text
+
+from .kernels import Kernel
+from .results import KernelResult, RunResult
+
+
+def _ms(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds * 1e3:.2f}"
+
+
+def majority_hits(results: list[KernelResult]) -> int | None:
+    counts = Counter(r.hits for r in results if r.status == "ok" and r.hits is not None)
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def run_table(run: RunResult) -> Table:
+    results = run.results
+    show_mode = len({r.mode for r in results}) > 1
+    scene = run.scene
+    shapes = scene.get("sectors", scene.get("triangles"))
+    table = Table(title=f"{scene['kind']} scene, N={shapes} x M={scene['points']}, seed {scene['seed']}  "
+                        f"(times per pass over all N x M tests, median of {run.config.get('repeat')})",
+                  title_justify="left")
+    table.add_column("kernel", style="bold")
+    table.add_column("flags")
+    if show_mode:
+        table.add_column("mode")
+    for name in ("hit %", "median ms", "NoOp ms", "net ms", "ns/test", "speedup"):
+        table.add_column(name, justify="right")
+    table.add_column("notes")
+    majority = majority_hits(results)
+    notes: list[str] = []
+    for r in results:
+        cells = [r.kernel, r.flags if r.cc == results[0].cc else f"{r.cc} {r.flags}"]
+        if show_mode:
+            cells.append(r.mode)
+        if r.status != "ok":
+            style = "yellow" if r.status == "skipped" else "red"
+            cells += ["–"] * 6 + [Text(f"{r.status}: {r.reason}", style=style)]
+            table.add_row(*cells)
+            continue
+        hit = Text(f"{r.hit_rate * 100:.4f}")
+        if majority is not None and r.hits != majority:
+            hit = Text(f"≠ {r.hit_rate * 100:.4f}", style="magenta")
+        row_notes = []
+        for warning in r.warnings:
+            if warning not in notes:
+                notes.append(warning)
+            row_notes.append(f"[{notes.index(warning) + 1}]")
+        cells += [hit, _ms(r.median_s), _ms(r.overhead_s), _ms(r.net_s),
+                  "–" if r.ns_per_test is None else f"{r.ns_per_test:.3f}",
+                  "–" if r.speedup is None else f"{r.speedup:.1f}x", " ".join(row_notes)]
+        table.add_row(*cells)
+    captions = []
+    if majority is not None and any(r.hits != majority for r in results if r.status == "ok"):
+        captions.append(f"≠ hit count differs from the majority ({majority}): kernels disagree on some "
+                        f"points (float32 rounding near the boundary, or a logic difference; see `sectorbench verify`).")
+    captions += [f"[{i + 1}] {note}" for i, note in enumerate(notes)]
+    if captions:
+        table.caption = "\n".join(captions)
+        table.caption_justify = "left"
+    return table
+
+
+def kernels_table(kernels: list[Kernel]) -> Table:
+    table = Table(title="kernels", title_justify="left")
+    for name in ("name", "family", "lanes", "needs", "here", "takes", "about"):
+        table.add_column(name)
+    for k in kernels:
+        if k.runnable:
+            here = Text("yes", style="green")
+        else:
+            here = Text(f"no: {k.skip_reason}", style="yellow")
+        about = k.summary
+        if k.is_noop:
+            about = f"{about} (overhead, not selectable)"
+        elif not k.is_default:
+            about = f"{about} (known-bad reference: run only when named)"
+        table.add_row(k.name, k.family, str(k.lanes), ", ".join(k.isa) or "–", here, k.params or "–", about)
+    return table

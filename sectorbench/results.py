@@ -1,0 +1,126 @@
+"""Result records, the JSON schema, and atomic load/save.
+
+Schema history:
+  1  first version: scene, env, config, results[] with raw samples.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import SectorbenchError
+
+SCHEMA_VERSION = 1
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+
+
+@dataclass(frozen=True)
+class KernelResult:
+    kernel: str
+    family: str
+    flags: str
+    cc: str
+    mode: str
+    status: str                     # ok | skipped | crashed
+    reason: str | None = None
+    hits: int | None = None
+    tests: int = 0
+    hit_rate: float | None = None
+    calls: int = 0
+    samples_s: list[float] = field(default_factory=list)
+    median_s: float | None = None
+    min_s: float | None = None
+    spread: float | None = None     # (max - min) / median
+    overhead_kernel: str | None = None
+    overhead_samples_s: list[float] = field(default_factory=list)
+    overhead_s: float | None = None
+    net_samples_s: list[float] = field(default_factory=list)
+    net_s: float | None = None
+    ns_per_test: float | None = None
+    speedup: float | None = None    # naive's net time / this net time, same build and mode
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def build_key(self) -> tuple[str, str]:
+        return (self.cc, self.flags)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    scene: dict
+    env: dict
+    config: dict
+    results: list[KernelResult]
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    schema: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunResult":
+        if data.get("schema") != SCHEMA_VERSION:
+            raise SectorbenchError(f"unsupported results schema {data.get('schema')!r} "
+                                   f"(this sectorbench reads schema {SCHEMA_VERSION})")
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        fields["results"] = [KernelResult(**{k: v for k, v in row.items() if k in KernelResult.__dataclass_fields__})
+                             for row in data["results"]]
+        return cls(**fields)
+
+
+def save(result: RunResult, path: Path, overwrite: bool = False) -> Path:
+    """Write `result` as JSON atomically (temporary file, then rename).
+
+    An existing file is never replaced unless `overwrite` is set.
+    """
+    return write_text_atomic(Path(path), json.dumps(result.to_dict(), indent=1) + "\n", overwrite)
+
+
+def write_text_atomic(path: Path, text: str, overwrite: bool = False) -> Path:
+    if path.exists() and not overwrite:
+        raise SectorbenchError(f"{path} exists; choose another path or pass --force to replace it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        if overwrite:
+            os.replace(partial, path)
+        else:
+            os.link(partial, path)  # fails if a file appeared meanwhile: never clobber
+            os.unlink(partial)
+    except FileExistsError:
+        os.unlink(partial)
+        raise SectorbenchError(f"{path} exists; choose another path or pass --force to replace it") from None
+    except BaseException:
+        if os.path.exists(partial):
+            os.unlink(partial)
+        raise
+    return path
+
+
+def timestamped_path(directory: Path = RESULTS_DIR, label: str = "run") -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return Path(directory) / f"{label}-{stamp}.json"
+
+
+def load(path: Path) -> RunResult:
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise SectorbenchError(f"{path}: no such file") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SectorbenchError(f"{path}: not a sectorbench result ({exc})") from None
+    if not isinstance(data, dict) or "results" not in data:
+        raise SectorbenchError(f"{path}: not a sectorbench result (no 'results')")
+    try:
+        return RunResult.from_dict(data)
+    except TypeError as exc:
+        raise SectorbenchError(f"{path}: malformed result ({exc})") from None

@@ -1,0 +1,100 @@
+"""How samples are taken and what is derived from them.
+
+Rules (after pyperf and google/benchmark): calibrate the number of calls so one
+sample lasts at least `min_sample_s`; calibration doubles as the warm-up; take
+`repeat` rounds in which every series (each build x kernel x mode, NoOperation
+included) gives one sample, alternating the order each round so drift hits all
+alike; keep every raw sample.  Net time is paired by round: net_i = kernel_i -
+NoOperation_i, and the reported net is their median.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Callable, Hashable, Sequence
+
+#: Each setting's one home, with its default and why.
+DEFAULT_REPEAT = 5          # rounds: 5 gives a median and, with MWU, p = 1/252 at best
+DEFAULT_MIN_SAMPLE_S = 0.01  # >= 10 ms per sample dwarfs the timer and the Python call
+MODES = ("inline", "call")
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    repeat: int = DEFAULT_REPEAT
+    min_sample_s: float = DEFAULT_MIN_SAMPLE_S
+
+
+@dataclass
+class Series:
+    """One thing to time: `take(calls)` returns (seconds per pass, hits)."""
+
+    key: Hashable
+    calibrate: Callable[[], int]
+    take: Callable[[int], tuple[float, int]]
+    calls: int = 0
+    samples: list[float] | None = None
+    hits: list[int] | None = None
+    failure: str | None = None
+
+
+def run_rounds(series: Sequence[Series], config: TimingConfig,
+               on_step: Callable[[str], None] = lambda what: None,
+               on_failure: Callable[[Series, Exception], None] | None = None) -> None:
+    """Calibrate every series, then take `config.repeat` interleaved rounds.
+
+    A series whose call raises is marked failed (on_failure decides what that
+    means, e.g. restarting a crashed worker) and skipped from then on.
+    """
+    def attempt(s: Series, action: Callable[[], None]) -> None:
+        if s.failure is not None:
+            return
+        try:
+            action()
+        except Exception as exc:
+            s.failure = str(exc)
+            if on_failure is None:
+                raise
+            on_failure(s, exc)
+
+    for s in series:
+        on_step(f"calibrating {s.key}")
+        s.samples, s.hits = [], []
+
+        def calibrate(s=s):
+            s.calls = s.calibrate()
+        attempt(s, calibrate)
+    for round_index in range(config.repeat):
+        order = series if round_index % 2 == 0 else list(reversed(series))
+        for s in order:
+            on_step(f"round {round_index + 1}/{config.repeat}")
+
+            def take(s=s):
+                seconds, hits = s.take(s.calls)
+                s.samples.append(seconds)
+                s.hits.append(hits)
+            attempt(s, take)
+
+
+@dataclass(frozen=True)
+class NetTime:
+    net_s: float
+    net_samples_s: tuple[float, ...]
+    warnings: tuple[str, ...]
+
+
+def net_time(kernel_samples: Sequence[float], overhead_samples: Sequence[float]) -> NetTime:
+    """Kernel time minus NoOperation time, paired by round, clamped at 0 with a warning."""
+    net_samples = tuple(k - o for k, o in zip(kernel_samples, overhead_samples))
+    net = statistics.median(net_samples)
+    warnings = []
+    if net <= 0:
+        warnings.append("net time <= 0: the NoOperation loop is as slow as the kernel "
+                        "(optimised away, or a different loop shape); clamped to 0")
+        net = 0.0
+    elif len(net_samples) >= 3:
+        deviation = statistics.median(abs(x - net) for x in net_samples)
+        if net < 3 * deviation:
+            warnings.append("net time is within noise of 0: the kernel may have been optimised away")
+    return NetTime(net, net_samples, tuple(warnings))
