@@ -48,9 +48,10 @@ static inline int nosqrt(float cx, float cy, float ux, float uy, float r2,
         return d_dot_u * d_dot_u > squared_length * cos_theta * cos_theta;
     if (d_dot_u < 0 && cos_theta < 0)
         return d_dot_u * d_dot_u < squared_length * cos_theta * cos_theta;
-    /* a >= 0 > k holds everywhere but the apex, where 0 > 0 is false; the
-     * article returns `a >= 0` here and so counts the apex as inside. */
-    return d_dot_u >= 0 && squared_length > 0;
+    /* Unequal signs: a >= 0 > k holds everywhere but at the apex (0 > 0 is
+     * false).  The article returns `a >= 0` here, which counts the apex, and
+     * a NaN cos_theta, as inside. */
+    return d_dot_u >= 0 && cos_theta < 0 && squared_length > 0;
 }
 
 /* Bit trick: sign-aware squares compared once.  x|x| carries x's sign bit on

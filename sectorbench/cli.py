@@ -24,8 +24,14 @@ from .timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
 #: (the article's default vs /fp:fast builds).
 DEFAULT_RUN_FLAGS = ("-O2", "-O2 -ffast-math")
 
-stdout = Console()
+#: Tables going to a file or pipe are not squeezed into 80 columns.
+PIPED_WIDTH = 160
 stderr = Console(stderr=True)
+
+
+def stdout() -> Console:
+    console = Console()
+    return console if console.is_terminal else Console(width=PIPED_WIDTH)
 
 
 class OneLineErrors(click.Group):
@@ -133,7 +139,7 @@ def run_command(sectors, points, seed, scene, kernels, flags, cc, disable_isa, m
                 bar.update(task, advance=1, description=what)
         result = run(config, progress)
     from .report import run_table
-    stdout.print(run_table(result))
+    stdout().print(run_table(result))
     write_json(result, json_path, force, save_to_results)
 
 
@@ -148,4 +154,4 @@ def kernels_command(flags, cc, disable_isa):
     config = build_configs(flags[:1], cc[:1])[0]
     with Worker(build(config), disable_isa) as worker:
         kernels, _ = worker.describe()
-    stdout.print(kernels_table(kernels))
+    stdout().print(kernels_table(kernels))

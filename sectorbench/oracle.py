@@ -55,14 +55,15 @@ _SMALLEST_POSITIVE = math.ulp(0.0)
 # values.  In float64 every difference, product, sqrt and sum is rounded once with
 # relative error ≤ u = 2^-53, and no path through these expressions has more than 7
 # roundings (sqrt halves the error of its argument), so |g_float − g| ≤ γ7·G with
-# γ7 = 7u/(1 − 7u) < 2^-50 (Higham, Accuracy and Stability, §3.1).  That model needs
-# every rounding to be relative, i.e. no overflow or underflow: float32 magnitudes lie
-# in [2^-149, 2^128], so nonzero products of up to three inputs or input differences
-# lie in [2^-499, 2^390] — well inside float64's normal range, float32 denormals
-# included.  (A NaN or inf would fail the test below anyway.)  A row is trusted only
-# if |g_float| > 2^-28·G_float for every constraint, ~2^22 times the bound: its signs
-# are then certain and its margins accurate to ~2^-22 relative.  Everything else goes
-# to the exact path.
+# γ7 = 7u/(1 − 7u) < 2^-50 (Higham, Accuracy and Stability, §3.1; Shewchuk-style).
+# That model needs every rounding to be relative, i.e. no overflow or underflow.
+# Float32 magnitudes lie in [2^-149, 2^128], so nonzero products of two lie in
+# [2^-298, 2^258], a nonzero difference of such float64 values is a multiple of
+# 2^-350, and every nonzero intermediate here lies in [2^-499, 2^390]: inside
+# float64's normal range, float32 denormals included.  (A NaN or inf would fail the
+# test below anyway.)  A row is trusted only if |g_float| > 2^-28·G_float for every
+# constraint, ~2^22 times the bound: its signs are then certain and its margins
+# accurate to ~2^-22 relative.  Everything else goes to the exact path.
 _TRUST = 2.0**-28
 
 
@@ -77,7 +78,9 @@ def check_fp_environment() -> None:
     daz = smallest + 0.0 == 0.0 or float32_denormal.astype(np.float64)[0] == 0.0
     ftz = smallest_normal / 2.0 == 0.0 or (np.array([smallest_normal]) / 2.0)[0] == 0.0
     if daz or ftz:
-        modes = " and ".join(m for m, on in (("denormals-are-zero", daz), ("flush-to-zero", ftz)) if on)
+        modes = " and ".join(
+            mode for mode, on in (("denormals-are-zero", daz), ("flush-to-zero", ftz)) if on
+        )
         raise RuntimeError(
             f"{modes} is active in this process (often set by a library built with "
             "-ffast-math); the oracle needs IEEE gradual underflow to decode float32 "
@@ -92,7 +95,9 @@ def _columns(arrays) -> list[np.ndarray]:
     columns = [np.asarray(a) for a in arrays]
     for c in columns:
         if c.dtype != np.float32 or c.ndim != 1:
-            raise TypeError(f"oracle inputs must be 1-D float32 arrays, got {c.dtype} of shape {c.shape}")
+            raise TypeError(
+                f"oracle inputs must be 1-D float32 arrays, got {c.dtype} of shape {c.shape}"
+            )
     if len({len(c) for c in columns}) > 1:
         raise ValueError("oracle inputs must all have the same length")
     return columns
@@ -101,7 +106,8 @@ def _columns(arrays) -> list[np.ndarray]:
 def _scaled_ints(x: np.ndarray) -> np.ndarray:
     """Finite float32 values as exact Python ints x·2^149 (object array)."""
     # float64 holds every float32, and scaling by a power of two cannot round.
-    return np.array([int(v * 2.0**_SCALE_BITS) for v in x.astype(np.float64).tolist()], dtype=object)
+    values = x.astype(np.float64).tolist()
+    return np.array([int(v * 2.0**_SCALE_BITS) for v in values], dtype=object)
 
 
 def _sign(x: np.ndarray) -> np.ndarray:
@@ -156,7 +162,7 @@ def _mismatch_margin(margins: np.ndarray, violations: list[np.ndarray]) -> np.nd
 # ---------------------------------------------------------------- sector
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SectorExact:
     """Exact per-constraint truth and margins for sector rows."""
 
@@ -171,7 +177,9 @@ class SectorExact:
 
     @property
     def mismatch_margin(self) -> np.ndarray:
-        return sector_mismatch_margin(self.radius_ok, self.angle_ok, self.radius_margin, self.angle_margin)
+        return sector_mismatch_margin(
+            self.radius_ok, self.angle_ok, self.radius_margin, self.angle_margin
+        )
 
 
 def _sector_float_terms(cx, cy, ux, uy, r2, k, px, py):
@@ -202,12 +210,13 @@ def _sector_exact_terms(cx, cy, ux, uy, r2, k, px, py):
     root_k = _isqrt(s * 2 ** (2 * _ROOT_BITS)) * np.abs(k)
     G = (np.abs(tx) + np.abs(ty)) * 2**_ROOT_BITS + root_k
     near = np.abs(a) * 2**_ROOT_BITS + root_k  # (|a| + sqrt(s)·|k|)·2^64
-    # When a and k share a sign, a − sqrt(s)·k cancels; (a² − s·k²) / (a + sqrt(s)·k) does not.
+    # When a and k share a sign a − sqrt(s)·k cancels; (a² − s·k²) / (a + sqrt(s)·k) doesn't.
     cancels = ((a > 0) & (k > 0)) | ((a < 0) & (k < 0))
     num = np.where(cancels, np.abs(a * a - s * k * k) * 2 ** (2 * _ROOT_BITS), near)
     den = np.where(cancels, near * G, G)
     angle_margin = _ratio(num * 2**24, den)
-    return np.stack([radius_sign, angle_sign], axis=1), np.stack([radius_margin, angle_margin], axis=1)
+    signs = np.stack([radius_sign, angle_sign], axis=1)
+    return signs, np.stack([radius_margin, angle_margin], axis=1)
 
 
 def _sector(columns, use_filter=True) -> SectorExact:
@@ -246,7 +255,7 @@ def sector_mismatch_margin(radius_ok, angle_ok, radius_margin, angle_margin) -> 
 # ---------------------------------------------------------------- triangle
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TriangleExact:
     """Exact truth and per-constraint signs and margins for triangle rows.
 
@@ -291,7 +300,9 @@ def _barycentric_terms(ax, ay, bx, by, cx, cy, px, py, eps, one):
     den, u, v = (np.where(flip, -x, x) for x in (den, u, v))
     slack, slack_G = eps * den, abs(eps) * den_G
     g = np.stack([u * one + slack, v * one + slack, den * one + slack - u * one - v * one], axis=1)
-    G = np.stack([u_G * one + slack_G, v_G * one + slack_G, (den_G + u_G + v_G) * one + slack_G], axis=1)
+    G = np.stack(
+        [u_G * one + slack_G, v_G * one + slack_G, (den_G + u_G + v_G) * one + slack_G], axis=1
+    )
     return g, G, den, den_G
 
 
@@ -336,7 +347,7 @@ def _triangle(columns, tolerance, use_filter=True) -> TriangleExact:
 
 
 def triangle_exact(ax, ay, bx, by, cx, cy, px, py, tolerance: float = 0.0) -> TriangleExact:
-    """Exact triangle evaluation; tolerance 0 → strict, else the barycentric test with eps = float32(tolerance)."""
+    """Exact triangle evaluation: tolerance 0 → strict, else barycentric with float32 eps."""
     return _triangle(_columns((ax, ay, bx, by, cx, cy, px, py)), tolerance)
 
 
@@ -361,7 +372,7 @@ def triangle_mismatch_margin(signs, margins, tolerance: float = 0.0) -> np.ndarr
     Strict rows are inside with all orientations positive or all negative, so an outside
     row is explained by the cheaper of flipping its non-positive or its non-negative ones.
     """
-    signs = np.asarray(signs)
+    signs, margins = np.asarray(signs), np.asarray(margins, dtype=np.float64)
     if _exact_tolerance(tolerance) == 0.0:
         return _mismatch_margin(margins, [signs <= 0, signs >= 0])
     return _mismatch_margin(margins, [signs < 0])
@@ -403,7 +414,7 @@ def _sector_reference(row):
 
 
 def sector_inside_fraction(row) -> bool:
-    """One row (cx, cy, ux, uy, r2, cos_theta, px, py) of float32 values, evaluated with Fractions."""
+    """One row (cx, cy, ux, uy, r2, cos_theta, px, py) of float32 values, done with Fractions."""
     radius_ok, angle_ok, _, _ = _sector_reference(row)
     return radius_ok and angle_ok
 
@@ -433,7 +444,7 @@ def _triangle_reference(row, tolerance):
 
 
 def triangle_inside_fraction(row, tolerance: float = 0.0) -> bool:
-    """One row (ax, ay, bx, by, cx, cy, px, py) of float32 values, evaluated with Fractions."""
+    """One row (ax, ay, bx, by, cx, cy, px, py) of float32 values, done with Fractions."""
     return _triangle_reference(row, tolerance)[0]
 
 
@@ -461,7 +472,9 @@ def _check_margins_agree(family, rows, filtered, exact):
         )
 
 
-def self_check_sector(cx, cy, ux, uy, r2, cos_theta, px, py, *, rng: np.random.Generator, size: int = 256) -> None:
+def self_check_sector(
+    cx, cy, ux, uy, r2, cos_theta, px, py, *, rng: np.random.Generator, size: int = 256
+) -> None:
     """Re-derive a random sample of rows with Fractions; raise OracleSelfCheckError on disagreement.
 
     Each sampled row goes through both the filtered and the exact-only path.
@@ -480,14 +493,18 @@ def self_check_sector(cx, cy, ux, uy, r2, cos_theta, px, py, *, rng: np.random.G
 
 
 def self_check_triangle(
-    ax, ay, bx, by, cx, cy, px, py, *, rng: np.random.Generator, tolerance: float = 0.0, size: int = 256
+    ax, ay, bx, by, cx, cy, px, py, *, rng: np.random.Generator, tolerance: float = 0.0,
+    size: int = 256,
 ) -> None:
     """Re-derive a random sample of rows with Fractions; raise OracleSelfCheckError on disagreement.
 
     Each sampled row goes through both the filtered and the exact-only path.
     """
     rows, sample = _sample(_columns((ax, ay, bx, by, cx, cy, px, py)), rng, size)
-    results = {"filtered": _triangle(sample, tolerance), "exact": _triangle(sample, tolerance, use_filter=False)}
+    results = {
+        "filtered": _triangle(sample, tolerance),
+        "exact": _triangle(sample, tolerance, use_filter=False),
+    }
     for i, row in enumerate(zip(*sample)):
         inside, values = _triangle_reference(row, tolerance)
         want = (inside, (0, 0, 0) if values is None else tuple((v > 0) - (v < 0) for v in values))

@@ -28,8 +28,8 @@ def run_table(run: RunResult) -> Table:
     table = Table(title=f"{scene['kind']} scene, N={shapes} x M={scene['points']}, seed {scene['seed']}  "
                         f"(times per pass over all N x M tests, median of {run.config.get('repeat')})",
                   title_justify="left")
-    table.add_column("kernel", style="bold")
-    table.add_column("flags")
+    table.add_column("kernel", style="bold", no_wrap=True)
+    table.add_column("flags", no_wrap=True)
     if show_mode:
         table.add_column("mode")
     for name in ("hit %", "median ms", "NoOp ms", "net ms", "ns/test", "speedup"):

@@ -68,7 +68,7 @@ class BuildSession:
         return next(k for k in self.kernels if k.name == name)
 
 
-def run(config: RunConfig, progress: Progress = lambda what: None) -> RunResult:
+def run(config: RunConfig, progress: Progress = lambda what, total=None: None) -> RunResult:
     """Measure every selected kernel of every build; never raises for a crashing kernel."""
     for mode in config.modes:
         if mode not in MODES:

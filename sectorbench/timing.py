@@ -96,5 +96,6 @@ def net_time(kernel_samples: Sequence[float], overhead_samples: Sequence[float])
     elif len(net_samples) >= 3:
         deviation = statistics.median(abs(x - net) for x in net_samples)
         if net < 3 * deviation:
-            warnings.append("net time is within noise of 0: the kernel may have been optimised away")
+            warnings.append("net time not clearly above 0 (within 3 MADs of the paired differences): "
+                            "too small next to the loop overhead to measure, or optimised away")
     return NetTime(net, net_samples, tuple(warnings))

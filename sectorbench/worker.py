@@ -68,6 +68,18 @@ class Worker:
         how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
         return f"worker {how}" + (f": {' / '.join(tail)}" if tail else "")
 
+    def load(self, scene, scratch: Path) -> None:
+        """Make `scene` the worker's current scene."""
+        self.request("scene", path=str(save_scene(scene, scratch)))
+
+    def evaluate(self, kernel: str, scratch: Path) -> np.ndarray:
+        """The kernel's 0/1 answers on the current scene: (N, M) for a grid, (M,) for pairs."""
+        out = Path(scratch) / f"eval-{kernel}.npy"
+        self.request("evaluate", kernel=kernel, out=str(out))
+        answers = np.load(out)
+        out.unlink()
+        return answers.astype(bool)
+
     def describe(self) -> tuple[list[Kernel], dict]:
         reply = self.request("describe")
         return [Kernel.from_dict(row) for row in reply["kernels"]], reply["fp_environment"]

@@ -1,0 +1,48 @@
+"""Shared fixtures: one private build cache and one -O2 worker for the whole session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sectorbench.build import BuildConfig, build
+from sectorbench.worker import Worker
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory):
+    """Builds go to a fresh cache, so the tests really run the compiler."""
+    cache = tmp_path_factory.mktemp("build-cache")
+    previous = os.environ.get("SECTORBENCH_CACHE")
+    os.environ["SECTORBENCH_CACHE"] = str(cache)
+    yield cache
+    if previous is None:
+        os.environ.pop("SECTORBENCH_CACHE", None)
+    else:
+        os.environ["SECTORBENCH_CACHE"] = previous
+
+
+@pytest.fixture(scope="session")
+def o2_library(private_cache) -> Path:
+    return build(BuildConfig.parse("-O2"))
+
+
+@pytest.fixture(scope="session")
+def o2_worker(o2_library):
+    with Worker(o2_library) as worker:
+        yield worker
+
+
+@pytest.fixture(scope="session")
+def o2_kernels(o2_worker):
+    kernels, _ = o2_worker.describe()
+    return kernels
+
+
+@pytest.fixture(scope="session")
+def scratch(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("scratch")

@@ -1,0 +1,2 @@
+/* Test-only: does not compile. */
+int broken(void) { return 1 +; }

@@ -1,0 +1,108 @@
+"""The command line through click's CliRunner: real builds, real workers, real files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sectorbench.cli import main
+
+DATA = Path(__file__).parent / "data"
+SMALL = ["-n", "20", "-m", "500", "--repeat", "2", "--min-time", "0.001"]
+
+
+def invoke(*args, **kwargs):
+    return CliRunner().invoke(main, list(args), **kwargs)
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_run_two_flag_sets_in_one_run(tmp_path):
+    out = tmp_path / "run.json"
+    result = invoke("run", *SMALL, "--flags", "-O2", "--flags", "-O1 -ffast-math", "--json", str(out))
+    assert result.exit_code == 0, result.output
+    for kernel in ("naive", "basic", "nosqrt", "bittrick", "sse2", "sse2_nosqrt"):
+        assert kernel in result.output
+    data = json.loads(out.read_text())
+    assert data["schema"] == 1
+    assert data["scene"] == {"kind": "uniform", "family": "sector", "seed": 0, "sectors": 20, "points": 500}
+    rows = data["results"]
+    assert {r["flags"] for r in rows} == {"-O2", "-O1 -ffast-math"}
+    assert all(r["status"] == "ok" and len(r["samples_s"]) == 2 and r["tests"] == 10000 for r in rows)
+    for r in rows:
+        assert r["net_s"] >= 0 and r["overhead_s"] > 0 and r["median_s"] > 0
+        assert r["hit_rate"] == r["hits"] / r["tests"]
+    assert {r["speedup"] for r in rows if r["kernel"] == "naive"} == {1.0}
+    assert data["env"]["machine"]["cpu"]["logical_cores"] >= 1
+    fp = {tuple(b["flags"]): b["fp_environment"] for b in data["env"]["builds"]}
+    assert fp[("-O2",)] == {"denormals_are_zero": False, "flush_to_zero": False}
+
+
+def test_existing_json_is_not_overwritten(tmp_path):
+    out = tmp_path / "keep.json"
+    out.write_text("precious")
+    result = invoke("run", *SMALL, "--flags", "-O2", "--kernels", "basic", "--json", str(out))
+    assert_one_line_error(result, "exists", "--force")
+    assert out.read_text() == "precious"
+    result = invoke("run", *SMALL, "--flags", "-O2", "--kernels", "basic", "--json", str(out), "--force")
+    assert result.exit_code == 0 and json.loads(out.read_text())["schema"] == 1
+
+
+def test_call_mode_and_selection():
+    result = invoke("run", *SMALL, "--flags", "-O2", "--kernels", "nosqrt,sse2", "--mode", "call")
+    assert result.exit_code == 0, result.output
+    assert "nosqrt" in result.output and "sse2" in result.output and "bittrick" not in result.output
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["run", "-n", "0"], "positive"),
+    (["run", "-m", "-3"], "positive"),
+    (["run", "-n", "100000000000"], "GiB"),
+    (["run", "--scene", "nonsense"], "nonsense"),
+    (["run", "--kernels", "nope"], "unknown kernel nope"),
+    (["run", "--mode", "sideways"], "sideways"),
+    (["run", "-n", "ten"], "ten"),
+    (["run", "--flags", "-O2 '"], "cannot parse"),
+    (["run", "--cc", "no-such-compiler-xyz"], "not found"),
+    (["run", "--no-such-option"], "no-such-option"),
+])
+def test_bad_input_is_one_line_exit_2(args, fragment):
+    assert_one_line_error(invoke(*args), fragment)
+
+
+def test_compile_error_prints_compiler_message():
+    result = invoke("run", *SMALL, "--flags", "-O2 -fno-such-flag-at-all")
+    assert result.exit_code == 2
+    assert "-fno-such-flag-at-all" in result.output and "Traceback" not in result.output
+
+
+def test_disabled_isa_shows_as_skipped():
+    result = invoke("run", *SMALL, "--flags", "-O2", "--disable-isa", "sse2", "--kernels", "basic,sse2")
+    assert result.exit_code == 0, result.output
+    assert "skipped" in result.output and "sse2" in result.output
+
+
+def test_kernels_lists_support():
+    result = invoke("kernels")
+    assert result.exit_code == 0
+    assert "sse2_nosqrt" in result.output and "yes" in result.output
+
+
+def test_save_writes_timestamped_file_under_results(monkeypatch, tmp_path):
+    import sectorbench.results as results
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(results.timestamped_path, "__defaults__", (tmp_path, "run"))
+    result = invoke("run", *SMALL, "--flags", "-O2", "--kernels", "basic", "--save")
+    assert result.exit_code == 0, result.output
+    saved = list(tmp_path.glob("run-*.json"))
+    assert len(saved) == 1 and json.loads(saved[0].read_text())["results"][0]["kernel"] == "basic"
