@@ -31,3 +31,14 @@ SB_SECTOR_SIMD_KERNEL(noop_simd, noop_simd, "sse2", __m128, 4, _mm_set1_ps,
                       _mm_load_ps, SSE_MASK_OF, "noop_simd", 0, SB_NOOP,
                       "NoOperation for 4-lane SIMD sector kernels")
 #endif
+
+static inline int noop_triangle(float ax, float ay, float bx, float by, float cx,
+                                float cy, float px, float py) {
+    (void)ax, (void)ay, (void)bx, (void)by, (void)cx, (void)cy;
+    SB_USE_FLOAT(px);
+    SB_USE_FLOAT(py);
+    return 0;
+}
+
+SB_TRIANGLE_SCALAR_KERNEL(noop_triangle, noop_triangle, "noop_triangle", 0, 0.0,
+                          SB_NOOP, "NoOperation for scalar triangle kernels")

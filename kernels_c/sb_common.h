@@ -46,56 +46,63 @@
 #define SB_POPCOUNT(mask) ((uint64_t)__builtin_popcount((unsigned)(mask)))
 
 /* ------------------------------------------------------------------------ */
-/* Scalar sector kernels: int pred(cx, cy, ux, uy, R, T, px, py), where R, T  */
-/* are the sb_sectors fields the kernel takes (r, theta or r2, cos_theta).   */
+/* Scalar kernels of any family: int pred(q1..q6, px, py), where q1..q6 are  */
+/* the six per-shape arrays FAM.F1..F6 the kernel takes.                     */
 
-typedef int (*sb_sector_scalar_fn)(float cx, float cy, float ux, float uy,
-                                   float radius_param, float angle_param,
-                                   float px, float py);
-
-
-
-/* for every sector i and point j: hit = call(sector i's arguments, p_j); on_hit */
-#define SB_SECTOR_SCALAR_LOOP(s, call, R, T, on_hit)                           \
+/* for every shape i and point j: hit = call(shape i's values, p_j); on_hit */
+#define SB_SCALAR_LOOP(s, call, FAM, F1, F2, F3, F4, F5, F6, on_hit)          \
     for (int64_t i = 0; i < (s)->n_shapes; i++) {                              \
-        const float cx = (s)->sector.cx[i], cy = (s)->sector.cy[i];            \
-        const float ux = (s)->sector.ux[i], uy = (s)->sector.uy[i];            \
-        const float rp = (s)->sector.R[i], tp = (s)->sector.T[i];              \
+        const float q1 = (s)->FAM.F1[i], q2 = (s)->FAM.F2[i];                  \
+        const float q3 = (s)->FAM.F3[i], q4 = (s)->FAM.F4[i];                  \
+        const float q5 = (s)->FAM.F5[i], q6 = (s)->FAM.F6[i];                  \
         for (int64_t j = 0; j < (s)->n_points; j++) {                          \
-            const int hit = call(cx, cy, ux, uy, rp, tp, (s)->px[j], (s)->py[j]); \
+            const int hit = call(q1, q2, q3, q4, q5, q6, (s)->px[j], (s)->py[j]); \
             on_hit;                                                            \
         }                                                                      \
     }
 
-#define SB_SECTOR_SCALAR_KERNEL(kname, pred, R, T, overhead_, bound, flags_,   \
-                                summary_)                                      \
+#define SB_SCALAR_KERNEL(kname, pred, family_, FAM, F1, F2, F3, F4, F5, F6,    \
+                         params_, overhead_, bound, tolerance_, flags_,        \
+                         summary_)                                             \
     static uint64_t kname##_count_inline(const sb_scene *s) {                  \
         uint64_t hits = 0;                                                     \
-        SB_SECTOR_SCALAR_LOOP(s, pred, R, T, hits += (uint64_t)hit)            \
+        SB_SCALAR_LOOP(s, pred, FAM, F1, F2, F3, F4, F5, F6, hits += (uint64_t)hit) \
         return hits;                                                           \
     }                                                                          \
     static uint64_t kname##_count_call(const sb_scene *s) {                    \
         uint64_t hits = 0;                                                     \
-        sb_sector_scalar_fn fn = pred;                                         \
+        __typeof__(&pred) fn = pred;                                           \
         SB_LAUNDER(fn);                                                        \
-        SB_SECTOR_SCALAR_LOOP(s, fn, R, T, hits += (uint64_t)hit)              \
+        SB_SCALAR_LOOP(s, fn, FAM, F1, F2, F3, F4, F5, F6, hits += (uint64_t)hit) \
         return hits;                                                           \
     }                                                                          \
     static void kname##_eval_grid(const sb_scene *s, uint8_t *out) {           \
-        SB_SECTOR_SCALAR_LOOP(s, pred, R, T, out[i * s->stride + j] = (uint8_t)hit) \
+        SB_SCALAR_LOOP(s, pred, FAM, F1, F2, F3, F4, F5, F6,                   \
+                       out[i * s->stride + j] = (uint8_t)hit)                  \
     }                                                                          \
     static void kname##_eval_pairs(const sb_scene *s, uint8_t *out) {          \
-        const sb_sectors *sec = &s->sector;                                    \
         for (int64_t j = 0; j < s->n_points; j++)                              \
-            out[j] = (uint8_t)pred(sec->cx[j], sec->cy[j], sec->ux[j],         \
-                                   sec->uy[j], sec->R[j], sec->T[j],           \
+            out[j] = (uint8_t)pred(s->FAM.F1[j], s->FAM.F2[j], s->FAM.F3[j],   \
+                                   s->FAM.F4[j], s->FAM.F5[j], s->FAM.F6[j],   \
                                    s->px[j], s->py[j]);                        \
     }                                                                          \
     static const sb_kernel kname##_row = {                                     \
-        #kname, "sector", "", overhead_, #R "," #T, summary_, __FILE__, __LINE__, 1, flags_,       \
-        bound, 0.0, kname##_count_inline, kname##_count_call,                  \
-        kname##_eval_grid, kname##_eval_pairs};                                \
+        #kname, family_, "", overhead_, params_, summary_, __FILE__, __LINE__, \
+        1, flags_, bound, tolerance_, kname##_count_inline,                    \
+        kname##_count_call, kname##_eval_grid, kname##_eval_pairs};            \
     SB_REGISTER(kname##_row)
+
+/* pred(cx, cy, ux, uy, R, T, px, py) with R, T = r, theta or r2, cos_theta */
+#define SB_SECTOR_SCALAR_KERNEL(kname, pred, R, T, overhead_, bound, flags_,   \
+                                summary_)                                      \
+    SB_SCALAR_KERNEL(kname, pred, "sector", sector, cx, cy, ux, uy, R, T,      \
+                     #R "," #T, overhead_, bound, 0.0, flags_, summary_)
+
+/* pred(ax, ay, bx, by, cx, cy, px, py); tolerance 0 for a strict kernel */
+#define SB_TRIANGLE_SCALAR_KERNEL(kname, pred, overhead_, bound, tolerance_,   \
+                                  flags_, summary_)                            \
+    SB_SCALAR_KERNEL(kname, pred, "triangle", triangle, ax, ay, bx, by, cx, cy, \
+                     "a,b,c", overhead_, bound, tolerance_, flags_, summary_)
 
 /* ------------------------------------------------------------------------ */
 /* SIMD sector kernels (structure of arrays, W lanes):                       */

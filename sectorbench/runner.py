@@ -29,7 +29,7 @@ class RunConfig:
     modes: tuple[str, ...] = ("inline",)  # inline: as production code; call: the article's method
     timing: TimingConfig = field(default_factory=TimingConfig)
     disable_isa: tuple[str, ...] = ()
-    reference: str = "naive"        # speedups are against this kernel's net time
+    reference: str = "naive"        # speedups are against this kernel's net time (else the first kernel's)
 
     def to_dict(self) -> dict:
         return {"scene": self.scene, "sectors": self.sectors, "points": self.points, "seed": self.seed,
@@ -157,7 +157,10 @@ def _result(scene, session: BuildSession, kernel: Kernel, mode: str, series: dic
 
 
 def _with_speedups(results: list[KernelResult], reference: str) -> list[KernelResult]:
+    """Speedup against `reference`, or against the first kernel when it was not measured."""
     from dataclasses import replace
+    if results and reference not in {r.kernel for r in results}:
+        reference = results[0].kernel
     reference_net = {(r.cc, r.flags, r.mode): r.net_s for r in results if r.kernel == reference and r.net_s}
     return [replace(r, speedup=reference_net[(r.cc, r.flags, r.mode)] / r.net_s)
             if r.net_s and (r.cc, r.flags, r.mode) in reference_net else r for r in results]
