@@ -5,6 +5,7 @@ Exit status: 0 ok, 1 a check failed (verify, regress), 2 usage, build or interna
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -15,7 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from . import SectorbenchError, __version__
 from .build import DEFAULT_CC, BuildConfig
-from .results import save, timestamped_path
+from .results import save, timestamped_path, write_text_atomic
+from .verify import VerifyConfig
 from .runner import RunConfig, run
 from .scenes import SCENE_FAMILIES
 from .timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
@@ -70,8 +72,8 @@ def make_progress() -> Progress:
                     console=stderr, transient=True)
 
 
-def build_configs(flags: tuple[str, ...], cc: tuple[str, ...], extra_sources=()) -> tuple[BuildConfig, ...]:
-    return tuple(BuildConfig.parse(f, compiler, extra_sources) for compiler in cc for f in flags)
+def build_configs(flags: tuple[str, ...], cc: tuple[str, ...], sources=()) -> tuple[BuildConfig, ...]:
+    return tuple(BuildConfig.parse(f, compiler, sources) for compiler in cc for f in flags)
 
 
 @click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
@@ -86,6 +88,9 @@ def build_options(default_flags: tuple[str, ...]):
                                help="C compiler (repeatable to compare compilers; default $CC or cc).")(command)
         command = click.option("--flags", "flags", multiple=True, default=default_flags, show_default=True,
                                help="Compiler flags as one string, e.g. \"-O2 -msse2\" (repeatable).")(command)
+        command = click.option("--source", "sources", multiple=True,
+                               type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                               help="Your own C file of kernels to link in (repeatable; see the README).")(command)
         command = click.option("--disable-isa", "disable_isa", multiple=True, callback=comma_list,
                                help="Treat these CPU features as missing (e.g. sse2): their kernels are skipped.")(command)
         return command
@@ -121,13 +126,13 @@ def write_json(result, json_path: Path | None, force: bool, save_to_results: boo
               help="Minimum seconds per sample; the call count is calibrated to reach it.")
 @output_options
 @click.option("--save", "save_to_results", is_flag=True, help="Also save a timestamped JSON under results/.")
-def run_command(sectors, points, seed, scene, kernels, flags, cc, disable_isa, modes, repeat, min_sample_s,
+def run_command(sectors, points, seed, scene, kernels, flags, cc, sources, disable_isa, modes, repeat, min_sample_s,
                 json_path, force, save_to_results):
     """Time kernels over a seeded scene, NoOperation overhead subtracted."""
     if json_path is not None and json_path.exists() and not force:
         raise SectorbenchError(f"{json_path} exists; choose another path or pass --force to replace it")
     config = RunConfig(scene=scene, sectors=sectors, points=points, seed=seed, kernels=kernels,
-                       builds=build_configs(flags, cc), modes=modes,
+                       builds=build_configs(flags, cc, sources), modes=modes,
                        timing=TimingConfig(repeat=repeat, min_sample_s=min_sample_s), disable_isa=disable_isa)
     with make_progress() as bar:
         task = bar.add_task("starting", total=None)
@@ -143,15 +148,55 @@ def run_command(sectors, points, seed, scene, kernels, flags, cc, disable_isa, m
     write_json(result, json_path, force, save_to_results)
 
 
+@main.command("verify")
+@click.option("--family", type=click.Choice(["sector", "triangle"]), default="sector", show_default=True)
+@click.option("--kernels", multiple=True, callback=comma_list, help="Kernels to check (default: the family's).")
+@build_options(("-O2",))
+@click.option("--cases", default=VerifyConfig.cases, show_default=True,
+              help="Rows per random generator (near-boundary, exact and special cases come on top).")
+@click.option("--seed", default=VerifyConfig.seed, show_default=True)
+@click.option("--show", default=0, show_default=True, help="Print the first K wrong inputs of each kernel.")
+@click.option("--strict-special", is_flag=True, help="Fail fast-math builds on NaN/inf/subnormal/-0.0 inputs too.")
+@click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Check these cases (.npz, one row per pair) instead of generated ones.")
+@output_options
+def verify_command(family, kernels, flags, cc, sources, disable_isa, cases, seed, show, strict_special, input_path,
+                   json_path, force):
+    """Check kernels against the exact oracle; exit 1 if any fails."""
+    from .report import failing_inputs_table, verify_table
+    from .verify import verify
+
+    if json_path is not None and json_path.exists() and not force:
+        raise SectorbenchError(f"{json_path} exists; choose another path or pass --force to replace it")
+    if show < 0:
+        raise click.BadParameter("must be >= 0", param_hint="--show")
+    config = VerifyConfig(family=family, kernels=kernels, builds=build_configs(flags, cc, sources), cases=cases, seed=seed,
+                          strict_special=strict_special, show=show, input_path=input_path, disable_isa=disable_isa)
+    if input_path is None:
+        stderr.print(f"seed {seed}")
+    with make_progress() as bar:
+        task = bar.add_task("verify", total=None)
+        result = verify(config, lambda what, total=None: bar.update(task, description=what))
+    console = stdout()
+    console.print(verify_table(result))
+    for verdict in result.kernels:
+        if verdict.failing:
+            console.print(failing_inputs_table(verdict))
+    if json_path is not None:
+        write_text_atomic(json_path, json.dumps(result.to_dict(), indent=1) + "\n", overwrite=force)
+        stderr.print(f"saved {json_path}")
+    click.get_current_context().exit(0 if result.passed else 1)
+
+
 @main.command("kernels")
 @build_options((BuildConfig().flags[0],))
-def kernels_command(flags, cc, disable_isa):
+def kernels_command(flags, cc, sources, disable_isa):
     """List the kernels, what each needs, and whether this CPU has it."""
     from .build import build
     from .report import kernels_table
     from .worker import Worker
 
-    config = build_configs(flags[:1], cc[:1])[0]
+    config = build_configs(flags[:1], cc[:1], sources)[0]
     with Worker(build(config), disable_isa) as worker:
         kernels, _ = worker.describe()
     stdout().print(kernels_table(kernels))

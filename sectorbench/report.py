@@ -85,3 +85,38 @@ def kernels_table(kernels: list[Kernel]) -> Table:
             about = f"{about} (known-bad reference: run only when named)"
         table.add_row(k.name, k.family, str(k.lanes), ", ".join(k.isa) or "–", here, k.params or "–", about)
     return table
+
+
+def verify_table(result) -> Table:
+    table = Table(title=f"verify: {result.family} family, {result.cases} cases"
+                        + (f", seed {result.seed}" if result.seed is not None else ", user input"),
+                  title_justify="left")
+    for name, justify in (("kernel", "left"), ("flags", "left"), ("cases", "right"), ("rounding-band", "right"),
+                          ("logic-bug", "right"), ("special-value", "right"), ("nondeterministic", "right"),
+                          ("worst margin", "right"), ("bound", "right"), ("verdict", "left")):
+        table.add_column(name, justify=justify, no_wrap=name in ("kernel", "flags"))
+    styles = {"exact": "green", "rounding-band": "cyan", "FAIL": "bold red"}
+    for k in result.kernels:
+        if k.status != "ok":
+            table.add_row(k.kernel, k.flags, *["–"] * 7,
+                          Text(f"{k.status}: {k.reason}", style="yellow" if k.status == "skipped" else "red"))
+            continue
+        counts = [str(k.mismatches.get(name, 0)) for name in ("rounding-band", "logic-bug", "special-value",
+                                                              "nondeterministic")]
+        worst = "–" if k.worst_margin is None else ("inf" if k.worst_margin == float("inf") else f"{k.worst_margin:.3g}")
+        table.add_row(k.kernel, k.flags, str(k.cases), *counts, worst, f"{k.rounding_bound:g}",
+                      Text(k.verdict, style=styles.get(k.verdict, "")))
+    return table
+
+
+def failing_inputs_table(verdict) -> Table:
+    table = Table(title=f"{verdict.kernel} [{verdict.flags}]: first {len(verdict.failing)} wrong answers "
+                        f"(inputs as exact hex floats)", title_justify="left")
+    for name in ("row", "group", "class", "margin", "inputs", "kernel", "oracle"):
+        table.add_column(name)
+    for row in verdict.failing:
+        inputs = " ".join(f"{k}={v}" for k, v in row["inputs"].items())
+        margin = "–" if row["margin"] is None else f"{row['margin']:.3g}"
+        table.add_row(str(row["row"]), row["group"], row["class"], margin, inputs,
+                      "inside" if row["kernel"] else "outside", "inside" if row["oracle"] else "outside")
+    return table
