@@ -38,6 +38,10 @@ static inline int recast_cross(float ax, float ay, float bx, float by, float cx,
         u = -u;
         v = -v;
     }
+    /* An infinite vertex makes the area infinite and eps = -inf, which would
+     * accept points the exact (extended-real) test leaves undefined. */
+    if (!(denominator < INFINITY))
+        return 0;
     const float eps = -1e-4f * denominator;
     return u >= eps && v >= eps && (u + v) <= denominator - eps;
 }

@@ -152,10 +152,10 @@ def run_command(sectors, points, seed, scene, kernels, flags, cc, sources, disab
 @click.option("--family", type=click.Choice(["sector", "triangle"]), default="sector", show_default=True)
 @click.option("--kernels", multiple=True, callback=comma_list, help="Kernels to check (default: the family's).")
 @build_options(("-O2",))
-@click.option("--cases", default=VerifyConfig.cases, show_default=True,
+@click.option("--cases", default=VerifyConfig.cases, show_default=True, type=click.IntRange(min=1),
               help="Rows per random generator (near-boundary, exact and special cases come on top).")
 @click.option("--seed", default=VerifyConfig.seed, show_default=True)
-@click.option("--show", default=0, show_default=True, help="Print the first K wrong inputs of each kernel.")
+@click.option("--show", default=0, show_default=True, type=click.IntRange(min=0), help="Print the first K wrong inputs of each kernel.")
 @click.option("--strict-special", is_flag=True, help="Fail fast-math builds on NaN/inf/subnormal/-0.0 inputs too.")
 @click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Check these cases (.npz, one row per pair) instead of generated ones.")
@@ -168,12 +168,8 @@ def verify_command(family, kernels, flags, cc, sources, disable_isa, cases, seed
 
     if json_path is not None and json_path.exists() and not force:
         raise SectorbenchError(f"{json_path} exists; choose another path or pass --force to replace it")
-    if show < 0:
-        raise click.BadParameter("must be >= 0", param_hint="--show")
     config = VerifyConfig(family=family, kernels=kernels, builds=build_configs(flags, cc, sources), cases=cases, seed=seed,
                           strict_special=strict_special, show=show, input_path=input_path, disable_isa=disable_isa)
-    if input_path is None:
-        stderr.print(f"seed {seed}")
     with make_progress() as bar:
         task = bar.add_task("verify", total=None)
         result = verify(config, lambda what, total=None: bar.update(task, description=what))

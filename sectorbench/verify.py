@@ -120,15 +120,49 @@ def _columns(case_set, names):
     return [case_set.columns[k] for k in names]
 
 
+#: Absolute error of one float32 product that underflows (gradual underflow: half the
+#: smallest subnormal).  Sums and differences of subnormals are exact.
+UNDERFLOW_ERROR = 2.0**-150
+
+
+def _with_underflow(margins: np.ndarray, scales: np.ndarray, absolute: np.ndarray) -> np.ndarray:
+    """Margins |g| / (2^-24 G + E): rounding measured with underflow's absolute error E too.
+
+    The plain margin |g| / (2^-24 G) assumes every rounding is relative, which fails
+    once a product underflows (e.g. a subnormal D squared is 0 in float32).
+    """
+    relative = scales * 2.0**-24
+    with np.errstate(invalid="ignore", divide="ignore"):
+        factor = np.where(np.isfinite(relative) & (relative > 0), relative / (relative + absolute), 1.0)
+    return margins * factor
+
+
 def _oracle(case_set, tolerance: float) -> _Exact:
-    c = case_set.columns
-    if case_set.family == "sector":
-        result = oracle.sector_exact(*_columns(case_set, ("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py")))
-    else:
-        result = oracle.triangle_exact(*_columns(case_set, ("ax", "ay", "bx", "by", "cx", "cy", "px", "py")),
-                                       tolerance=tolerance)
-    del c
-    return _Exact(result.inside, result.mismatch_margin)
+    with np.errstate(all="ignore"):
+        c = {k: v.astype(np.float64) for k, v in case_set.columns.items()}
+        if case_set.family == "sector":
+            result = oracle.sector_exact(*_columns(case_set, ("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py")))
+            dx, dy, k = c["px"] - c["cx"], c["py"] - c["cy"], np.abs(c["cos_theta"])
+            s = dx * dx + dy * dy
+            radius = _with_underflow(result.radius_margin, np.abs(c["r2"]) + s, 2 * UNDERFLOW_ERROR)
+            # sqrt(s) turns s's absolute error into sqrt(2 * 2^-150) on |D|
+            angle_scale = np.abs(dx * c["ux"]) + np.abs(dy * c["uy"]) + np.sqrt(s) * k
+            angle = _with_underflow(result.angle_margin, angle_scale,
+                                    3 * UNDERFLOW_ERROR + k * np.sqrt(2 * UNDERFLOW_ERROR))
+            margin = oracle.sector_mismatch_margin(result.radius_ok, result.angle_ok, radius, angle,
+                                                   nan_rows=result.nan_rows)
+        else:
+            result = oracle.triangle_exact(*_columns(case_set, ("ax", "ay", "bx", "by", "cx", "cy", "px", "py")),
+                                           tolerance=tolerance)
+            margins = result.margins.copy()
+            # the strict kernels' orientations; tolerant slacks keep the plain margins
+            for edge, (p, q) in enumerate((("a", "b"), ("b", "c"), ("c", "a")) if not tolerance else ()):
+                scale = (np.abs((c[q + "x"] - c[p + "x"]) * (c["py"] - c[p + "y"]))
+                         + np.abs((c[q + "y"] - c[p + "y"]) * (c["px"] - c[p + "x"])))
+                margins[:, edge] = _with_underflow(margins[:, edge], scale, 4 * UNDERFLOW_ERROR)
+            margin = oracle.triangle_mismatch_margin(result.signs, margins, result.tolerance,
+                                                     nan_rows=result.nan_rows)
+    return _Exact(result.inside, margin)
 
 
 def _self_check(case_set, seed: int) -> None:
@@ -206,14 +240,18 @@ def _answers(worker: Worker, kernel: Kernel, case_set, scratch) -> tuple[np.ndar
 def _judge(kernel, build_config, case_set, exact: _Exact, answers, unstable, config, base) -> KernelVerdict:
     inputs = _kernel_inputs(kernel, case_set.family)
     bound = kernel.rounding_bound or DEFAULT_ROUNDING_BOUND
-    mismatch = (answers != exact.inside) | unstable
+    applicable = _applicable(kernel, case_set)
+    mismatch = ((answers != exact.inside) | unstable) & applicable
     special = oracle.has_special_input(*_columns(case_set, inputs))
     on_boundary = case_set.exact_boundary_r_theta if "theta" in inputs else case_set.exact_boundary
     if kernel.tolerance:
         on_boundary = np.zeros_like(on_boundary)  # the tolerant predicate's boundary lies elsewhere
-    margin = np.nan_to_num(exact.margin, nan=np.inf)
-    klass = np.select([unstable, special, on_boundary | (margin > bound)],
-                      ["nondeterministic", "special-value", "logic-bug"], "rounding-band")
+    margin = np.where(np.isnan(exact.margin), np.inf, exact.margin)
+    # Rounding explains a mismatch only off exact constructions; special inputs count
+    # against a kernel only where rounding (underflow included) cannot explain it.
+    klass = np.select([unstable, on_boundary & special, on_boundary, margin <= bound, special],
+                      ["nondeterministic", "special-value", "logic-bug", "rounding-band", "special-value"],
+                      "logic-bug")
     counts = {name: int(np.count_nonzero(mismatch & (klass == name))) for name in CLASSES}
     failing_classes = {"logic-bug", "nondeterministic"}
     if config.strict_special or not is_fast_math(build_config.flags):
@@ -230,8 +268,24 @@ def _judge(kernel, build_config, case_set, exact: _Exact, answers, unstable, con
     inconsistent = _metamorphic_inconsistencies(case_set, answers)
     shown = np.flatnonzero(fails)[:config.show] if fails.any() else np.flatnonzero(mismatch)[:config.show]
     failing = [_describe_row(case_set, inputs, i, answers[i], exact.inside[i], klass[i], margin[i]) for i in shown]
-    return KernelVerdict(status="ok", cases=len(case_set), mismatches=counts, worst_margin=worst,
+    return KernelVerdict(status="ok", cases=int(applicable.sum()), mismatches=counts, worst_margin=worst,
                          metamorphic_inconsistencies=inconsistent, verdict=verdict, failing=failing, **base)
+
+
+def _applicable(kernel: Kernel, case_set) -> np.ndarray:
+    """Rows on which a kernel can be judged against the (r2, cos_theta) oracle.
+
+    A kernel taking (r, theta) is judged through r2 = r*r and cos_theta = cos(theta);
+    that translation is faithful only inside its contract (0 < r < inf, 0 < theta < pi,
+    nothing special in r, theta, r2, cos_theta).  Outside it (e.g. theta = inf: every
+    angle is smaller, yet cos(inf) is NaN) the row says nothing about the kernel.
+    """
+    rows = np.ones(len(case_set), dtype=bool)
+    if case_set.family == "sector" and "theta" in kernel.params.split(","):
+        c = case_set.columns
+        rows &= ~oracle.has_special_input(c["r"], c["theta"], c["r2"], c["cos_theta"])
+        rows &= (c["r"] > 0) & (c["theta"] > 0) & (c["theta"] < np.pi)
+    return rows
 
 
 def _metamorphic_inconsistencies(case_set, answers) -> int:

@@ -9,6 +9,7 @@ from sectorbench import oracle
 from sectorbench.oracle import (
     OracleSelfCheckError,
     check_fp_environment,
+    has_special_input,
     sector_constraints,
     sector_exact,
     sector_inside,
@@ -151,16 +152,134 @@ def test_u_is_not_renormalised():
 
 
 @pytest.mark.parametrize("position", range(8))
-@pytest.mark.parametrize("bad", [NAN, INF, -INF])
-def test_non_finite_rows_are_outside(position, bad):
+def test_nan_rows_are_outside(position):
     row = [0, 0, 1, 0, 100, 0, 3, 0]
-    row[position] = bad
+    row[position] = NAN
     cols = columns([row, (0, 0, 1, 0, 100, 0, 3, 0)])
     result = sector_exact(*cols)
     np.testing.assert_array_equal(result.inside, [False, True])
     assert np.isnan(result.radius_margin[0]) and np.isnan(result.angle_margin[0])
     assert np.isnan(result.mismatch_margin[0])
     assert not sector_inside_fraction(row)
+
+
+def margin_kind(m):
+    return "nan" if np.isnan(m) else "inf" if np.isinf(m) else "fin"
+
+
+# Base row (c = 0, u = (1, 0), r2 = 100, cos_theta = 0, p = (3, 0)) with one slot set to
+# ±inf: (slot, value, radius_ok, angle_ok, radius margin, angle margin), worked by hand.
+# s = 9, a = dx·ux + dy·uy = 3 + 0·0, sqrt(s)·k = 3·0.
+INF_SECTOR_CASES = [
+    (0, INF, False, False, "inf", "nan"),  # dx = −∞: s = ∞; sqrt(∞)·0 undefined
+    (0, -INF, False, False, "inf", "nan"),
+    (1, INF, False, False, "inf", "nan"),  # dy = −∞: s = ∞; dy·uy = ∞·0 undefined
+    (1, -INF, False, False, "inf", "nan"),
+    (2, INF, True, True, "fin", "inf"),  # a = 3·∞ = ∞ > 0
+    (2, -INF, True, False, "fin", "inf"),  # a = −∞
+    (3, INF, True, False, "fin", "nan"),  # dy·uy = 0·∞ undefined
+    (3, -INF, True, False, "fin", "nan"),
+    (4, INF, True, True, "inf", "fin"),  # 9 < ∞
+    (4, -INF, False, True, "inf", "fin"),
+    (5, INF, True, False, "fin", "inf"),  # 3 > 3·∞ is false
+    (5, -INF, True, True, "fin", "inf"),  # 3 > −∞
+    (6, INF, False, False, "inf", "nan"),  # dx = ∞: s = ∞, sqrt(∞)·0 undefined
+    (6, -INF, False, False, "inf", "nan"),
+    (7, INF, False, False, "inf", "nan"),  # dy = ∞: dy·uy = ∞·0 undefined
+    (7, -INF, False, False, "inf", "nan"),
+]
+
+
+@pytest.mark.parametrize("position, bad, radius_ok, angle_ok, radius_kind, angle_kind", INF_SECTOR_CASES)
+def test_infinite_slots_follow_extended_reals(position, bad, radius_ok, angle_ok, radius_kind, angle_kind):
+    row = [0, 0, 1, 0, 100, 0, 3, 0]
+    row[position] = bad
+    cols = columns([row, (0, 0, 1, 0, 100, 0, 3, 0)])
+    result = sector_exact(*cols)
+    assert (result.radius_ok[0], result.angle_ok[0]) == (radius_ok, angle_ok)
+    assert margin_kind(result.radius_margin[0]) == radius_kind
+    assert margin_kind(result.angle_margin[0]) == angle_kind
+    np.testing.assert_array_equal(result.inside, [radius_ok and angle_ok, True])
+    assert sector_inside_fraction(row) == (radius_ok and angle_ok)
+    assert_sector_matches_fractions(cols)
+    # an infinite decision or an undefined form is never a rounding error
+    if not (radius_ok and angle_ok):
+        assert result.mismatch_margin[0] == INF
+
+
+# (cx, cy, ux, uy, r2, cos_theta, px, py), inside, radius margin, angle margin
+SECTOR_HAND_CASES = {
+    # dx = 3, dy = 4, a = 5 > 5·0.5: inside the angle
+    "r2=+inf": ((1, 2, *U, INF, 0.5, 4, 6), True, "inf", "fin"),
+    "r2=-inf": ((1, 2, *U, -INF, 0.5, 4, 6), False, "inf", "fin"),
+    "u=+inf,dx>0": ((0, 0, INF, 0, 100, 0.5, 3, 1), True, "fin", "inf"),
+    "u=+inf,dx<0": ((0, 0, INF, 0, 100, 0.5, -3, 1), False, "fin", "inf"),
+    "u=+inf,dx=0": ((0, 0, INF, 0, 100, 0.5, 0, 3), False, "fin", "nan"),  # 0·∞
+    "u=+inf,dx=-0": ((0, 0, INF, 0, 100, -0.5, -0.0, 3), False, "fin", "nan"),
+    "u=-inf,dx<0": ((0, 0, -INF, 0, 100, 0.5, -3, 1), True, "fin", "inf"),
+    "u=(inf,inf)": ((0, 0, INF, INF, 100, 0.5, 3, 1), True, "fin", "inf"),
+    "u=(inf,-inf)": ((0, 0, INF, -INF, 100, 0.5, 3, 1), False, "fin", "nan"),  # ∞ − ∞
+    "k=-inf": ((0, 0, 1, 0, 100, -INF, -3, 0), True, "fin", "inf"),  # −3 > −∞
+    "k=-inf,apex": ((1, 1, 1, 0, 100, -INF, 1, 1), False, "fin", "nan"),  # sqrt(0)·∞
+    "k=+inf": ((0, 0, 1, 0, 100, INF, 3, 0), False, "fin", "inf"),
+    "k=+inf,u=+inf": ((0, 0, INF, 0, 100, INF, 3, 0), False, "fin", "inf"),  # ∞ > ∞ false
+    "k=-inf,u=+inf": ((0, 0, INF, 0, 100, -INF, 3, 0), True, "fin", "inf"),
+    "k=-inf,u=-inf": ((0, 0, -INF, 0, 100, -INF, 3, 0), False, "fin", "inf"),  # −∞ > −∞
+    "r2=+inf,k=-inf": ((0, 0, 1, 0, INF, -INF, 3, 0), True, "inf", "inf"),
+}
+
+
+@pytest.mark.parametrize("case", SECTOR_HAND_CASES.values(), ids=SECTOR_HAND_CASES.keys())
+def test_sector_infinity_hand_cases(case):
+    row, inside, radius_kind, angle_kind = case
+    cols = columns([row])
+    result = sector_exact(*cols)
+    assert result.inside[0] == inside
+    assert sector_inside_fraction([c[0] for c in cols]) == inside
+    assert margin_kind(result.radius_margin[0]) == radius_kind
+    assert margin_kind(result.angle_margin[0]) == angle_kind
+    self_check_sector(*cols, rng=np.random.default_rng(0))
+
+
+def test_finite_constraint_of_an_infinite_row_keeps_its_exact_margin():
+    rows = [(1, 2, *U, INF, 0.5, 4, 6), (1, 2, *U, 100, 0.5, 4, 6),
+            (0, 0, INF, 0, 25, 0.5, 3, 4), (0, 0, 1, 0, 25, 0.5, 3, 4)]
+    radius_margin, angle_margin = sector_margins(*columns(rows))
+    assert angle_margin[0] == angle_margin[1] and np.isfinite(angle_margin[0])
+    assert radius_margin[2] == radius_margin[3] == 0  # p on the arc; u = (∞, 0) is irrelevant
+
+
+@pytest.mark.parametrize("slot", [0, 1, 6, 7])
+@pytest.mark.parametrize("bad", [INF, -INF])
+@pytest.mark.parametrize(
+    "base",
+    [(0, 0, 1, 0, 100, 0, 3, 0), (0, 0, 1, 0, INF, -INF, 3, 0), (5, 5, INF, INF, INF, -1, 6, 6)],
+    ids=["plain", "everything-passes", "infinite-u"],
+)
+def test_infinite_p_or_c_is_outside(slot, bad, base):
+    row = list(base)
+    assert sector_inside(*columns([row]))[0]
+    row[slot] = bad
+    result = sector_exact(*columns([row]))
+    assert not result.inside[0] and not result.radius_ok[0]
+    assert not sector_inside_fraction(row)
+    assert result.mismatch_margin[0] == INF
+    self_check_sector(*columns([row]), rng=np.random.default_rng(0))
+
+
+def test_mismatch_margin_treats_undefined_as_infinite():
+    radius_ok, angle_ok = np.array([False, False, False]), np.array([False, False, True])
+    radius_margin, angle_margin = np.array([NAN, 2.0, NAN]), np.array([NAN, NAN, 3.0])
+    got = sector_mismatch_margin(radius_ok, angle_ok, radius_margin, angle_margin)
+    np.testing.assert_array_equal(got, [INF, INF, INF])
+    got = sector_mismatch_margin(
+        radius_ok, angle_ok, radius_margin, angle_margin, nan_rows=[True, False, False]
+    )
+    np.testing.assert_array_equal(got, [NAN, INF, INF])
+    # tolerant triangles: an undefined constraint (sign 0, margin NaN) is broken
+    signs, margins = np.array([[1, 1, 0]]), np.array([[1.0, 2.0, NAN]])
+    assert triangle_mismatch_margin(signs, margins, 1e-4)[0] == INF
+    assert triangle_mismatch_margin(signs, margins)[0] == INF
 
 
 def test_sector_mismatch_margin():
@@ -314,6 +433,66 @@ def test_non_finite_triangle_rows_are_outside(position):
         assert np.isnan(result.margins).all() and np.isnan(result.mismatch_margin[0])
 
 
+T_A, T_B, T_C = (0, 0), (4, 0), (1, INF)  # c at infinity straight above
+
+
+# Worked by hand with a = (0, 0), b = (4, 0), c = (1, ∞):
+#   p = (2, 1):  o1 = 4·1 − 0·2 = 4,  o2 = (1−4)(1) − ∞·(2−4) = ∞,
+#                o3 = (0−1)(1−∞) − (0−∞)(2−1) = ∞ + ∞ = ∞            → inside
+#   p = (-1, 1): o1 = 4,  o2 = −3 − ∞·(−5) = ∞,  o3 = (−1)(−∞) − (−∞)(−2) = ∞ − ∞ → undefined
+#   p = (2, -1): o1 = −4, o2 = 3 + ∞ = ∞,  o3 = (−1)(−∞) − (−∞)(1) = ∞   → outside
+# Tolerant, p = (2, 1): v0 = (1, ∞), v1 = (4, 0), v2 = (2, 1), Den = 1·0 − ∞·4 = −∞,
+#   U = 0·2 − 4·1 = −4, V = 1·1 − ∞·2 = −∞; flipped: Den = ∞, U = 4, V = ∞;
+#   U + eps·Den = ∞, V + eps·Den = ∞, (1 + eps)·Den − U − V = ∞ − ∞ → undefined.
+def test_triangle_with_infinite_vertex():
+    cols = columns([(*T_A, *T_B, *T_C, 2, 1), (*T_A, *T_B, *T_C, -1, 1), (*T_A, *T_B, *T_C, 2, -1)])
+    strict = triangle_exact(*cols)
+    np.testing.assert_array_equal(strict.inside, [True, False, False])
+    np.testing.assert_array_equal(strict.signs, [[1, 1, 1], [1, 1, 0], [-1, 1, 1]])
+    kinds = [[margin_kind(m) for m in row] for row in strict.margins]
+    assert kinds == [["fin", "inf", "inf"], ["fin", "inf", "nan"], ["fin", "inf", "inf"]]
+    assert strict.margins[0, 0] == 2.0**24  # a horizontal edge: one nonzero term
+    # the third row is explained by misjudging o1 alone; the second only by an infinity
+    np.testing.assert_array_equal(strict.mismatch_margin, [2.0**24, INF, 2.0**24])
+    assert [triangle_inside_fraction(row) for row in zip(*cols)] == [True, False, False]
+    tolerant = triangle_exact(*cols, tolerance=1e-4)
+    assert not tolerant.inside.any()
+    np.testing.assert_array_equal(tolerant.signs[0], [1, 1, 0])
+    assert [margin_kind(m) for m in tolerant.margins[0]] == ["inf", "inf", "nan"]
+    assert tolerant.mismatch_margin[0] == INF
+    for tolerance in (0.0, 1e-4):
+        assert_triangle_matches_fractions(cols, tolerance)
+
+
+def test_triangle_with_infinite_point_is_defined_when_no_zero_meets_it():
+    # a = (0, 0), b = (4, −1), c = (1, 4), p = (∞, 0):
+    #   strict: o1 = 4·0 − (−1)·∞ = ∞, o2 = (−3)(1) − 5·∞ = −∞, o3 = (−1)(−4) − (−4)·∞ = ∞
+    #   tolerant: Den = 1·(−1) − 4·4 = −17, U = (−1)·∞ − 4·0 = −∞, V = 1·0 − 4·∞ = −∞;
+    #   flipped: Den = 17, U = V = ∞: slacks ∞, ∞, 17·(1 + eps) − ∞ − ∞ = −∞
+    cols = columns([(0, 0, 4, -1, 1, 4, INF, 0)])
+    strict = triangle_exact(*cols)
+    np.testing.assert_array_equal(strict.signs, [[1, -1, 1]])
+    assert not strict.inside[0] and (strict.margins == INF).all()
+    tolerant = triangle_exact(*cols, tolerance=1e-4)
+    np.testing.assert_array_equal(tolerant.signs, [[1, 1, -1]])
+    assert not tolerant.inside[0] and (tolerant.margins == INF).all()
+    assert strict.mismatch_margin[0] == tolerant.mismatch_margin[0] == INF
+    for tolerance in (0.0, 1e-4):
+        assert_triangle_matches_fractions(cols, tolerance)
+
+
+def test_tolerant_flip_uses_the_exact_sign_of_a_finite_den():
+    # a = (−2^-100, 0), b = (1, 1), c = (3, 3): Den = (3 + e)·1 − 3·(1 + e) = −2e < 0 with
+    # e = 2^-100, but float64 rounds it to 0.  p = (∞, 0): U = 1·∞ − (1 + e)·0 = ∞,
+    # V = (3 + e)·0 − 3·∞ = −∞; the flip makes the slacks −∞, ∞, −2e·(1 + eps) + ∞ − ∞.
+    tiny = 2.0**-100
+    cols = columns([(-tiny, 0, 1, 1, 3, 3, INF, 0)])
+    result = triangle_exact(*cols, tolerance=1e-4)
+    np.testing.assert_array_equal(result.signs, [[-1, 1, 0]])
+    assert not result.inside[0]
+    assert_triangle_matches_fractions(cols, 1e-4)
+
+
 def test_triangle_mismatch_margin():
     margins = np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])
     signs = np.array([[1, 1, 1], [1, 1, -1], [-1, -1, 1]])
@@ -389,6 +568,92 @@ def test_triangle_margins_are_accurate():
                      for x, y in terms])
     exact = oracle._triangle(cols, 0.0, use_filter=False).margins
     np.testing.assert_allclose(exact[finite], want, rtol=1e-12, atol=0)
+
+
+# ---------------------------------------------------------------- infinities, random
+
+
+def with_infinities(rng, cols, p=0.1):
+    """cols with each slot independently replaced by ±inf with probability p."""
+    out = []
+    for c in cols:
+        c = c.copy()
+        hit = rng.random(len(c)) < p
+        c[hit] = rng.choice([F32(np.inf), F32(-np.inf)], hit.sum())
+        out.append(c)
+    return out
+
+
+def zero_prone_columns(rng, n):
+    """Small integers (so zeros and equal coordinates are common) mixed with random floats."""
+    small = rng.integers(-2, 3, (8, n)).astype(F32)
+    wide = rng.uniform(-10, 10, (8, n)).astype(F32)
+    return list(np.where(rng.random((8, n)) < 0.5, small, wide))
+
+
+def test_sector_random_rows_with_infinities():
+    rng = np.random.default_rng(6)
+    n = 1500
+    cols = with_infinities(rng, zero_prone_columns(rng, n))
+    cols[4] = np.abs(cols[4]) * 10  # r2 mostly passes, so the angle test matters
+    assert_sector_matches_fractions(cols)
+    result = sector_exact(*cols)
+    infinite_rows = ~np.isfinite(cols).all(axis=0)
+    # every kind of outcome shows up among the rows with an infinity
+    assert result.inside[infinite_rows].any() and (~result.inside[infinite_rows]).any()
+    for margin in (result.radius_margin, result.angle_margin):
+        assert np.isinf(margin).any() and np.isnan(margin).any()
+        assert np.isfinite(margin[infinite_rows]).any()
+    assert_sector_matches_fractions(with_infinities(rng, [random_magnitudes(rng, n) for _ in range(8)]))
+
+
+@pytest.mark.parametrize("tolerance", [0.0, 1e-4, -0.5])
+def test_triangle_random_rows_with_infinities(tolerance):
+    rng = np.random.default_rng(7)
+    n = 1000
+    cols = with_infinities(rng, zero_prone_columns(rng, n))
+    assert_triangle_matches_fractions(cols, tolerance)
+    result = triangle_exact(*cols, tolerance=tolerance)
+    infinite_rows = ~np.isfinite(cols).all(axis=0)
+    assert np.isinf(result.margins).any() and np.isnan(result.margins).any()
+    assert (np.abs(result.signs[infinite_rows]) == 1).all(axis=1).any()  # defined rows too
+    if tolerance == 0.0:
+        assert result.inside[infinite_rows].any()
+    assert_triangle_matches_fractions(
+        with_infinities(rng, [random_magnitudes(rng, n) for _ in range(8)]), tolerance
+    )
+
+
+# ---------------------------------------------------------------- special inputs
+
+
+SUBNORMAL_MAX = np.nextafter(F32(2.0**-126), F32(0))
+
+
+@pytest.mark.parametrize(
+    "value, special",
+    [(NAN, True), (INF, True), (-INF, True), (1e-45, True), (-1e-45, True),
+     (SUBNORMAL_MAX, True), (-SUBNORMAL_MAX, True), (-0.0, True),
+     (0.0, False), (2.0**-126, False), (-(2.0**-126), False), (1.0, False), (-3.5, False),
+     (np.finfo(F32).max, False), (np.finfo(F32).min, False)],
+)
+def test_has_special_input_each_kind(value, special):
+    normal = np.array([1.0, 1.0], dtype=F32)
+    cell = np.array([value, 2.0], dtype=F32)
+    np.testing.assert_array_equal(has_special_input(normal, cell, normal), [special, False])
+    np.testing.assert_array_equal(has_special_input(cell), [special, False])
+
+
+def test_has_special_input_rows():
+    cols = columns([(0, 0, 1, 0, 100, 0.5, 3, 4), (0, -0.0, 1, 0, 100, 0.5, 3, 4),
+                    (0, 0, 1, 0, 100, 0.5, 3, 1e-40), (0, 0, 1, 0, 100, 0.5, 3, INF),
+                    (2.0**-126, 0, 1, 0, 100, 0.5, 3, 4)])
+    np.testing.assert_array_equal(has_special_input(*cols), [False, True, True, True, False])
+    assert has_special_input(*[np.zeros(0, F32)] * 8).shape == (0,)
+    with pytest.raises(TypeError):
+        has_special_input(np.zeros(2))
+    with pytest.raises(ValueError):
+        has_special_input(np.zeros(2, F32), np.zeros(3, F32))
 
 
 # ---------------------------------------------------------------- volume

@@ -59,3 +59,22 @@ SB_SECTOR_SCALAR_KERNEL(apex_inside, apex_inside, r2, cos_theta, "noop", 8, SB_N
                         "broken: the article's apex rule")
 SB_SECTOR_SCALAR_KERNEL(naive_unclamped, naive_unclamped, r, theta, "noop", 16, SB_NOT_DEFAULT,
                         "broken: acosf of a cosine above 1")
+
+#if defined(SB_X86)
+/* The SSE2 kernel with its last lane forced outside: the answer depends on the
+ * point's position in the vector. */
+SB_TARGET("sse2")
+static inline __m128 lane_dependent(__m128 cx, __m128 cy, __m128 ux, __m128 uy,
+                                    __m128 r2, __m128 cos_theta, __m128 px, __m128 py) {
+    const __m128 dx = _mm_sub_ps(px, cx), dy = _mm_sub_ps(py, cy);
+    const __m128 squared_length = _mm_add_ps(_mm_mul_ps(dx, dx), _mm_mul_ps(dy, dy));
+    const __m128 d_dot_u = _mm_add_ps(_mm_mul_ps(dx, ux), _mm_mul_ps(dy, uy));
+    const __m128 inside = _mm_and_ps(_mm_cmplt_ps(squared_length, r2),
+        _mm_cmpgt_ps(d_dot_u, _mm_mul_ps(_mm_sqrt_ps(squared_length), cos_theta)));
+    return _mm_and_ps(inside, _mm_castsi128_ps(_mm_set_epi32(0, -1, -1, -1)));
+}
+
+#define LANE_MASK_OF(v) _mm_movemask_ps(v)
+SB_SECTOR_SIMD_KERNEL(lane_dependent, lane_dependent, "sse2", __m128, 4, _mm_set1_ps, _mm_load_ps,
+                      LANE_MASK_OF, "noop_simd", 8, SB_NOT_DEFAULT, "broken: lane 3 always outside")
+#endif

@@ -1,0 +1,477 @@
+"""The regression gate: compare a current run with a baseline, kernel by kernel.
+
+``gate(baseline, current, config)`` pairs the rows of two ``RunResult``s by
+(kernel, cc, flags, mode), runs ``stats.compare`` on each pair and returns a
+``GateReport``; ``markdown(report, ...)`` renders it for a pull request.
+This module only returns values: it never prints and never exits.
+
+What is compared
+----------------
+Each row's own per-pass times, ``samples_s`` -- not the net times
+(``net_samples_s``, kernel minus its NoOperation kernel). Measured pass times
+are always positive and their noise is multiplicative, which is what
+``stats.compare`` assumes (it works on log times and ratios). Net times are a
+difference of two noisy numbers: for a kernel not much slower than its loop
+overhead they can be near zero or negative in some rounds, and then logs and
+ratios are undefined or blow up the noise. The price is dilution: the overhead
+is in both sides, so a kernel whose net time grew by 20 % shows a smaller
+gross ratio. The gate errs towards silence, never towards false alarms.
+
+Normalisation
+-------------
+With ``GateConfig.normalize`` set, every sample is first divided by a
+reference sample taken in the same round (``stats.normalized``): the row of
+kernel ``normalize`` with the same cc/flags/mode, or, for
+``normalize="overhead"``, the row's own NoOperation samples
+(``overhead_samples_s``). Whatever the two share -- machine speed, clock
+frequency, a noisy neighbour during that round -- cancels, so a baseline
+recorded on a slightly faster or slower machine (or on a day the VM was
+slower) still gives meaningful ratios. The displayed medians stay in seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from . import SectorbenchError
+from .environment import compare_fingerprints
+from .results import KernelResult, RunResult
+from .stats import Comparison, compare, normalized
+
+__all__ = [
+    "DEFAULT_KEY",
+    "OVERHEAD",
+    "GateConfig",
+    "GateReport",
+    "GateRow",
+    "IncompatibleResults",
+    "RowKey",
+    "gate",
+    "load_thresholds",
+    "markdown",
+]
+
+#: ``normalize`` value that divides by each row's own NoOperation samples.
+OVERHEAD = "overhead"
+#: Key of the default threshold in the dict returned by ``load_thresholds``.
+DEFAULT_KEY = "default"
+
+_SCENE_FIELDS = ("kind", "family", "seed", "sectors", "triangles", "points")
+_BASE, _CURRENT = "BASELINE", "CURRENT"
+
+
+class IncompatibleResults(SectorbenchError):
+    """The two results cannot be compared (schema, scene or kernels differ)."""
+
+
+# --------------------------------------------------------------------------
+# configuration
+
+
+def _check_threshold(value, what: str) -> float:
+    """A threshold is a fraction in [0, 1]; returns it as float or raises SectorbenchError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SectorbenchError(f"{what} must be a number (a fraction such as 0.10), got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise SectorbenchError(f"{what} must be a fraction >= 0, got {value!r}")
+    if value > 1:  # almost certainly a percentage: 25 meant 25 %
+        raise SectorbenchError(f"{what} is a fraction (0.25 means 25 %), got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """How strict the gate is.
+
+    Build one from a thresholds file with
+    ``GateConfig.from_thresholds(load_thresholds(path), alpha=..., normalize=...)``.
+    """
+
+    # 1 % false alarms per kernel from the test alone; the threshold makes it far rarer.
+    alpha: float = 0.01
+    # Slowdowns under 10 % are within what a shared VM does from day to day.
+    threshold: float = 0.10
+    # Some kernels are noisier (or more critical) than others: kernel name -> fraction.
+    per_kernel: dict[str, float] = field(default_factory=dict)
+    # None: raw times; "overhead": divide by the row's NoOperation; else a kernel name to divide by.
+    normalize: str | None = None
+
+    def __post_init__(self):
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) \
+                or not 0.0 < self.alpha < 0.5:
+            raise SectorbenchError(f"alpha must be in (0, 0.5), got {self.alpha!r}")
+        _check_threshold(self.threshold, "threshold")
+        if DEFAULT_KEY in self.per_kernel:
+            raise SectorbenchError(f"per_kernel holds {DEFAULT_KEY!r}: pass it as threshold "
+                                   f"(GateConfig.from_thresholds does this)")
+        for kernel, value in self.per_kernel.items():
+            _check_threshold(value, f"threshold for kernel {kernel}")
+        if self.normalize is not None and (not isinstance(self.normalize, str) or not self.normalize):
+            raise SectorbenchError(f"normalize must be None, {OVERHEAD!r} or a kernel name, "
+                                   f"got {self.normalize!r}")
+        object.__setattr__(self, "per_kernel", dict(self.per_kernel))  # a private copy
+
+    @classmethod
+    def from_thresholds(cls, thresholds: dict[str, float], **kwargs) -> "GateConfig":
+        """Config from ``load_thresholds``' dict: its ``"default"`` becomes ``threshold``."""
+        per_kernel = dict(thresholds)
+        if DEFAULT_KEY in per_kernel:
+            kwargs["threshold"] = per_kernel.pop(DEFAULT_KEY)
+        return cls(per_kernel=per_kernel, **kwargs)
+
+    def threshold_for(self, kernel: str) -> float:
+        return self.per_kernel.get(kernel, self.threshold)
+
+
+def load_thresholds(path: Path | str) -> dict[str, float]:
+    """Read a thresholds file; returns ``{"default": d, kernel: t, ...}``.
+
+    The file is TOML with an optional top-level ``default`` and an optional
+    ``[kernels]`` table, each value a fraction (0.10 = 10 %)::
+
+        default = 0.10
+        [kernels]
+        naive = 0.25
+        sse2 = 0.05
+
+    ``"default"`` is present in the result only when the file sets it. Any
+    problem raises ``SectorbenchError`` with a one-line message.
+    """
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise SectorbenchError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SectorbenchError(f"{path}: is a directory, not a thresholds file") from None
+    except OSError as exc:
+        raise SectorbenchError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        message = " ".join(str(exc).split())
+        raise SectorbenchError(f"{path}: not valid TOML ({message})") from None
+
+    unknown = sorted(set(data) - {DEFAULT_KEY, "kernels"})
+    if unknown:
+        raise SectorbenchError(f"{path}: unknown key {unknown[0]!r} "
+                               f"(expected {DEFAULT_KEY!r} and a [kernels] table)")
+    thresholds: dict[str, float] = {}
+    try:
+        if DEFAULT_KEY in data:
+            thresholds[DEFAULT_KEY] = _check_threshold(data[DEFAULT_KEY], DEFAULT_KEY)
+        kernels = data.get("kernels", {})
+        if not isinstance(kernels, dict):
+            raise SectorbenchError(f"'kernels' must be a table ([kernels]), got {kernels!r}")
+        for kernel, value in kernels.items():
+            if kernel == DEFAULT_KEY:
+                raise SectorbenchError(f"kernels.{DEFAULT_KEY} is reserved; set {DEFAULT_KEY} "
+                                       f"at the top of the file")
+            thresholds[kernel] = _check_threshold(value, f"kernels.{kernel}")
+    except SectorbenchError as exc:
+        raise SectorbenchError(f"{path}: {exc}") from None
+    return thresholds
+
+
+# --------------------------------------------------------------------------
+# report
+
+
+class RowKey(NamedTuple):
+    """What identifies a row of a run."""
+
+    kernel: str
+    cc: str
+    flags: str
+    mode: str
+
+
+@dataclass(frozen=True)
+class GateRow:
+    """One kernel/build/mode compared: medians in seconds, then stats.compare's outcome.
+
+    ratio, low and high are current/baseline; of normalised times when the
+    report's config normalises, which the medians (raw seconds) are not.
+    """
+
+    kernel: str
+    cc: str
+    flags: str
+    mode: str
+    baseline_median_s: float
+    current_median_s: float
+    ratio: float
+    low: float
+    high: float
+    p_slower: float
+    p_faster: float
+    verdict: str  # regression | improvement | unchanged | inconclusive
+    threshold: float
+    base_dropped: int = 0  # upward outliers stats.compare left out
+    current_dropped: int = 0
+
+    @property
+    def key(self) -> RowKey:
+        return RowKey(self.kernel, self.cc, self.flags, self.mode)
+
+
+@dataclass(frozen=True)
+class GateReport:
+    """The gate's outcome. ``exit_code`` is 1 if any row regressed, else 0."""
+
+    config: GateConfig
+    rows: tuple[GateRow, ...]          # baseline order; rows ok on both sides
+    new_kernels: tuple[RowKey, ...]    # rows present only in the current run
+    warnings: tuple[str, ...]          # one line each: environment, rows not compared
+
+    @property
+    def regressions(self) -> tuple[GateRow, ...]:
+        return tuple(r for r in self.rows if r.verdict == "regression")
+
+    @property
+    def improvements(self) -> tuple[GateRow, ...]:
+        return tuple(r for r in self.rows if r.verdict == "improvement")
+
+    @property
+    def unchanged(self) -> tuple[GateRow, ...]:
+        return tuple(r for r in self.rows if r.verdict == "unchanged")
+
+    @property
+    def inconclusive(self) -> tuple[GateRow, ...]:
+        return tuple(r for r in self.rows if r.verdict == "inconclusive")
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.regressions else 0
+
+
+# --------------------------------------------------------------------------
+# the gate
+
+
+def _key(row: KernelResult) -> RowKey:
+    return RowKey(row.kernel, row.cc, row.flags, row.mode)
+
+
+def _label(key: RowKey, show_cc: bool) -> str:
+    flags = key.flags or "(no flags)"
+    return f"{key.kernel} [{f'{key.cc} {flags}' if show_cc else flags}, {key.mode}]"
+
+
+def _index(run: RunResult, side: str, show_cc: bool) -> dict[RowKey, KernelResult]:
+    rows: dict[RowKey, KernelResult] = {}
+    for row in run.results:
+        key = _key(row)
+        if key in rows:
+            raise IncompatibleResults(f"duplicate row {_label(key, show_cc)} in {side}")
+        rows[key] = row
+    return rows
+
+
+def _check_scene(baseline: RunResult, current: RunResult) -> None:
+    if baseline.schema != current.schema:
+        raise IncompatibleResults(f"different results schema: {baseline.schema!r} in {_BASE}, "
+                                  f"{current.schema!r} in {_CURRENT}")
+    a, b = baseline.scene or {}, current.scene or {}
+    names = [*_SCENE_FIELDS, *sorted((set(a) | set(b)) - set(_SCENE_FIELDS))]
+    differ = [f"{name} {a.get(name)!r} in {_BASE} vs {b.get(name)!r} in {_CURRENT}"
+              for name in names if a.get(name) != b.get(name)]
+    if differ:
+        raise IncompatibleResults("different scene: " + "; ".join(differ))
+
+
+def _environment_warnings(baseline: RunResult, current: RunResult, used_ccs: set[str]) -> list[str]:
+    warnings: list[str] = []
+    env_a, env_b = baseline.env or {}, current.env or {}
+    machine_a, machine_b = env_a.get("machine"), env_b.get("machine")
+    if machine_a and machine_b:
+        warnings += [f"machine: {line}" for line in compare_fingerprints(machine_a, machine_b)]
+    elif machine_a or machine_b:
+        warnings.append(f"machine: no fingerprint in {_CURRENT if machine_a else _BASE}")
+    cc_a, cc_b = env_a.get("compilers") or {}, env_b.get("compilers") or {}
+    for cc in sorted(set(cc_a) | set(cc_b)):
+        if cc in cc_a and cc in cc_b:
+            warnings += [f"compiler {cc}: {line}" for line in compare_fingerprints(cc_a[cc], cc_b[cc])]
+        elif cc in used_ccs:
+            warnings.append(f"compiler {cc}: no fingerprint in {_CURRENT if cc in cc_a else _BASE}")
+    return warnings
+
+
+def _reference(rows: dict[RowKey, KernelResult], row: KernelResult, normalize: str,
+               side: str, show_cc: bool) -> list[float]:
+    """The samples `row`'s samples are divided by, in the run of `rows`."""
+    label = _label(_key(row), show_cc)
+    if normalize == OVERHEAD:
+        if not row.overhead_samples_s:
+            raise IncompatibleResults(f"cannot normalize by overhead: {label} has no NoOperation "
+                                      f"samples in {side}")
+        return row.overhead_samples_s
+    ref_key = RowKey(normalize, row.cc, row.flags, row.mode)
+    ref = rows.get(ref_key)
+    if ref is None:
+        raise IncompatibleResults(f"cannot normalize by {normalize}: no {_label(ref_key, show_cc)} "
+                                  f"in {side}")
+    if ref.status != "ok":
+        raise IncompatibleResults(f"cannot normalize by {normalize}: {_label(ref_key, show_cc)} "
+                                  f"is {ref.status} in {side}")
+    return ref.samples_s
+
+
+def _samples(rows: dict[RowKey, KernelResult], row: KernelResult, normalize: str | None,
+             side: str, show_cc: bool) -> list[float]:
+    label = _label(_key(row), show_cc)
+    if not row.samples_s:
+        raise IncompatibleResults(f"{label} is ok but has no samples in {side}")
+    try:
+        if normalize is None:
+            normalized(row.samples_s, row.samples_s)  # validates: finite and > 0
+            return list(row.samples_s)
+        return normalized(row.samples_s, _reference(rows, row, normalize, side, show_cc))
+    except ValueError as exc:
+        raise IncompatibleResults(f"{label} in {side}: unusable samples ({exc})") from None
+
+
+def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfig()) -> GateReport:
+    """Compare `current` with `baseline`, row by row; see the module docstring.
+
+    Every row ok in the baseline must be in the current run (else
+    IncompatibleResults); rows not ok on one side are skipped with a warning,
+    rows only in the current run are listed in ``new_kernels``.
+    """
+    _check_scene(baseline, current)
+    show_cc = len({r.cc for r in (*baseline.results, *current.results)}) > 1
+    base_rows = _index(baseline, _BASE, show_cc)
+    cur_rows = _index(current, _CURRENT, show_cc)
+
+    missing = [key for key, row in base_rows.items() if row.status == "ok" and key not in cur_rows]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise IncompatibleResults(f"missing kernel {_label(missing[0], show_cc)} in {_CURRENT}{more}")
+
+    rows: list[GateRow] = []
+    row_warnings: list[str] = []
+    for key, base in base_rows.items():
+        cur = cur_rows.get(key)
+        if cur is None:  # not ok in the baseline either: nothing to compare
+            continue
+        label = _label(key, show_cc)
+        if base.status != "ok" or cur.status != "ok":
+            if base.status != cur.status:
+                side, row = (_BASE, base) if base.status != "ok" else (_CURRENT, cur)
+                reason = f" ({row.reason})" if row.reason else ""
+                row_warnings.append(f"{label}: {row.status} in {side}{reason}; not compared")
+            continue
+        if base.hits is not None and cur.hits is not None and base.hits != cur.hits:
+            row_warnings.append(f"{label}: hit count {base.hits} in {_BASE} vs {cur.hits} in {_CURRENT}")
+        threshold = config.threshold_for(key.kernel)
+        outcome: Comparison = compare(
+            _samples(base_rows, base, config.normalize, _BASE, show_cc),
+            _samples(cur_rows, cur, config.normalize, _CURRENT, show_cc),
+            alpha=config.alpha, threshold=threshold)
+        rows.append(GateRow(
+            kernel=key.kernel, cc=key.cc, flags=key.flags, mode=key.mode,
+            baseline_median_s=statistics.median(base.samples_s),
+            current_median_s=statistics.median(cur.samples_s),
+            ratio=outcome.ratio, low=outcome.low, high=outcome.high,
+            p_slower=outcome.p_slower, p_faster=outcome.p_faster, verdict=outcome.verdict,
+            threshold=threshold, base_dropped=outcome.base_dropped,
+            current_dropped=outcome.current_dropped))
+
+    known = {key.kernel for key in (*base_rows, *cur_rows)}
+    threshold_warnings = [f"thresholds: no kernel named {name!r} in either run"
+                          for name in config.per_kernel if name not in known]
+    used_ccs = {row.cc for row in rows}
+    return GateReport(
+        config=config,
+        rows=tuple(rows),
+        new_kernels=tuple(key for key in cur_rows if key not in base_rows),
+        warnings=tuple([*_environment_warnings(baseline, current, used_ccs),
+                        *row_warnings, *threshold_warnings]),
+    )
+
+
+# --------------------------------------------------------------------------
+# Markdown
+
+
+def _ms(seconds: float) -> str:
+    """Milliseconds with 3 significant digits (more only for >= 1000 ms)."""
+    value = seconds * 1e3
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    rounded = float(f"{value:.3g}")  # 9.996 -> 10.0, so the digit count below is right
+    decimals = max(0, 2 - math.floor(math.log10(abs(rounded))))
+    return f"{rounded:.{decimals}f}"
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction * 100:.3g} %"
+
+
+def _p(value: float) -> str:
+    return "< 0.0001" if value < 1e-4 else f"{value:.2g}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _summary(report: GateReport) -> str:
+    config = report.config
+    counts = [_plural(len(report.regressions), "regression"),
+              _plural(len(report.improvements), "improvement"),
+              f"{len(report.unchanged)} unchanged"]
+    if report.inconclusive:
+        counts.append(f"{len(report.inconclusive)} inconclusive")
+    details = [f"α = {config.alpha:g}", f"threshold {_percent(config.threshold)}"]
+    special = sorted({(r.kernel, r.threshold) for r in report.rows if r.kernel in config.per_kernel})
+    details += [f"{kernel} {_percent(value)}" for kernel, value in special]
+    if config.normalize == OVERHEAD:
+        details.append("normalised by each kernel's NoOperation")
+    elif config.normalize:
+        details.append(f"normalised by {config.normalize}")
+    return f"{', '.join(counts)} ({', '.join(details)})"
+
+
+def markdown(report: GateReport, baseline_label: str = "baseline", current_label: str = "current") -> str:
+    """GitHub-flavoured Markdown: summary line, table, then new kernels and warnings."""
+    rows = report.rows
+    show_cc = len({r.cc for r in rows} | {k.cc for k in report.new_kernels}) > 1
+    show_threshold = len({r.threshold for r in rows}) > 1
+    ratio_name = "ratio (normalised)" if report.config.normalize else "ratio"
+    header = ["kernel", "flags", "mode", f"{baseline_label} ms", f"{current_label} ms",
+              f"{ratio_name} [{(1 - 2 * report.config.alpha) * 100:.3g} % interval]", "p", "verdict"]
+    if show_threshold:
+        header.insert(7, "threshold")
+    lines = [_summary(report), ""]
+    lines.append("| " + " | ".join(_cell(h) for h in header) + " |")
+    lines.append("|" + "|".join("---:" if h not in ("kernel", "flags", "mode", "verdict") else "---"
+                                for h in header) + "|")
+    for r in rows:
+        flags = r.flags or "(no flags)"
+        # The p of the direction the estimate points to; the other is ~1 - p.
+        p = r.p_slower if r.ratio >= 1 else r.p_faster
+        verdict = f"**{r.verdict}**" if r.verdict in ("regression", "improvement") else r.verdict
+        cells = [_cell(r.kernel), _cell(f"{r.cc} {flags}" if show_cc else flags), _cell(r.mode),
+                 _ms(r.baseline_median_s), _ms(r.current_median_s),
+                 f"{r.ratio:.3f} [{r.low:.3f}, {r.high:.3f}]", _p(p), verdict]
+        if show_threshold:
+            cells.insert(7, _percent(r.threshold))
+        lines.append("| " + " | ".join(cells) + " |")
+    if not rows:
+        lines.append("| " + " | ".join(["–"] * len(header)) + " |")
+    if report.new_kernels:
+        lines += ["", f"New in {_cell(current_label)} (not compared):", ""]
+        lines += [f"- {_cell(_label(key, show_cc))}" for key in report.new_kernels]
+    if report.warnings:
+        lines += ["", "Warnings:", ""]
+        lines += [f"- {_cell(w)}" for w in report.warnings]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,554 @@
+"""Charts of saved results: bar chart, heatmap and trend (PNG or SVG files).
+
+A library module: it writes image files and never prints or exits. matplotlib
+is an optional dependency (``pip install 'sectorbench[plot]'``); it is
+imported lazily inside the chart functions, which raise PlotUnavailable
+when it is missing, so the rest of sectorbench works without it.
+
+Figures are built with ``matplotlib.figure.Figure`` directly and saved
+through the non-interactive Agg (PNG) and SVG renderers; pyplot is never
+imported, so plotting touches no global backend state, opens no window and
+works on headless machines (and does not switch the backend of a user's
+interactive session when called as a library).
+
+Values are *net* nanoseconds per test: per-round kernel time minus the
+NoOperation loop time, divided by the N x M tests of the scene. Error bars
+are the distribution-free confidence interval of the median of those
+per-round net samples (see median_interval).
+
+Figure sizes (pixels at 100 dpi; SVGs have the same size in points x 0.72):
+  bar chart  1000 wide, 100 + 35 per bar high (1 in + 0.35 in per bar)
+  heatmap    400 + 160 per build column wide (at least 640),
+             200 + 40 per kernel row high
+  trend      max(800, 200 + 80 per result) wide, 500 high
+The sizes are exact: the figure size is derived from a whole number of pixels
+(see _figure_size), and the layout engine fits labels inside it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from . import SectorbenchError
+from .results import KernelResult, RunResult, load
+from .stats import Interval, _binomial_order_index, _check_confidence
+
+__all__ = [
+    "PlotUnavailable",
+    "INSTALL_HINT",
+    "FORMATS",
+    "DPI",
+    "median_interval",
+    "bar_chart",
+    "heatmap",
+    "trend_chart",
+    "load_results_dir",
+]
+
+INSTALL_HINT = "plotting needs matplotlib: pip install 'sectorbench[plot]'"
+FORMATS = (".png", ".svg")
+DPI = 100
+
+#: Values spanning more than this factor are drawn on a log axis.
+LOG_SCALE_SPAN = 30.0
+
+# Figure sizes in pixels at DPI (documented in the module docstring).
+BAR_WIDTH_PX, BAR_BASE_PX, BAR_PER_BAR_PX = 1000, 100, 35
+HEAT_BASE_W_PX, HEAT_PER_COL_PX, HEAT_MIN_W_PX = 400, 160, 640
+HEAT_BASE_H_PX, HEAT_PER_ROW_PX = 200, 40
+TREND_BASE_W_PX, TREND_PER_RUN_PX, TREND_MIN_W_PX, TREND_H_PX = 200, 80, 800, 500
+
+
+class PlotUnavailable(SectorbenchError):
+    """matplotlib is not installed (it is the optional 'plot' extra)."""
+
+
+# --------------------------------------------------------------------------
+# Statistics
+# --------------------------------------------------------------------------
+
+
+def median_interval(samples: Sequence[float], confidence: float = 0.95) -> Interval:
+    """Median of `samples` with its distribution-free confidence interval.
+
+    The interval is [x_(k), x_(n+1-k)] of the sorted samples, with k chosen by
+    the binomial rule that stats.paired_ratio_interval uses (each bound misses
+    the true median with probability P(Bin(n, 1/2) <= k-1) <= (1-confidence)/2),
+    assuming only independent rounds. Unlike paired_ratio_interval it works on
+    the raw values, so it accepts the zero or negative net samples a kernel
+    barely slower than its NoOperation loop produces. For positive samples it
+    equals paired_ratio_interval(samples, [1.0] * n). With too few samples for
+    the requested confidence (n < 6 at 95 %) it is min..max and
+    achieved_confidence says what that covers.
+    """
+    tail = _check_confidence(confidence)
+    x = np.sort(np.asarray(samples, dtype=float).ravel())
+    if x.size == 0:
+        raise ValueError("samples is empty")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("samples must be finite")
+    k, miss = _binomial_order_index(x.size, tail)
+    return Interval(
+        estimate=float(np.median(x)),
+        low=float(x[k - 1]),
+        high=float(x[x.size - k]),
+        confidence=confidence,
+        achieved_confidence=1.0 - 2.0 * miss,
+    )
+
+
+@dataclass(frozen=True)
+class _Point:
+    """One measured value in ns/test, with its interval when samples allow."""
+
+    value: float
+    low: float | None
+    high: float | None
+    rounds: int
+    achieved: float | None
+
+
+def _point(row: KernelResult, confidence: float) -> _Point | None:
+    """The row's net ns/test and interval; None when it has no net time."""
+    if row.status != "ok" or row.ns_per_test is None:
+        return None
+    value = float(row.ns_per_test)
+    if row.net_samples_s and row.tests and row.tests > 0:
+        interval = median_interval(row.net_samples_s, confidence)
+        scale = 1e9 / row.tests
+        return _Point(value, interval.low * scale, interval.high * scale,
+                      len(row.net_samples_s), interval.achieved_confidence)
+    return _Point(value, None, None, len(row.net_samples_s), None)
+
+
+# --------------------------------------------------------------------------
+# Labels
+# --------------------------------------------------------------------------
+
+
+def _series_key(row: KernelResult) -> tuple[str, str, str]:
+    return (row.cc, row.flags, row.mode)
+
+
+def _build_labeller(rows: Sequence[KernelResult]):
+    """Label (cc, flags, mode): the compiler only if several, the mode only if several."""
+    show_cc = len({r.cc for r in rows}) > 1
+    show_mode = len({r.mode for r in rows}) > 1
+
+    def label(key: tuple[str, str, str]) -> str:
+        cc, flags, mode = key
+        text = flags or "(no flags)"
+        if show_cc:
+            text = f"{cc} {text}"
+        if show_mode:
+            text = f"{text} · {mode}"
+        return text
+
+    return label
+
+
+def _scene_text(scene: dict) -> str:
+    if not isinstance(scene, dict):
+        return ""
+    shapes = scene.get("sectors", scene.get("triangles"))
+    parts = [f"{scene['kind']} scene" if scene.get("kind") else "scene"]
+    if shapes is not None and scene.get("points") is not None:
+        parts.append(f"N={shapes} x M={scene['points']}")
+    if scene.get("seed") is not None:
+        parts.append(f"seed {scene['seed']}")
+    return ", ".join(parts)
+
+
+def _commit(result: RunResult) -> str | None:
+    env = result.env if isinstance(result.env, dict) else {}
+    machine = env.get("machine")
+    project = machine.get("sectorbench") if isinstance(machine, dict) else None
+    commit = project.get("commit") if isinstance(project, dict) else None
+    return commit if isinstance(commit, str) and commit else None
+
+
+def _created(result: RunResult) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(result.created)
+    except (TypeError, ValueError):
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def _by_created(results: Sequence[RunResult]) -> list[RunResult]:
+    """Oldest first; unparsable times go last, in their original order."""
+    far = datetime.max.replace(tzinfo=timezone.utc)
+    return sorted(results, key=lambda r: _created(r) or far)
+
+
+def _run_labels(results: Sequence[RunResult]) -> list[str]:
+    """Short commit, or the creation date (plus time where dates repeat)."""
+    dates = []
+    for r in results:
+        when = _created(r)
+        dates.append(when.strftime("%Y-%m-%d") if when else str(r.created)[:10])
+    labels = []
+    for r, date in zip(results, dates):
+        commit = _commit(r)
+        if commit:
+            labels.append(commit[:7])
+        elif dates.count(date) > 1 and _created(r):
+            labels.append(_created(r).strftime("%Y-%m-%d %H:%M"))
+        else:
+            labels.append(date)
+    return labels
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}"
+
+
+# --------------------------------------------------------------------------
+# matplotlib and files
+# --------------------------------------------------------------------------
+
+
+def _matplotlib():
+    """Import matplotlib now; PlotUnavailable when it is missing.
+
+    `import matplotlib` runs first on every call so that a missing (or
+    blocked) package is detected even when submodules are cached.
+    """
+    try:
+        import matplotlib  # noqa: F401
+        from matplotlib import colors
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise PlotUnavailable(INSTALL_HINT) from None
+    return Figure, colors
+
+
+def _figure_size(width_px: int, height_px: int) -> tuple[float, float]:
+    """Inches giving exactly width_px x height_px at DPI.
+
+    matplotlib truncates inches * dpi to whole pixels, and px / 100 * 100 is
+    one ulp short of px for some px; a hundredth of a pixel absorbs that.
+    """
+    return ((width_px + 0.01) / DPI, (height_px + 0.01) / DPI)
+
+
+def _check_out(out: Path, overwrite: bool) -> tuple[Path, str]:
+    out = Path(out)
+    fmt = out.suffix.lower()
+    if fmt not in FORMATS:
+        raise SectorbenchError(f"{out}: unknown image format {out.suffix or '(no suffix)'!r}; "
+                               f"use {' or '.join(FORMATS)}")
+    if out.exists() and not overwrite:
+        raise SectorbenchError(f"{out} exists; choose another path or pass --force to replace it")
+    return out, fmt[1:]
+
+
+def _save(fig, out: Path, fmt: str, overwrite: bool) -> Path:
+    """Write the figure atomically: a temporary file beside `out`, then rename.
+
+    Without `overwrite` an existing file is never replaced, even one that
+    appeared while drawing (hard link, which fails if the name exists).
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, partial = tempfile.mkstemp(prefix=f".{out.name}.", suffix=f".{fmt}", dir=out.parent)
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            fig.savefig(stream, format=fmt, dpi=DPI)
+            stream.flush()
+            os.fsync(stream.fileno())
+        if overwrite:
+            os.replace(partial, out)
+        else:
+            os.link(partial, out)
+            os.unlink(partial)
+    except FileExistsError:
+        os.unlink(partial)
+        raise SectorbenchError(f"{out} exists; choose another path or pass --force to replace it") from None
+    except BaseException:
+        if os.path.exists(partial):
+            os.unlink(partial)
+        raise
+    return out
+
+
+def _wants_log(values: Sequence[float]) -> bool:
+    positive = [v for v in values if v > 0]
+    return bool(positive) and max(positive) / min(positive) > LOG_SCALE_SPAN
+
+
+def _interval_note(points: Sequence[_Point], confidence: float) -> str:
+    rounds = sorted({p.rounds for p in points if p.low is not None})
+    if not rounds:
+        return "no per-round samples: no error bars"
+    shown = f"{rounds[0]}" if len(rounds) == 1 else f"{rounds[0]}–{rounds[-1]}"
+    note = f"bars: {confidence:.0%} interval of the median over {shown} rounds"
+    if any(p.achieved is not None and p.achieved < confidence - 1e-9 for p in points):
+        note += " (too few rounds for that: some show min–max)"
+    return note
+
+
+# --------------------------------------------------------------------------
+# Charts
+# --------------------------------------------------------------------------
+
+
+def bar_chart(result: RunResult, out: Path, confidence: float = 0.95, overwrite: bool = False) -> Path:
+    """Horizontal bars of net ns/test, one per measured kernel x build x mode.
+
+    Rows that are skipped, crashed or lack a net time (their NoOperation
+    kernel failed) are left out. Error bars: median_interval of the per-round
+    net samples at `confidence`. Bars are coloured by build, labelled with
+    their value, and the axis is logarithmic when values span more than 30x.
+    Size: 1000 px wide, 100 + 35 px per bar high. Returns `out`.
+    """
+    Figure, _ = _matplotlib()
+    _check_confidence(confidence)
+    rows = [(r, p) for r in result.results if (p := _point(r, confidence)) is not None]
+    if not rows:
+        raise SectorbenchError("no measured kernels to plot (every row is skipped, crashed or has no net time)")
+    out, fmt = _check_out(out, overwrite)
+
+    label = _build_labeller([r for r, _ in rows])
+    builds = list(dict.fromkeys(_series_key(r) for r, _ in rows))
+    several = len(builds) > 1
+    values = [p.value for _, p in rows]
+    log = _wants_log(values)
+    floor = min((v for v in values if v > 0), default=1.0) / 10.0 if log else 0.0
+
+    fig = Figure(figsize=_figure_size(BAR_WIDTH_PX, BAR_BASE_PX + BAR_PER_BAR_PX * len(rows)),
+                 dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    palette = [f"C{i % 10}" for i in range(len(builds))]
+    y = np.arange(len(rows))
+    ends = []
+    for i, (row, p) in enumerate(rows):
+        colour = palette[builds.index(_series_key(row))]
+        low = p.value if p.low is None else max(p.low, floor) if log else p.low
+        high = p.value if p.high is None else p.high
+        xerr = [[max(0.0, p.value - low)], [max(0.0, high - p.value)]]
+        base = floor if log else 0.0
+        ax.barh(y[i], max(p.value - base, 0.0), left=base, color=colour, height=0.7,
+                xerr=xerr if p.low is not None else None, ecolor="black", capsize=3)
+        end = max(p.value, high, base)
+        ends.append(end)
+        text = _fmt(p.value) if p.value > 0 else "≤ 0"
+        ax.annotate(text, (end, y[i]), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize=8)
+    ax.set_yticks(y, [f"{r.kernel}  [{label(_series_key(r))}]" if several else r.kernel for r, _ in rows])
+    ax.invert_yaxis()
+    if log:
+        ax.set_xscale("log")
+        ax.set_xlim(floor, max(ends) * 2.5)
+    else:
+        ax.set_xlim(0.0, max(max(ends), 1e-12) * 1.15)
+    ax.set_xlabel("net ns per test (kernel − NoOperation loop)" + (", log scale" if log else ""))
+    ax.grid(axis="x", which="major", alpha=0.3)
+    ax.set_axisbelow(True)
+    if several:
+        from matplotlib.patches import Patch
+        ax.legend(handles=[Patch(color=palette[i], label=label(b)) for i, b in enumerate(builds)],
+                  loc="lower right", fontsize=8)
+    title = _scene_text(result.scene)
+    ax.set_title(f"{title + ': ' if title else ''}net time per test\n"
+                 f"{_interval_note([p for _, p in rows], confidence)}", fontsize=10, loc="left")
+    return _save(fig, out, fmt, overwrite)
+
+
+def heatmap(result: RunResult, out: Path, overwrite: bool = False) -> Path:
+    """Kernels (rows) x builds (columns) of net ns/test.
+
+    Builds are the distinct (cc, flags) of the result, with the mode appended
+    when the result has several modes; columns keep the order of the result.
+    Each cell shows the value and its ratio to the first column; its colour
+    is the log of its ratio to the row's fastest build (lightest = fastest).
+    Cells without a positive net time are grey and say why (skipped,
+    crashed, no net time, ≤ 0). Size: 400 + 160 px per column wide (at least
+    640), 200 + 40 px per row high. Returns `out`.
+    """
+    Figure, colors = _matplotlib()
+    from matplotlib import colormaps
+    rows = list(result.results)
+    if not rows:
+        raise SectorbenchError("no kernels to plot: the result is empty")
+    if all(_point(r, 0.95) is None for r in rows):
+        raise SectorbenchError("no measured kernels to plot (every row is skipped, crashed or has no net time)")
+    out, fmt = _check_out(out, overwrite)
+
+    label = _build_labeller(rows)
+    kernels = list(dict.fromkeys(r.kernel for r in rows))
+    builds = list(dict.fromkeys(_series_key(r) for r in rows))
+    cells: dict[tuple[str, tuple], KernelResult] = {(r.kernel, _series_key(r)): r for r in rows}
+    values = np.full((len(kernels), len(builds)), np.nan)
+    for (kernel, build), r in cells.items():
+        if r.status == "ok" and r.ns_per_test is not None and r.ns_per_test > 0:
+            values[kernels.index(kernel), builds.index(build)] = r.ns_per_test
+    with np.errstate(invalid="ignore"):
+        fastest = np.nanmin(np.where(np.isnan(values), np.inf, values), axis=1, keepdims=True)
+        ratio_to_fastest = values / fastest
+    finite = ratio_to_fastest[np.isfinite(ratio_to_fastest)]
+    top = max(2.0, float(finite.max()) if finite.size else 2.0)
+
+    width_px = max(HEAT_MIN_W_PX, HEAT_BASE_W_PX + HEAT_PER_COL_PX * len(builds))
+    height_px = HEAT_BASE_H_PX + HEAT_PER_ROW_PX * len(kernels)
+    fig = Figure(figsize=_figure_size(width_px, height_px), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    cmap = colormaps["YlOrRd"].with_extremes(bad="#d9d9d9")
+    norm = colors.LogNorm(vmin=1.0, vmax=top)
+    image = ax.imshow(np.ma.masked_invalid(ratio_to_fastest), cmap=cmap, norm=norm, aspect="auto",
+                      interpolation="nearest")
+    for i, kernel in enumerate(kernels):
+        first = values[i, 0]
+        for j, build in enumerate(builds):
+            r = cells.get((kernel, build))
+            v = values[i, j]
+            if np.isnan(v):
+                text = ("–" if r is None else r.status if r.status != "ok"
+                        else "no net time" if r.ns_per_test is None else "≤ 0")
+                dark = False
+            else:
+                text = _fmt(v) + (f"\n×{v / first:.2f}" if not np.isnan(first) else "")
+                red, green, blue, _ = cmap(norm(ratio_to_fastest[i, j]))
+                dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5
+            ax.text(j, i, text, ha="center", va="center", fontsize=8, color="white" if dark else "black")
+    ax.set_xticks(np.arange(len(builds)), [label(b) for b in builds], rotation=20, ha="right",
+                  rotation_mode="anchor", fontsize=9)
+    ax.set_yticks(np.arange(len(kernels)), kernels, fontsize=9)
+    ax.set_xticks(np.arange(len(builds) + 1) - 0.5, minor=True)
+    ax.set_yticks(np.arange(len(kernels) + 1) - 0.5, minor=True)
+    ax.grid(which="minor", color="white", linewidth=1.5)
+    ax.tick_params(which="minor", length=0)
+    bar = fig.colorbar(image, ax=ax, shrink=0.9)
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    ticks = [t for t in (1, 1.25, 1.5, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000) if t <= top]
+    bar.ax.yaxis.set_major_locator(FixedLocator(ticks))
+    bar.ax.yaxis.set_minor_locator(NullLocator())
+    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"×{v:g}"))
+    bar.set_label("× row's fastest build", fontsize=9)
+    title = _scene_text(result.scene)
+    ax.set_title(f"{title + ': ' if title else ''}net ns per test\n"
+                 f"(×: ratio to the first column; colour: ratio to the row's fastest)",
+                 fontsize=10, loc="left")
+    return _save(fig, out, fmt, overwrite)
+
+
+def trend_chart(results: list[RunResult], kernel: str, out: Path, flags: str | None = None,
+                mode: str | None = None, confidence: float = 0.95, overwrite: bool = False) -> Path:
+    """Net ns/test of `kernel` across saved results, oldest first.
+
+    Results are ordered by `created`; x tick labels are the 7-character
+    commit of the sectorbench checkout, or the creation date when the result
+    has no commit (with the time added where dates repeat). One line per
+    (cc, flags, mode) of the kernel, narrowed by `flags` (the exact flags
+    string) and `mode` when given; runs where a line has no measured value
+    leave a gap. Error bars as in bar_chart. Size: max(800, 200 + 80 px per
+    result) wide, 500 px high. Returns `out`.
+    """
+    Figure, _ = _matplotlib()
+    _check_confidence(confidence)
+    if not results:
+        raise SectorbenchError("no results to plot")
+    ordered = _by_created(results)
+    known = sorted({r.kernel for run in ordered for r in run.results})
+    if kernel not in known:
+        raise SectorbenchError(f"unknown kernel {kernel!r}; known kernels: {', '.join(known) or '(none)'}")
+    mine = [r for run in ordered for r in run.results if r.kernel == kernel]
+    chosen = [r for r in mine if (flags is None or r.flags == flags) and (mode is None or r.mode == mode)]
+    if not chosen:
+        raise SectorbenchError(
+            f"kernel {kernel!r} has no rows with"
+            + (f" flags {flags!r}" if flags is not None else "")
+            + (" and" if flags is not None and mode is not None else "")
+            + (f" mode {mode!r}" if mode is not None else "")
+            + f"; its flags: {', '.join(repr(f) for f in dict.fromkeys(r.flags for r in mine))}"
+            + f"; its modes: {', '.join(dict.fromkeys(r.mode for r in mine))}")
+    out, fmt = _check_out(out, overwrite)
+
+    label = _build_labeller(mine)
+    series = list(dict.fromkeys(_series_key(r) for r in chosen))
+    x = np.arange(len(ordered))
+    lines: list[tuple[tuple, list[_Point | None]]] = []
+    for key in series:
+        points = []
+        for run in ordered:
+            row = next((r for r in run.results if r.kernel == kernel and _series_key(r) == key), None)
+            points.append(None if row is None else _point(row, confidence))
+        if any(p is not None for p in points):
+            lines.append((key, points))
+    if not lines:
+        raise SectorbenchError(f"kernel {kernel!r} was never measured in these results "
+                               f"(skipped, crashed or no net time everywhere)")
+    measured = [p for _, points in lines for p in points if p is not None]
+    log = _wants_log([p.value for p in measured])
+    floor = min((p.value for p in measured if p.value > 0), default=1.0) / 10.0 if log else 0.0
+
+    width_px = max(TREND_MIN_W_PX, TREND_BASE_W_PX + TREND_PER_RUN_PX * len(ordered))
+    fig = Figure(figsize=_figure_size(width_px, TREND_H_PX), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    offsets = (np.arange(len(lines)) - (len(lines) - 1) / 2) * min(0.08, 0.4 / max(len(lines), 1))
+    for n, (key, points) in enumerate(lines):
+        y = np.array([np.nan if p is None else max(p.value, floor) if log else p.value for p in points])
+        below = [0.0 if p is None or p.low is None else max(0.0, yv - (max(p.low, floor) if log else p.low))
+                 for p, yv in zip(points, y)]
+        above = [0.0 if p is None or p.high is None else max(0.0, p.high - yv) for p, yv in zip(points, y)]
+        present = ~np.isnan(y)
+        # Lines join consecutive measured runs only; gaps stay gaps.
+        ax.plot(x + offsets[n], y, "-", color=f"C{n % 10}", linewidth=1.2)
+        ax.errorbar((x + offsets[n])[present], y[present],
+                    yerr=[np.array(below)[present], np.array(above)[present]],
+                    fmt="o", color=f"C{n % 10}", markersize=4, capsize=3, label=label(key))
+    ax.set_xticks(x, _run_labels(ordered), rotation=30 if len(ordered) > 8 else 0,
+                  ha="right" if len(ordered) > 8 else "center", fontsize=8)
+    ax.set_xlim(-0.5, len(ordered) - 0.5)
+    if log:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0.0)
+    ax.set_ylabel("net ns per test" + (" (log scale)" if log else ""))
+    ax.set_xlabel("run (commit, or date without one), oldest first")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    ax.set_title(f"{kernel}: net time per test over {len(ordered)} runs\n"
+                 f"{_interval_note(measured, confidence)}", fontsize=10, loc="left")
+    return _save(fig, out, fmt, overwrite)
+
+
+# --------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------
+
+
+def load_results_dir(directory: Path) -> list[RunResult]:
+    """Every run result among the *.json files of `directory`, oldest first.
+
+    Files that are JSON but not run results are skipped: verify outputs
+    ("kind": "verify") and anything that is not an object with a "results"
+    list. Hidden files (atomic-write leftovers) are ignored. A *.json file
+    that cannot be read or parsed, or a run result of another schema, raises
+    SectorbenchError: a damaged result should not silently vanish from a trend.
+    Order: `created` time, then file name.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise SectorbenchError(f"{directory}: no such directory")
+    found = []
+    for path in sorted(directory.glob("*.json")):
+        if path.name.startswith(".") or not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SectorbenchError(f"{path}: unreadable JSON ({exc})") from None
+        if (not isinstance(data, dict) or data.get("kind", "run") != "run"
+                or not isinstance(data.get("results"), list)):
+            continue
+        found.append(load(path))
+    return _by_created(found)

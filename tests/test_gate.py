@@ -1,0 +1,369 @@
+"""Tests for sectorbench.gate, on synthetic runs (no compiler needed)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import numpy as np
+import pytest
+
+from sectorbench import SectorbenchError, results
+from sectorbench.gate import (
+    GateConfig,
+    GateReport,
+    IncompatibleResults,
+    RowKey,
+    _ms,
+    gate,
+    load_thresholds,
+    markdown,
+)
+from sectorbench.results import KernelResult, RunResult
+
+# kernel -> (median seconds per pass, its NoOperation kernel)
+KERNELS = {
+    "naive": (12e-3, "noop"),
+    "precomputed": (9e-3, "noop"),
+    "branchless": (7e-3, "noop"),
+    "sse2": (3e-3, "noop_simd"),
+    "avx2": (1.8e-3, "noop_simd"),
+    "avx512": (1.1e-3, "noop_simd"),
+}
+OVERHEADS = {"noop": 1.5e-3, "noop_simd": 0.5e-3}
+SCENE = {"kind": "uniform", "family": "sector", "seed": 0, "sectors": 1000, "points": 4000}
+
+
+def machine(model="Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz"):
+    return {
+        "time_utc": "2024-01-01T00:00:00+00:00",
+        "cpu": {"vendor": "GenuineIntel", "model_name": model, "family": 6, "model": 106,
+                "stepping": 6, "isa": ["avx", "avx2", "sse2"], "logical_cores": 4,
+                "nominal_mhz": 2900.0, "measured_mhz": 2895.1, "governor": None, "boost": None},
+        "virtualization": {"hypervisor": "kvm", "container": None},
+        "os": {"system": "Linux", "release": "6.1.0", "machine": "x86_64"},
+        "python": {"implementation": "CPython", "version": "3.11.2"},
+        "packages": {"numpy": "1.26.4", "cffi": "1.16.0", "click": "8.1.7", "rich": "13.7.1"},
+        "sectorbench": {"commit": "abc", "dirty": False},
+    }
+
+
+def compiler(version="cc (Debian 12.2.0-14) 12.2.0"):
+    return {"cc": "cc", "path": "/usr/bin/cc", "version_line": version, "version_text": version,
+            "march_native": {"style": "gcc", "march": "icelake-server", "features": ["avx2", "sse2"]}}
+
+
+def noisy(rng, n, scale, sigma, outlier_rate):
+    """Lognormal noise plus occasional upward interference spikes."""
+    times = scale * np.exp(rng.normal(0.0, sigma, n))
+    spikes = rng.random(n) < outlier_rate
+    times[spikes] *= rng.uniform(1.1, 1.6, spikes.sum())
+    return times
+
+
+def make_run(seed, n=10, slow=None, drift=1.0, sigma=0.02, round_sigma=0.015, outlier_rate=0.05,
+             kernels=KERNELS, flags="-O2", mode="inline", scene=None, env=None) -> RunResult:
+    """A synthetic run: every round shares a machine-speed factor (drift x lognormal
+    round_sigma), each kernel and NoOperation adds its own noise; `slow` maps kernels
+    to a real slowdown factor."""
+    rng = np.random.default_rng(seed)
+    slow = slow or {}
+    round_factor = drift * np.exp(rng.normal(0.0, round_sigma, n))
+    overhead = {name: noisy(rng, n, t, sigma, outlier_rate) * round_factor for name, t in OVERHEADS.items()}
+    rows = []
+    for name, (t, noop) in kernels.items():
+        samples = noisy(rng, n, t * slow.get(name, 1.0), sigma, outlier_rate) * round_factor
+        rows.append(KernelResult(
+            kernel=name, family="sector", flags=flags, cc="cc", mode=mode, status="ok",
+            hits=123_456, tests=4_000_000, hit_rate=123_456 / 4e6, calls=1,
+            samples_s=samples.tolist(), median_s=float(np.median(samples)),
+            min_s=float(samples.min()), overhead_kernel=noop,
+            overhead_samples_s=overhead[noop].tolist(), overhead_s=float(np.median(overhead[noop]))))
+    return RunResult(scene=dict(scene or SCENE),
+                     env=env or {"machine": machine(), "compilers": {"cc": compiler()}},
+                     config={"repeat": n}, results=rows)
+
+
+def replace_row(run: RunResult, kernel: str, **changes) -> RunResult:
+    rows = [dataclasses.replace(r, **changes) if r.kernel == kernel else r for r in run.results]
+    return dataclasses.replace(run, results=rows)
+
+
+def names(rows) -> set[str]:
+    return {r.kernel for r in rows}
+
+
+# ------------------------------------------------------------ false alarms
+
+
+def test_identical_distributions_rarely_alarm():
+    alarms = 0
+    for trial in range(100):
+        report = gate(make_run(2 * trial), make_run(2 * trial + 1), GateConfig())
+        assert len(report.rows) == len(KERNELS)
+        alarms += report.exit_code
+    assert alarms <= 1, f"{alarms} false alarms in 100 trials"
+
+
+def test_identical_distributions_with_normalize_rarely_alarm():
+    alarms = sum(gate(make_run(1000 + 2 * t), make_run(1001 + 2 * t), GateConfig(normalize="overhead")).exit_code
+                 for t in range(100))
+    assert alarms <= 1
+
+
+# ------------------------------------------------------------ detection
+
+
+def test_one_kernel_20_percent_slower_is_named():
+    report = gate(make_run(1), make_run(2, slow={"sse2": 1.2}), GateConfig())
+    assert names(report.regressions) == {"sse2"}
+    assert report.exit_code == 1
+    (row,) = report.regressions
+    assert row.key == RowKey("sse2", "cc", "-O2", "inline")
+    assert row.ratio == pytest.approx(1.2, rel=0.05)
+    assert row.low > 1.10 and row.p_slower < 0.01 and row.threshold == 0.10
+    others = [r for r in report.rows if r.kernel != "sse2"]
+    assert all(r.verdict in ("unchanged", "inconclusive") for r in others)
+    assert not report.improvements
+
+
+def test_20_percent_faster_is_an_improvement_not_a_failure():
+    report = gate(make_run(3), make_run(4, slow={"avx2": 1 / 1.2}), GateConfig())
+    assert names(report.improvements) == {"avx2"}
+    assert report.exit_code == 0
+
+
+def test_3_percent_slower_is_not_a_regression_at_10_percent():
+    report = gate(make_run(5), make_run(6, slow={"naive": 1.03}), GateConfig())
+    assert report.exit_code == 0
+    assert next(r for r in report.rows if r.kernel == "naive").verdict != "regression"
+
+
+def test_per_kernel_threshold_file(tmp_path):
+    path = tmp_path / "thresholds.toml"
+    path.write_text("default = 0.10\n[kernels]\nsse2 = 0.02\nnaive = 0.25\n")
+    thresholds = load_thresholds(path)
+    assert thresholds == {"default": 0.10, "sse2": 0.02, "naive": 0.25}
+    config = GateConfig.from_thresholds(thresholds)
+    assert config.threshold == 0.10 and config.per_kernel == {"sse2": 0.02, "naive": 0.25}
+
+    quiet = dict(sigma=0.005, round_sigma=0.003, outlier_rate=0.0)
+    base = make_run(7, **quiet)
+    current = make_run(8, slow={"sse2": 1.05, "avx2": 1.05}, **quiet)
+    report = gate(base, current, config)
+    assert names(report.regressions) == {"sse2"}
+    by_kernel = {r.kernel: r for r in report.rows}
+    assert by_kernel["sse2"].threshold == 0.02
+    assert by_kernel["avx2"].threshold == 0.10 and by_kernel["avx2"].verdict != "regression"
+    assert by_kernel["naive"].threshold == 0.25
+    # The same slowdown with the default threshold everywhere: no regression.
+    assert gate(base, current, GateConfig()).exit_code == 0
+
+
+# ------------------------------------------------------------ normalisation
+
+
+def test_machine_drift_without_and_with_normalize():
+    # n=20: at n=10 a 15 % drift clears the 10 % bar only about half the time.
+    base, current = make_run(9, n=20), make_run(10, n=20, drift=1.15)
+    assert names(gate(base, current, GateConfig()).regressions) == set(KERNELS)
+    for reference in ("overhead", "naive", "avx512"):
+        report = gate(base, current, GateConfig(normalize=reference))
+        assert report.exit_code == 0, (reference, [(r.kernel, r.verdict, r.low) for r in report.rows])
+        assert len(report.rows) == len(KERNELS)
+
+
+def test_normalize_finds_the_real_regression_under_drift():
+    # n=20: normalising adds the reference's noise; at n=10 the 20 % slowdown is
+    # called inconclusive in about 1 of 10 seeds.
+    base, current = make_run(11, n=20), make_run(12, n=20, drift=1.15, slow={"branchless": 1.2})
+    for reference in ("overhead", "naive"):
+        report = gate(base, current, GateConfig(normalize=reference))
+        assert names(report.regressions) == {"branchless"}, reference
+        row = report.regressions[0]
+        assert row.ratio == pytest.approx(1.2, rel=0.05)
+        # Medians stay raw seconds: both drift and slowdown show there.
+        assert row.current_median_s / row.baseline_median_s == pytest.approx(1.38, rel=0.06)
+
+
+def test_normalize_reference_row_is_unchanged_and_missing_reference_is_incompatible():
+    base, current = make_run(13), make_run(14)
+    report = gate(base, current, GateConfig(normalize="naive"))
+    assert next(r for r in report.rows if r.kernel == "naive").ratio == 1.0
+    with pytest.raises(IncompatibleResults, match="cannot normalize by nosuch"):
+        gate(base, current, GateConfig(normalize="nosuch"))
+    crashed = replace_row(current, "naive", status="crashed", reason="SIGSEGV", samples_s=[])
+    with pytest.raises(IncompatibleResults, match="naive .* crashed in CURRENT"):
+        gate(base, crashed, GateConfig(normalize="naive"))
+    no_overhead = replace_row(base, "sse2", overhead_samples_s=[])
+    with pytest.raises(IncompatibleResults, match=r"sse2 \[-O2, inline\] has no NoOperation samples in BASELINE"):
+        gate(no_overhead, current, GateConfig(normalize="overhead"))
+
+
+# ------------------------------------------------------------ incompatibility
+
+
+@pytest.mark.parametrize("field, value", [("kind", "article"), ("family", "triangle"), ("seed", 7),
+                                          ("sectors", 999), ("points", 10)])
+def test_different_scene_names_the_field_and_both_values(field, value):
+    current = make_run(16, scene={**SCENE, field: value})
+    with pytest.raises(IncompatibleResults) as info:
+        gate(make_run(15), current, GateConfig())
+    message = str(info.value)
+    assert field in message and repr(SCENE[field]) in message and repr(value) in message
+    assert "\n" not in message
+
+
+def test_different_schema():
+    current = dataclasses.replace(make_run(18), schema=results.SCHEMA_VERSION + 1)
+    with pytest.raises(IncompatibleResults, match="schema"):
+        gate(make_run(17), current, GateConfig())
+
+
+def test_missing_kernel_in_current():
+    current = make_run(20, kernels={k: v for k, v in KERNELS.items() if k != "naive"})
+    with pytest.raises(IncompatibleResults, match=r"^missing kernel naive \[-O2, inline\] in CURRENT$"):
+        gate(make_run(19), current, GateConfig())
+    # IncompatibleResults is a SectorbenchError, so the CLI reports it on one line.
+    assert issubclass(IncompatibleResults, SectorbenchError)
+
+
+def test_different_build_names_the_compiler_flags_and_count():
+    base = make_run(21, flags="-O2")
+    current = make_run(22, flags="-O3")
+    with pytest.raises(IncompatibleResults, match=r"missing kernel naive \[-O2, inline\] in CURRENT \(and 5 more\)"):
+        gate(base, current, GateConfig())
+
+
+# ------------------------------------------------------------ warnings, new kernels
+
+
+def test_environment_warning_when_cpu_model_differs():
+    env = {"machine": machine("AMD EPYC 7R13 Processor"), "compilers": {"cc": compiler("cc (GCC) 13.1")}}
+    report = gate(make_run(23), make_run(24, env=env), GateConfig())
+    assert any("cpu.model_name" in w and "AMD EPYC" in w for w in report.warnings)
+    assert any(w.startswith("compiler cc:") and "version_line" in w for w in report.warnings)
+    assert all("\n" not in w for w in report.warnings)
+    # Same environment, volatile fields aside: no warnings.
+    env2 = copy.deepcopy(make_run(25).env)
+    env2["machine"]["cpu"]["measured_mhz"] = 3100.0
+    env2["machine"]["time_utc"] = "2025-01-01T00:00:00+00:00"
+    assert gate(make_run(23), make_run(24, env=env2), GateConfig()).warnings == ()
+
+
+def test_rows_not_ok_on_one_side_warn_and_new_kernels_listed():
+    base = replace_row(make_run(26), "avx512", status="skipped", reason="needs avx512f", samples_s=[])
+    current = replace_row(make_run(27, kernels={**KERNELS, "fancy": (2e-3, "noop_simd")}),
+                          "sse2", status="crashed", reason="SIGILL", samples_s=[])
+    report = gate(base, current, GateConfig(per_kernel={"sse3": 0.05}))
+    assert names(report.rows) == set(KERNELS) - {"avx512", "sse2"}
+    assert report.new_kernels == (RowKey("fancy", "cc", "-O2", "inline"),)
+    assert any("avx512 [-O2, inline]: skipped in BASELINE (needs avx512f)" in w for w in report.warnings)
+    assert any("sse2 [-O2, inline]: crashed in CURRENT (SIGILL)" in w for w in report.warnings)
+    assert any("'sse3'" in w for w in report.warnings)  # a threshold for no kernel: likely a typo
+
+
+def test_hit_count_change_warns():
+    current = replace_row(make_run(29), "naive", hits=123_457)
+    report = gate(make_run(28), current, GateConfig())
+    assert any("hit count 123456 in BASELINE vs 123457 in CURRENT" in w for w in report.warnings)
+
+
+# ------------------------------------------------------------ thresholds file, config
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("default = [", "not valid TOML"),
+    ("defualt = 0.1\n", "unknown key 'defualt'"),
+    ("[kernels]\nnaive = 'fast'\n", "kernels.naive must be a number"),
+    ("[kernels]\nnaive = 25\n", "fraction (0.25 means 25 %)"),
+    ("default = -0.1\n", "default must be a fraction >= 0"),
+    ("kernels = 3\n", "'kernels' must be a table"),
+])
+def test_bad_thresholds_file(tmp_path, text, expected):
+    path = tmp_path / "t.toml"
+    path.write_text(text)
+    with pytest.raises(SectorbenchError) as info:
+        load_thresholds(path)
+    assert expected in str(info.value) and str(path) in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_thresholds_file(tmp_path):
+    with pytest.raises(SectorbenchError, match="no such file"):
+        load_thresholds(tmp_path / "nope.toml")
+
+
+def test_thresholds_file_without_default(tmp_path):
+    path = tmp_path / "t.toml"
+    path.write_text("[kernels]\nnaive = 0.25\n")
+    assert load_thresholds(path) == {"naive": 0.25}
+    assert GateConfig.from_thresholds(load_thresholds(path), alpha=0.05).threshold == 0.10
+
+
+@pytest.mark.parametrize("kwargs", [{"alpha": 0.0}, {"alpha": 0.5}, {"threshold": -0.1},
+                                    {"per_kernel": {"naive": 10}}, {"per_kernel": {"default": 0.1}},
+                                    {"normalize": ""}])
+def test_bad_config(kwargs):
+    with pytest.raises(SectorbenchError):
+        GateConfig(**kwargs)
+
+
+# ------------------------------------------------------------ markdown, round trip
+
+
+def test_markdown_summary_table_and_warnings():
+    env = {"machine": machine("AMD EPYC 7R13 Processor"), "compilers": {"cc": compiler()}}
+    report = gate(make_run(30), make_run(31, slow={"sse2": 1.2, "naive": 1.25}, env=env), GateConfig())
+    text = markdown(report, "main", "PR #12")
+    lines = text.splitlines()
+    counts = (len(report.regressions), len(report.improvements), len(report.unchanged))
+    assert counts[0] == 2
+    assert lines[0].startswith(f"2 regressions, {counts[1]} improvement")
+    assert f"{counts[2]} unchanged" in lines[0] and "(α = 0.01, threshold 10 %" in lines[0]
+    assert "| kernel | flags | mode | main ms | PR #12 ms | ratio [98 % interval] | p | verdict |" in text
+    table = [line for line in lines if line.startswith("| ") and "---" not in line]
+    assert len(table) == 1 + len(KERNELS)
+    sse2 = next(line for line in table if line.startswith("| sse2 "))
+    assert "**regression**" in sse2 and "| -O2 | inline |" in sse2
+    assert any(line.startswith("- machine: critical: cpu.model_name") for line in lines)
+    assert text.index("Warnings:") > text.index("| sse2 ")
+
+
+def test_markdown_singular_and_normalize_note():
+    report = gate(make_run(32), make_run(33, slow={"avx2": 1 / 1.25}), GateConfig(normalize="overhead"))
+    first = markdown(report, "a", "b").splitlines()[0]
+    assert first.startswith("0 regressions, 1 improvement, ")
+    assert "normalised by each kernel's NoOperation" in first
+
+
+def test_ms_three_significant_digits():
+    assert _ms(0.0123456) == "12.3"
+    assert _ms(0.0009996) == "1.00"
+    assert _ms(0.009996) == "10.0"
+    assert _ms(0.123456) == "123"
+    assert _ms(1.23456) == "1230"
+    assert _ms(1.234e-5) == "0.0123"
+
+
+def test_round_trip_through_files(tmp_path):
+    base, current = make_run(34), make_run(35, slow={"avx512": 1.3})
+    results.save(base, tmp_path / "base.json")
+    results.save(current, tmp_path / "current.json")
+    loaded = gate(results.load(tmp_path / "base.json"), results.load(tmp_path / "current.json"), GateConfig())
+    assert isinstance(loaded, GateReport)
+    assert loaded == gate(base, current, GateConfig())
+    assert names(loaded.regressions) == {"avx512"} and loaded.exit_code == 1
+
+
+def test_malformed_rows_are_incompatible():
+    base = make_run(36)
+    bad = replace_row(make_run(37), "sse2", samples_s=[0.003, -0.001] + [0.003] * 8)
+    with pytest.raises(IncompatibleResults, match=r"sse2 \[-O2, inline\] in CURRENT: unusable samples"):
+        gate(base, bad, GateConfig())
+    empty = replace_row(make_run(37), "sse2", samples_s=[])
+    with pytest.raises(IncompatibleResults, match="has no samples in CURRENT"):
+        gate(base, empty, GateConfig())
+    doubled = dataclasses.replace(base, results=[*base.results, base.results[0]])
+    with pytest.raises(IncompatibleResults, match=r"duplicate row naive \[-O2, inline\] in BASELINE"):
+        gate(doubled, make_run(37), GateConfig())

@@ -1,0 +1,263 @@
+"""Tests for sectorbench.plot: files are written, sized and guarded; pixels are not judged.
+
+Chart tests need matplotlib (the optional 'plot' extra) and are skipped
+without it, through the `mpl` fixture; the PlotUnavailable test runs anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sectorbench import SectorbenchError
+from sectorbench import results as results_mod
+from sectorbench.plot import (
+    INSTALL_HINT,
+    PlotUnavailable,
+    bar_chart,
+    heatmap,
+    load_results_dir,
+    median_interval,
+    trend_chart,
+)
+from sectorbench.results import KernelResult, RunResult
+from sectorbench.stats import paired_ratio_interval
+
+TESTS = 1000 * 256  # N x M
+KERNELS = ("naive", "branchless", "sse2", "sse2_unrolled", "avx_like", "table")
+BUILDS = (("gcc", "-O2"), ("gcc", "-O2 -ffast-math"))
+
+
+@pytest.fixture
+def mpl():
+    return pytest.importorskip("matplotlib")
+
+
+def row(kernel, flags="-O2", cc="gcc", mode="batch", ns=5.0, rounds=10, seed=0, status="ok",
+        tests=TESTS) -> KernelResult:
+    if status != "ok":
+        return KernelResult(kernel=kernel, family="sector", flags=flags, cc=cc, mode=mode, status=status,
+                            reason="not built" if status == "skipped" else "SIGSEGV", tests=tests)
+    rng = np.random.default_rng(seed)
+    net = (ns * tests * 1e-9 * np.exp(rng.normal(0.0, 0.03, rounds))).tolist()
+    overhead = [1e-4] * rounds
+    samples = [n + o for n, o in zip(net, overhead)]
+    net_s = float(np.median(net))
+    return KernelResult(kernel=kernel, family="sector", flags=flags, cc=cc, mode=mode, status="ok",
+                        hits=tests // 3, tests=tests, hit_rate=1 / 3, calls=1, samples_s=samples,
+                        median_s=float(np.median(samples)), min_s=min(samples), spread=0.05,
+                        overhead_kernel="noop", overhead_samples_s=overhead, overhead_s=1e-4,
+                        net_samples_s=net, net_s=net_s, ns_per_test=net_s / tests * 1e9)
+
+
+def run_result(commit="0123456789abcdef", created="2024-05-01T10:00:00+00:00", scale=1.0,
+               kernels=KERNELS, builds=BUILDS, modes=("batch",), extra=()) -> RunResult:
+    rows = []
+    for cc, flags in builds:
+        for mode in modes:
+            for i, kernel in enumerate(kernels):
+                speed = 1.0 if flags == "-O2" else 0.7
+                rows.append(row(kernel, flags, cc, mode, ns=scale * speed * (40.0 / (i + 1)), seed=i))
+    rows += list(extra)
+    env = {"machine": {"sectorbench": {"commit": commit, "dirty": False}}}
+    return RunResult(scene={"kind": "uniform", "family": "sector", "seed": 1, "sectors": 1000, "points": 256},
+                     env=env, config={"repeat": 10}, results=rows, created=created)
+
+
+def saved_and_loaded(result: RunResult, path: Path) -> RunResult:
+    results_mod.save(result, path)
+    return results_mod.load(path)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def assert_svg(path: Path) -> None:
+    head = path.read_bytes()[:400].lstrip()
+    assert head.startswith(b"<?xml") and b"<svg" in path.read_bytes()[:2000]
+
+
+@pytest.fixture
+def typical(tmp_path) -> RunResult:
+    """6 kernels x 2 builds plus a skipped and a crashed row, via save/load."""
+    extra = [row("missing", status="skipped"), row("broken", flags="-O2 -ffast-math", status="crashed")]
+    return saved_and_loaded(run_result(extra=extra), tmp_path / "typical.json")
+
+
+# ------------------------------------------------------------------ median_interval
+
+
+def test_median_interval_matches_paired_ratio_interval_for_positive_samples():
+    samples = np.random.default_rng(3).lognormal(0.0, 0.2, 15).tolist()
+    mine = median_interval(samples, 0.95)
+    theirs = paired_ratio_interval(samples, [1.0] * len(samples), confidence=0.95)
+    assert mine.estimate == pytest.approx(theirs.estimate, rel=0.01)  # median vs geometric middle
+    assert (mine.low, mine.high) == pytest.approx((theirs.low, theirs.high))
+    assert mine.achieved_confidence == pytest.approx(theirs.achieved_confidence)
+    assert mine.achieved_confidence >= 0.95
+
+
+def test_median_interval_accepts_non_positive_and_small_samples():
+    interval = median_interval([-1.0, 0.0, 2.0], 0.95)
+    assert (interval.estimate, interval.low, interval.high) == (0.0, -1.0, 2.0)
+    assert interval.achieved_confidence < 0.95  # 3 rounds cannot give 95 %
+    with pytest.raises(ValueError):
+        median_interval([], 0.95)
+
+
+# ------------------------------------------------------------------ bar chart and heatmap
+
+
+def test_bar_chart_png_size_grows_with_bars(mpl, typical, tmp_path):
+    out = bar_chart(typical, tmp_path / "bars.png")
+    assert out == tmp_path / "bars.png" and out.stat().st_size > 0
+    assert png_size(out) == (1000, 100 + 35 * 12)  # skipped and crashed rows have no bar
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+def test_bar_chart_svg_and_log_scale(mpl, tmp_path):
+    wide = saved_and_loaded(run_result(kernels=("slow", "fast"), builds=(("gcc", "-O2"),)), tmp_path / "r.json")
+    # 40 ns vs 20 ns: linear; add a 0.1 ns kernel: > 30x span, log axis.
+    tiny = RunResult(scene=wide.scene, env=wide.env, config=wide.config,
+                     results=wide.results + [row("tiny", ns=0.1)], created=wide.created)
+    for result, name in ((wide, "linear.svg"), (tiny, "log.svg")):
+        out = bar_chart(result, tmp_path / name, confidence=0.99)
+        assert_svg(out)
+
+
+def test_bar_chart_without_net_samples_or_measurements(mpl, tmp_path):
+    bare = KernelResult(kernel="k", family="sector", flags="-O2", cc="gcc", mode="batch", status="ok",
+                        tests=TESTS, ns_per_test=3.0, net_s=3.0 * TESTS * 1e-9)
+    result = run_result(kernels=(), extra=[bare])
+    assert png_size(bar_chart(result, tmp_path / "bare.png")) == (1000, 135)
+    nothing = run_result(kernels=(), extra=[row("skipped", status="skipped")])
+    with pytest.raises(SectorbenchError, match="no measured kernels"):
+        bar_chart(nothing, tmp_path / "nothing.png")
+    assert not (tmp_path / "nothing.png").exists()
+
+
+def test_heatmap_png_and_svg(mpl, typical, tmp_path):
+    out = heatmap(typical, tmp_path / "heat.png")
+    # 8 kernel rows (6 measured + skipped + crashed) x 2 builds
+    assert png_size(out) == (max(640, 400 + 160 * 2), 200 + 40 * 8)
+    assert_svg(heatmap(typical, tmp_path / "heat.svg"))
+
+
+def test_heatmap_several_modes_and_compilers(mpl, tmp_path):
+    result = saved_and_loaded(
+        run_result(builds=(("gcc", "-O2"), ("clang", "-O2")), modes=("batch", "single"), kernels=KERNELS[:3]),
+        tmp_path / "r.json")
+    out = heatmap(result, tmp_path / "heat.png")
+    assert png_size(out) == (400 + 160 * 4, 200 + 40 * 3)  # 2 compilers x 2 modes = 4 columns
+
+
+# ------------------------------------------------------------------ trend
+
+
+def three_saved(tmp_path: Path) -> Path:
+    directory = tmp_path / "results"
+    directory.mkdir()
+    # Saved out of order on purpose; file names sort differently from `created`.
+    runs = [("c" * 40, "2024-05-03T10:00:00+00:00", 1.0), ("a" * 40, "2024-05-01T10:00:00+00:00", 1.2),
+            (None, "2024-05-02T10:00:00+00:00", 1.1)]
+    for i, (commit, created, scale) in enumerate(runs):
+        results_mod.save(run_result(commit=commit, created=created, scale=scale), directory / f"run-{i}.json")
+    (directory / "verify.json").write_text(json.dumps({"kind": "verify", "schema": 1, "kernels": []}))
+    (directory / "other.json").write_text(json.dumps([1, 2, 3]))
+    (directory / "notes.txt").write_text("not json")
+    return directory
+
+
+def test_load_results_dir_orders_and_skips(tmp_path):
+    loaded = load_results_dir(three_saved(tmp_path))
+    assert [r.created[:10] for r in loaded] == ["2024-05-01", "2024-05-02", "2024-05-03"]
+    assert all(isinstance(r, RunResult) for r in loaded)
+    (tmp_path / "results" / "bad.json").write_text("{truncated")
+    with pytest.raises(SectorbenchError, match="bad.json"):
+        load_results_dir(tmp_path / "results")
+    with pytest.raises(SectorbenchError, match="no such directory"):
+        load_results_dir(tmp_path / "absent")
+
+
+def test_trend_chart_over_three_saved_results(mpl, tmp_path):
+    from sectorbench import plot
+    loaded = load_results_dir(three_saved(tmp_path))
+    assert plot._run_labels(loaded) == ["aaaaaaa", "2024-05-02", "ccccccc"]
+    out = trend_chart(loaded, "sse2", tmp_path / "trend.png")
+    assert png_size(out) == (800, 500)
+    out = trend_chart(list(reversed(loaded)), "sse2", tmp_path / "trend.svg", flags="-O2", mode="batch")
+    assert_svg(out)
+
+
+def test_trend_chart_width_grows_with_runs(mpl, tmp_path):
+    runs = [run_result(commit=f"{i:040x}", created=f"2024-06-{i + 1:02d}T00:00:00+00:00", kernels=("k",))
+            for i in range(10)]
+    assert png_size(trend_chart(runs, "k", tmp_path / "t.png")) == (200 + 80 * 10, 500)
+
+
+def test_trend_chart_unknown_kernel_and_filters(mpl, tmp_path):
+    loaded = load_results_dir(three_saved(tmp_path))
+    with pytest.raises(SectorbenchError, match=r"unknown kernel 'nope'; known kernels: .*naive.*sse2") as info:
+        trend_chart(loaded, "nope", tmp_path / "t.png")
+    assert "\n" not in str(info.value)
+    with pytest.raises(SectorbenchError, match="its flags: '-O2', '-O2 -ffast-math'"):
+        trend_chart(loaded, "sse2", tmp_path / "t.png", flags="-O3")
+    with pytest.raises(SectorbenchError, match="no results"):
+        trend_chart([], "sse2", tmp_path / "t.png")
+    assert not (tmp_path / "t.png").exists()
+
+
+# ------------------------------------------------------------------ files
+
+
+@pytest.mark.parametrize("name", ["chart.pdf", "chart.jpg", "chart"])
+def test_unknown_suffix(mpl, typical, tmp_path, name):
+    for draw in (lambda out: bar_chart(typical, out), lambda out: heatmap(typical, out),
+                 lambda out: trend_chart([typical], "sse2", out)):
+        with pytest.raises(SectorbenchError, match="unknown image format"):
+            draw(tmp_path / name)
+    assert list(tmp_path.iterdir()) == [tmp_path / "typical.json"]
+
+
+def test_existing_file_kept_unless_overwrite(mpl, typical, tmp_path):
+    for i, draw in enumerate((lambda out, **kw: bar_chart(typical, out, **kw),
+                              lambda out, **kw: heatmap(typical, out, **kw),
+                              lambda out, **kw: trend_chart([typical], "sse2", out, **kw))):
+        out = tmp_path / f"existing-{i}.png"
+        out.write_bytes(b"keep me")
+        with pytest.raises(SectorbenchError, match="exists; .*pass --force"):
+            draw(out)
+        assert out.read_bytes() == b"keep me"
+        assert draw(out, overwrite=True) == out
+        assert png_size(out)[0] > 0
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_output_directory_is_created(mpl, typical, tmp_path):
+    out = bar_chart(typical, tmp_path / "new" / "dir" / "bars.png")
+    assert out.exists()
+
+
+# ------------------------------------------------------------------ without matplotlib
+
+
+def test_plot_unavailable_without_matplotlib(monkeypatch, tmp_path):
+    # None in sys.modules makes `import matplotlib` raise ImportError, even
+    # when matplotlib (and its submodules) were imported by earlier tests.
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    result = run_result()
+    for draw in (lambda: bar_chart(result, tmp_path / "a.png"), lambda: heatmap(result, tmp_path / "b.svg"),
+                 lambda: trend_chart([result], "sse2", tmp_path / "c.png")):
+        with pytest.raises(PlotUnavailable) as info:
+            draw()
+        assert str(info.value) == INSTALL_HINT == "plotting needs matplotlib: pip install 'sectorbench[plot]'"
+        assert isinstance(info.value, SectorbenchError)
+    assert list(tmp_path.iterdir()) == []

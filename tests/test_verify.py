@@ -1,0 +1,133 @@
+"""verify has teeth: it passes the shipped kernels and catches deliberately broken ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from sectorbench import oracle
+from sectorbench.build import BuildConfig
+from sectorbench.cases import ARTICLE_TRIANGLE, ulp_step
+from sectorbench.cli import main
+from sectorbench.verify import VerifyConfig, verify
+
+DATA = Path(__file__).parent / "data"
+BROKEN = BuildConfig.parse("-O2", extra_sources=(DATA / "broken_kernels.c",))
+CASES = 1500
+
+
+@pytest.fixture(scope="module")
+def broken_result():
+    kernels = ("radius_le", "missing_sign_case", "apex_inside", "naive_unclamped", "lane_dependent")
+    return {k.kernel: k for k in verify(VerifyConfig(kernels=kernels, builds=(BROKEN,), cases=CASES, show=5)).kernels}
+
+
+@pytest.mark.parametrize("family", ["sector", "triangle"])
+def test_shipped_kernels_pass_on_the_default_build(family):
+    result = verify(VerifyConfig(family=family, cases=CASES))
+    assert result.kernels and result.passed, [(k.kernel, k.verdict, k.mismatches) for k in result.kernels]
+    for k in result.kernels:
+        assert k.mismatches["logic-bug"] == 0 and k.mismatches["special-value"] == 0
+        assert k.worst_margin is None or k.worst_margin <= k.rounding_bound
+
+
+@pytest.mark.parametrize("kernel", ["radius_le", "missing_sign_case", "apex_inside", "naive_unclamped"])
+def test_broken_kernels_are_caught_as_logic_bugs(broken_result, kernel):
+    verdict = broken_result[kernel]
+    assert verdict.verdict == "FAIL"
+    assert verdict.mismatches["logic-bug"] > 0
+    assert any(row["class"] == "logic-bug" for row in verdict.failing)
+    assert all(row["class"] in ("logic-bug", "special-value") for row in verdict.failing)
+
+
+def test_radius_le_fails_exactly_on_the_arc(broken_result):
+    groups = {row["group"] for row in broken_result["radius_le"].failing}
+    assert groups & {"exact arc", "metamorphic: swap x,y", "metamorphic: negate", "metamorphic: rotate 90°"}
+
+
+def test_apex_rule_fails_at_the_apex(broken_result):
+    assert any(row["group"] == "exact apex" for row in broken_result["apex_inside"].failing)
+
+
+def test_lane_dependence_is_nondeterministic(broken_result):
+    verdict = broken_result["lane_dependent"]
+    assert verdict.verdict == "FAIL" and verdict.mismatches["nondeterministic"] > 0
+
+
+def test_recast_dot_caught_on_the_article_case():
+    result = verify(VerifyConfig(family="triangle", kernels=("recast_dot", "recast_cross"), cases=200, show=10**6))
+    by_name = {k.kernel: k for k in result.kernels}
+    article_rows = [row for row in by_name["recast_dot"].failing if row["group"] == "article case"]
+    assert len(article_rows) == 1
+    row = article_rows[0]
+    assert row["class"] == "logic-bug" and row["kernel"] is False and row["oracle"] is True
+    assert not any(row["group"] == "article case" for row in by_name["recast_cross"].failing)
+    assert by_name["recast_dot"].verdict == "FAIL" and by_name["recast_cross"].verdict != "FAIL"
+
+
+def test_user_cases_from_npz(tmp_path):
+    f32 = {k: np.array([v], dtype=np.float32) for k, v in ARTICLE_TRIANGLE.items()}
+    cases = tmp_path / "cases.npz"
+    np.savez(cases, **f32)
+    result = verify(VerifyConfig(family="triangle", kernels=("recast_dot", "orient"), input_path=cases, show=5))
+    by_name = {k.kernel: k for k in result.kernels}
+    assert result.cases == 1 and result.seed is None
+    assert by_name["recast_dot"].verdict == "FAIL" and by_name["orient"].verdict == "exact"
+
+
+def test_cli_exit_codes_and_hex_output(tmp_path):
+    runner = CliRunner()
+    ok = runner.invoke(main, ["verify", "--cases", "300"])
+    assert ok.exit_code == 0, ok.output
+    assert "rounding-band" in ok.output
+    out = tmp_path / "verify.json"
+    failed = runner.invoke(main, ["verify", "--cases", "300", "--source", str(DATA / "broken_kernels.c"),
+                                  "--kernels", "radius_le,basic", "--show", "2", "--json", str(out)])
+    assert failed.exit_code == 1, failed.output
+    assert "FAIL" in failed.output and "0x1." in failed.output  # exact hex floats
+    data = json.loads(out.read_text())
+    assert data["kind"] == "verify" and data["schema"] == 1
+    failing = next(k for k in data["kernels"] if k["kernel"] == "radius_le")["failing"]
+    assert len(failing) == 2 and all(float.fromhex(v) == float.fromhex(v) for v in failing[0]["inputs"].values())
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["verify", "--family", "circle"], "circle"),
+    (["verify", "--cases", "0"], "--cases"),
+    (["verify", "--kernels", "orient"], "not of the sector family"),
+    (["verify", "--show", "-1"], "--show"),
+    (["verify", "--input", "/no/such/file.npz"], "does not exist"),
+])
+def test_cli_bad_input(args, fragment):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and fragment in result.output
+
+
+def test_npz_missing_arrays_is_a_usage_error(tmp_path):
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, px=np.zeros(3, dtype=np.float32))
+    result = CliRunner().invoke(main, ["verify", "--input", str(bad)])
+    assert result.exit_code == 2 and "missing arrays" in result.output
+
+
+def test_oracle_self_check_failure_is_an_internal_error(monkeypatch):
+    """A fast path that disagrees with Fraction arithmetic must stop verify (exit 2)."""
+    original = oracle._sector_float_terms
+
+    def wrong_sign(*columns):
+        g, G = original(*columns)
+        return -g, G
+    monkeypatch.setattr(oracle, "_sector_float_terms", wrong_sign)
+    result = CliRunner().invoke(main, ["verify", "--cases", "200"])
+    assert result.exit_code == 2 and "self-check" in result.output
+
+
+def test_ulp_step_walks_representable_values():
+    x = np.array([1.0, -1.0, 0.0, -0.0], dtype=np.float32)
+    assert np.array_equal(ulp_step(x, 1), np.nextafter(x, np.float32(np.inf)))
+    assert np.array_equal(ulp_step(ulp_step(x, 5), -5), np.where(x == 0, np.float32(0), x))
