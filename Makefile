@@ -1,29 +1,51 @@
-# sectorbench: every target sets up its own virtual environment first.
+# sectorbench: every target first sets up its own virtual environment (.venv) from nothing.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SB     := $(BIN)/sectorbench
 
-.PHONY: run test bench verify clean
+# The CI gate's scene: small enough for a CI job, large enough that samples are >= 10 ms.
+GATE_RUN := run -n 300 -m 30000 --flags -O2 --repeat 15
+
+.PHONY: run test bench verify baseline regress gate-selftest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,plot]'
 	touch $(STAMP)
 
 ## run: the default benchmark (all kernels, -O2 and -O2 -ffast-math, the article's N x M)
 run: $(STAMP)
 	$(SB) run
 
-## test: the test suite (correctness only, a few minutes)
+## test: the test suite (correctness only; no timing assertions)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-## bench: the article's scene and loop mode, both flag sets, saved under results/
+## bench: the article's experiment on this machine (its data, its call loop, its flag pairs)
+##        and the flags x kernels matrix; both saved under results/
 bench: $(STAMP)
-	$(SB) run --scene article --mode inline --mode call --repeat 7 --save
+	$(SB) compare --preset article --save
+	$(SB) compare --save
+
+## verify: every default kernel of both families against the exact oracle
+verify: $(STAMP)
+	$(SB) verify --flags -O2 --flags "-O2 -ffast-math"
+	$(SB) verify --family triangle --flags -O2 --flags "-O2 -ffast-math"
+
+## baseline: record the timing baseline the gate compares against
+baseline: $(STAMP)
+	$(SB) $(GATE_RUN) --json results/baseline.json --force
+
+## regress: run again and gate against the committed baseline (machine-independent ratios)
+regress: $(STAMP)
+	$(SB) $(GATE_RUN) --baseline results/baseline.json --normalize overhead --markdown results/regress.md --force
+
+## gate-selftest: the gate catches -O0 against -O2 and stays quiet on identical builds, 5 times
+gate-selftest: $(STAMP)
+	SB=$(SB) bash tools/gate-selftest.sh
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -16,7 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from . import SectorbenchError, __version__
 from .build import DEFAULT_CC, BuildConfig
-from .results import save, timestamped_path, write_text_atomic
+from .gate import GateConfig, load_thresholds
+from .results import load, save, timestamped_path, write_text_atomic
 from .verify import VerifyConfig
 from .runner import RunConfig, run
 from .scenes import SCENE_FAMILIES
@@ -104,6 +105,40 @@ def output_options(command):
     return command
 
 
+def gate_options(command):
+    command = click.option("--alpha", default=GateConfig.alpha, show_default=True,
+                           help="Significance level of the one-sided Mann-Whitney test.")(command)
+    command = click.option("--threshold", default=GateConfig.threshold, show_default=True,
+                           help="Smallest slowdown that counts (0.10 = 10 %); the interval's lower bound must exceed it.")(command)
+    command = click.option("--thresholds", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                           help="TOML file of per-kernel thresholds (see the README).")(command)
+    command = click.option("--normalize", help="Compare times as ratios to this kernel of the same run "
+                                               "('overhead': each kernel's own NoOperation).")(command)
+    command = click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, path_type=Path),
+                           help="Also write the comparison as a Markdown table here.")(command)
+    return command
+
+
+def make_gate_config(alpha, threshold, thresholds, normalize) -> GateConfig:
+    per_kernel = load_thresholds(thresholds) if thresholds else {}
+    return GateConfig.from_thresholds({"default": threshold, **per_kernel}, alpha=alpha, normalize=normalize)
+
+
+def run_gate(baseline, current, config, markdown_path, force, baseline_label, current_label) -> None:
+    from .gate import gate, markdown
+    from .report import gate_table
+
+    report = gate(baseline, current, config)
+    stdout().print(gate_table(report))
+    if markdown_path is not None:
+        write_text_atomic(markdown_path, markdown(report, baseline_label, current_label), overwrite=force)
+        stderr.print(f"saved {markdown_path}")
+    names = ", ".join(f"{r.kernel} [{r.flags}, {r.mode}]" for r in report.regressions)
+    stderr.print(f"{len(report.regressions)} regression(s)" + (f": {names}" if names else "")
+                 + f", {len(report.improvements)} improvement(s)")
+    click.get_current_context().exit(report.exit_code)
+
+
 def write_json(result, json_path: Path | None, force: bool, save_to_results: bool = False, label: str = "run"):
     for path, overwrite in ((json_path, force), (timestamped_path(label=label) if save_to_results else None, False)):
         if path is not None:
@@ -126,14 +161,28 @@ def write_json(result, json_path: Path | None, force: bool, save_to_results: boo
               help="Minimum seconds per sample; the call count is calibrated to reach it.")
 @output_options
 @click.option("--save", "save_to_results", is_flag=True, help="Also save a timestamped JSON under results/.")
+@click.option("--baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Gate this run against a saved result: exit 1 on a significant regression.")
+@gate_options
 def run_command(sectors, points, seed, scene, kernels, flags, cc, sources, disable_isa, modes, repeat, min_sample_s,
-                json_path, force, save_to_results):
+                json_path, force, save_to_results, baseline, alpha, threshold, thresholds, normalize, markdown_path):
     """Time kernels over a seeded scene, NoOperation overhead subtracted."""
     if json_path is not None and json_path.exists() and not force:
         raise SectorbenchError(f"{json_path} exists; choose another path or pass --force to replace it")
+    gate_config = make_gate_config(alpha, threshold, thresholds, normalize)
+    baseline_result = load(baseline) if baseline else None
     config = RunConfig(scene=scene, sectors=sectors, points=points, seed=seed, kernels=kernels,
                        builds=build_configs(flags, cc, sources), modes=modes,
                        timing=TimingConfig(repeat=repeat, min_sample_s=min_sample_s), disable_isa=disable_isa)
+    result = measure_with_progress(config)
+    from .report import run_table
+    stdout().print(run_table(result))
+    write_json(result, json_path, force, save_to_results)
+    if baseline_result is not None:
+        run_gate(baseline_result, result, gate_config, markdown_path, force, str(baseline), "this run")
+
+
+def measure_with_progress(config: RunConfig):
     with make_progress() as bar:
         task = bar.add_task("starting", total=None)
 
@@ -142,10 +191,113 @@ def run_command(sectors, points, seed, scene, kernels, flags, cc, sources, disab
                 bar.update(task, total=total, completed=0, description=what)
             else:
                 bar.update(task, advance=1, description=what)
-        result = run(config, progress)
-    from .report import run_table
-    stdout().print(run_table(result))
-    write_json(result, json_path, force, save_to_results)
+        return run(config, progress)
+
+
+#: compare's default builds: the issue's flag ladder, from unoptimised to native fast math.
+COMPARE_FLAGS = ("-O0", "-O2", "-O2 -msse2", "-O2 -ffast-math", "-O3 -march=native", "-O3 -march=native -ffast-math")
+#: The article's two tables: x87 (Win32 default) vs SSE2 scalar code, each with and without fast math.
+#: On x86-64, -mfpmath=387 is what the article's build without /arch:SSE2 was.
+ARTICLE_PRESET = dict(flags=("-O2 -mfpmath=387", "-O2 -mfpmath=387 -ffast-math", "-O2", "-O2 -ffast-math"),
+                      scene="article", modes=("call",))
+COMPARE_REPEAT = 10  # 10 paired rounds give a 95 % interval that is not just min..max
+
+
+@main.command("compare")
+@click.option("--preset", type=click.Choice(["article"]), help="article: its flag pairs, its data, its call loop.")
+@click.option("-n", "--sectors", default=RunConfig.sectors, show_default=True)
+@click.option("-m", "--points", default=RunConfig.points, show_default=True)
+@click.option("--seed", default=RunConfig.seed, show_default=True)
+@click.option("--scene", type=click.Choice(list(SCENE_FAMILIES)), help="Scene kind [default: uniform].")
+@click.option("--kernels", multiple=True, callback=comma_list)
+@build_options(COMPARE_FLAGS)
+@click.option("--mode", "modes", multiple=True, type=click.Choice(MODES), help="Loop mode(s) [default: inline].")
+@click.option("--repeat", default=COMPARE_REPEAT, show_default=True)
+@click.option("--min-time", "min_sample_s", default=DEFAULT_MIN_SAMPLE_S, show_default=True)
+@output_options
+@click.option("--save", "save_to_results", is_flag=True, help="Also save a timestamped JSON under results/.")
+def compare_command(preset, sectors, points, seed, scene, kernels, flags, cc, sources, disable_isa, modes, repeat,
+                    min_sample_s, json_path, force, save_to_results):
+    """Time the kernels under several flag sets and compilers in the same rounds; print the matrix."""
+    import shutil
+
+    from .report import compare_table, run_table
+
+    if preset == "article":
+        ctx = click.get_current_context()
+        defaulted = lambda name: ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT
+        flags = ARTICLE_PRESET["flags"] if defaulted("flags") else flags
+        scene = scene or ARTICLE_PRESET["scene"]
+        modes = modes or ARTICLE_PRESET["modes"]
+    if json_path is not None and json_path.exists() and not force:
+        raise SectorbenchError(f"{json_path} exists; choose another path or pass --force to replace it")
+    installed = tuple(c for c in dict.fromkeys(cc) if shutil.which(c))
+    for missing in dict.fromkeys(c for c in cc if c not in installed):
+        stderr.print(f"compiler {missing!r} is not installed: its builds are left out")
+    if not installed:
+        raise SectorbenchError(f"none of the compilers is installed: {', '.join(cc)}")
+    config = RunConfig(scene=scene or RunConfig.scene, sectors=sectors, points=points, seed=seed, kernels=kernels,
+                       builds=build_configs(flags, installed, sources), modes=modes or RunConfig.modes,
+                       timing=TimingConfig(repeat=repeat, min_sample_s=min_sample_s), disable_isa=disable_isa)
+    result = measure_with_progress(config)
+    console = stdout()
+    console.print(run_table(result))
+    console.print(compare_table(result))
+    write_json(result, json_path, force, save_to_results, label="compare")
+
+
+@main.command("regress")
+@click.argument("baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("current", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@gate_options
+@click.option("--across-builds", is_flag=True,
+              help="Pair kernels by name and mode, ignoring compiler and flags (one build per file).")
+@click.option("--force", is_flag=True, help="Replace an existing --markdown file.")
+def regress_command(baseline, current, alpha, threshold, thresholds, normalize, markdown_path, across_builds, force):
+    """Exit 1 if CURRENT is significantly slower than BASELINE (2 if they cannot be compared)."""
+    from .gate import as_baseline_build
+
+    config = make_gate_config(alpha, threshold, thresholds, normalize)
+    baseline_result, current_result = load(baseline), load(current)
+    if across_builds:
+        current_result = as_baseline_build(current_result, baseline_result)
+    run_gate(baseline_result, current_result, config, markdown_path, force, str(baseline), str(current))
+
+
+@main.command("plot")
+@click.argument("results", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Image file: .png or .svg.")
+@click.option("--chart", type=click.Choice(["bar", "heatmap", "trend"]),
+              help="Default: trend when --kernel is given, heatmap for several builds, else bar.")
+@click.option("--kernel", help="The kernel a trend follows.")
+@click.option("--flags", "flags_filter", help="Trend: only this flag set.")
+@click.option("--mode", "mode_filter", type=click.Choice(MODES), help="Trend: only this mode.")
+@click.option("--force", is_flag=True, help="Replace an existing image.")
+def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
+    """Draw saved results: bars with intervals, a flags x kernels heat map, or a kernel's trend.
+
+    A trend without RESULTS reads every saved run under results/.
+    """
+    from . import plot
+    from .results import RESULTS_DIR
+
+    chart = chart or ("trend" if kernel else None)
+    if chart == "trend":
+        if not kernel:
+            raise click.UsageError("a trend needs --kernel")
+        loaded = [load(p) for p in results] if results else plot.load_results_dir(RESULTS_DIR)
+        if not loaded:
+            raise SectorbenchError(f"no saved results under {RESULTS_DIR}")
+        path = plot.trend_chart(loaded, kernel, out, flags=flags_filter, mode=mode_filter, overwrite=force)
+    else:
+        if len(results) != 1:
+            raise click.UsageError("bar and heatmap charts take exactly one RESULT file")
+        result = load(results[0])
+        several_builds = len({(r.cc, r.flags) for r in result.results}) > 1
+        chart = chart or ("heatmap" if several_builds else "bar")
+        draw = plot.heatmap if chart == "heatmap" else plot.bar_chart
+        path = draw(result, out, overwrite=force)
+    stderr.print(f"saved {path}")
 
 
 @main.command("verify")

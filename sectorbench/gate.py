@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import statistics
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -475,3 +475,19 @@ def markdown(report: GateReport, baseline_label: str = "baseline", current_label
         lines += ["", "Warnings:", ""]
         lines += [f"- {_cell(w)}" for w in report.warnings]
     return "\n".join(lines) + "\n"
+
+
+def as_baseline_build(current: RunResult, baseline: RunResult) -> RunResult:
+    """`current` with its rows relabelled to the baseline's build, to gate one build against another.
+
+    Rows are matched by (kernel, cc, flags, mode); comparing, say, a compiler upgrade or
+    -O0 against -O2 means pairing them by kernel and mode alone, which is only
+    unambiguous when each run holds a single build.
+    """
+    builds = {side: {(r.cc, r.flags) for r in run.results} for side, run in (("BASELINE", baseline),
+                                                                            ("CURRENT", current))}
+    for side, found in builds.items():
+        if len(found) != 1:
+            raise IncompatibleResults(f"--across-builds needs one build per run; {side} has {len(found)}")
+    (cc, flags), = builds["BASELINE"]
+    return replace(current, results=[replace(r, cc=cc, flags=flags) for r in current.results])

@@ -40,7 +40,7 @@ import numpy as np
 
 from . import SectorbenchError
 from .results import KernelResult, RunResult, load
-from .stats import Interval, _binomial_order_index, _check_confidence
+from .stats import Interval, _check_confidence, median_interval
 
 __all__ = [
     "PlotUnavailable",
@@ -75,35 +75,6 @@ class PlotUnavailable(SectorbenchError):
 # --------------------------------------------------------------------------
 # Statistics
 # --------------------------------------------------------------------------
-
-
-def median_interval(samples: Sequence[float], confidence: float = 0.95) -> Interval:
-    """Median of `samples` with its distribution-free confidence interval.
-
-    The interval is [x_(k), x_(n+1-k)] of the sorted samples, with k chosen by
-    the binomial rule that stats.paired_ratio_interval uses (each bound misses
-    the true median with probability P(Bin(n, 1/2) <= k-1) <= (1-confidence)/2),
-    assuming only independent rounds. Unlike paired_ratio_interval it works on
-    the raw values, so it accepts the zero or negative net samples a kernel
-    barely slower than its NoOperation loop produces. For positive samples it
-    equals paired_ratio_interval(samples, [1.0] * n). With too few samples for
-    the requested confidence (n < 6 at 95 %) it is min..max and
-    achieved_confidence says what that covers.
-    """
-    tail = _check_confidence(confidence)
-    x = np.sort(np.asarray(samples, dtype=float).ravel())
-    if x.size == 0:
-        raise ValueError("samples is empty")
-    if not np.all(np.isfinite(x)):
-        raise ValueError("samples must be finite")
-    k, miss = _binomial_order_index(x.size, tail)
-    return Interval(
-        estimate=float(np.median(x)),
-        low=float(x[k - 1]),
-        high=float(x[x.size - k]),
-        confidence=confidence,
-        achieved_confidence=1.0 - 2.0 * miss,
-    )
 
 
 @dataclass(frozen=True)

@@ -120,3 +120,66 @@ def failing_inputs_table(verdict) -> Table:
         table.add_row(str(row["row"]), row["group"], row["class"], margin, inputs,
                       "inside" if row["kernel"] else "outside", "inside" if row["oracle"] else "outside")
     return table
+
+
+def build_label(result: KernelResult, several_compilers: bool) -> str:
+    return f"{result.cc} {result.flags}" if several_compilers else result.flags
+
+
+def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
+    """Kernels x builds: net ns/test, the ratio to the first build with its paired interval."""
+    from .stats import paired_ratio_interval
+
+    several_cc = len({r.cc for r in run.results}) > 1
+    builds = list(dict.fromkeys(build_label(r, several_cc) for r in run.results))
+    modes = list(dict.fromkeys(r.mode for r in run.results))
+    table = Table(title=f"net ns/test; ×ratio to the first build, [{confidence:.0%} interval over paired rounds]; "
+                        f"fastest build in green", title_justify="left")
+    table.add_column("kernel", no_wrap=True, style="bold")
+    if len(modes) > 1:
+        table.add_column("mode")
+    for build in builds:
+        table.add_column(build, justify="right")
+    rows = {}
+    for r in run.results:
+        rows.setdefault((r.kernel, r.mode), {})[build_label(r, several_cc)] = r
+    for (kernel, mode), cells in rows.items():
+        first = cells.get(builds[0])
+        measured = {b: c for b, c in cells.items() if c.status == "ok" and c.ns_per_test is not None}
+        fastest = min(measured, key=lambda b: measured[b].ns_per_test) if measured else None
+        out = [kernel] + ([mode] if len(modes) > 1 else [])
+        for build in builds:
+            cell = cells.get(build)
+            if cell is None or cell.status != "ok" or cell.ns_per_test is None:
+                out.append(Text("–" if cell is None else cell.status, style="yellow"))
+                continue
+            text = f"{cell.ns_per_test:.3f}"
+            if first is not None and first is not cell and first.ns_per_test:
+                both_positive = all(x > 0 for x in cell.net_samples_s + first.net_samples_s)
+                if both_positive and len(cell.net_samples_s) == len(first.net_samples_s):
+                    interval = paired_ratio_interval(cell.net_samples_s, first.net_samples_s, confidence)
+                    text += f"\n×{interval.estimate:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
+                else:
+                    text += f"\n×{cell.net_s / first.net_s:.2f} [n/a]" if first.net_s else ""
+            out.append(Text(text, style="bold green" if build == fastest and len(measured) > 1 else ""))
+        table.add_row(*out)
+    return table
+
+
+def gate_table(report) -> Table:
+    table = Table(title=f"regression gate: α = {report.config.alpha}, threshold {report.config.threshold:.0%}"
+                        + (f", normalised by {report.config.normalize}" if report.config.normalize else ""),
+                  title_justify="left")
+    for name in ("kernel", "flags", "mode", "baseline ms", "current ms", "ratio [interval]", "p", "verdict"):
+        table.add_column(name, justify="right" if name in ("baseline ms", "current ms", "p") else "left",
+                         no_wrap=name in ("kernel", "flags"))
+    styles = {"regression": "bold red", "improvement": "green", "unchanged": "", "inconclusive": "yellow"}
+    for row in report.rows:
+        p = row.p_slower if row.ratio >= 1 else row.p_faster
+        table.add_row(row.kernel, row.flags, row.mode, f"{row.baseline_median_s * 1e3:.3f}",
+                      f"{row.current_median_s * 1e3:.3f}", f"{row.ratio:.3f} [{row.low:.3f}, {row.high:.3f}]",
+                      f"{p:.3g}", Text(row.verdict, style=styles.get(row.verdict, "")))
+    if report.warnings:
+        table.caption = "\n".join(report.warnings)
+        table.caption_justify = "left"
+    return table

@@ -1,0 +1,92 @@
+"""compare, regress, run --baseline and plot through the CLI, on real (small) runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from sectorbench.cli import main
+
+SMALL = ["-n", "20", "-m", "400", "--repeat", "3", "--min-time", "0.001", "--kernels", "basic,sse2"]
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+@pytest.fixture(scope="module")
+def saved_runs(tmp_path_factory):
+    where = tmp_path_factory.mktemp("runs")
+    paths = {}
+    for name, flags in (("o2", "-O2"), ("o2b", "-O2"), ("o0", "-O0")):
+        paths[name] = where / f"{name}.json"
+        result = invoke("run", *SMALL, "--flags", flags, "--json", str(paths[name]))
+        assert result.exit_code == 0, result.output
+    return paths
+
+
+def test_compare_prints_the_matrix_and_reports_missing_compilers(tmp_path):
+    out = tmp_path / "matrix.json"
+    result = invoke("compare", *SMALL, "--flags", "-O1", "--flags", "-O2 -ffast-math",
+                    "--cc", "cc", "--cc", "no-such-cc-xyz", "--json", str(out))
+    assert result.exit_code == 0, result.output
+    assert "no-such-cc-xyz" in result.output and "not installed" in result.output
+    assert "-O2 -ffast-math" in result.output and "×" in result.output
+    data = json.loads(out.read_text())
+    assert {r["flags"] for r in data["results"]} == {"-O1", "-O2 -ffast-math"}
+
+
+def test_compare_article_preset_uses_x87_and_sse_builds(tmp_path):
+    out = tmp_path / "article.json"
+    result = invoke("compare", "--preset", "article", *SMALL, "--json", str(out))
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["scene"]["kind"] == "article" and {r["mode"] for r in data["results"]} == {"call"}
+    assert "-O2 -mfpmath=387 -ffast-math" in {r["flags"] for r in data["results"]}
+
+
+def test_regress_same_build_passes_and_o0_fails(saved_runs, tmp_path):
+    same = invoke("regress", str(saved_runs["o2"]), str(saved_runs["o2b"]), "--threshold", "0.5")
+    assert same.exit_code == 0, same.output
+    markdown = tmp_path / "gate.md"
+    slow = invoke("regress", "--across-builds", str(saved_runs["o2"]), str(saved_runs["o0"]),
+                  "--threshold", "0.5", "--alpha", "0.1", "--markdown", str(markdown))
+    assert slow.exit_code == 1, slow.output
+    assert "regression" in slow.output and "basic" in slow.output
+    assert markdown.read_text().lstrip().splitlines()[0].startswith("1 regression") or "| kernel |" in markdown.read_text()
+
+
+def test_regress_incompatible_files_exit_2(saved_runs, tmp_path):
+    other = tmp_path / "other.json"
+    data = json.loads(saved_runs["o2"].read_text())
+    data["scene"]["seed"] = 99
+    other.write_text(json.dumps(data))
+    result = invoke("regress", str(saved_runs["o2"]), str(other))
+    assert result.exit_code == 2 and "seed" in result.output
+    missing = invoke("regress", str(saved_runs["o2"]), str(saved_runs["o0"]))
+    assert missing.exit_code == 2 and "missing kernel" in missing.output
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json")
+    assert invoke("regress", str(garbage), str(saved_runs["o2"])).exit_code == 2
+
+
+def test_run_with_baseline_gates(saved_runs):
+    result = invoke("run", *SMALL, "--flags", "-O2", "--baseline", str(saved_runs["o2"]), "--threshold", "0.5",
+                    "--normalize", "overhead")
+    assert result.exit_code == 0, result.output
+    assert "regression gate" in result.output
+
+
+def test_plot_bar_heatmap_and_trend(saved_runs, tmp_path):
+    pytest.importorskip("matplotlib")
+    bar = tmp_path / "bar.png"
+    assert invoke("plot", str(saved_runs["o2"]), "--out", str(bar)).exit_code == 0
+    assert bar.stat().st_size > 1000
+    trend = tmp_path / "trend.svg"
+    result = invoke("plot", str(saved_runs["o2"]), str(saved_runs["o2b"]), "--kernel", "basic", "--out", str(trend))
+    assert result.exit_code == 0, result.output
+    assert trend.read_text().lstrip().startswith("<?xml")
+    again = invoke("plot", str(saved_runs["o2"]), "--out", str(bar))
+    assert again.exit_code == 2 and "exists" in again.output
