@@ -48,7 +48,7 @@ def run_table(run: RunResult) -> Table:
             continue
         hit = Text(f"{r.hit_rate * 100:.4f}")
         if majority is not None and r.hits != majority:
-            hit = Text(f"≠ {r.hit_rate * 100:.4f}", style="magenta")
+            hit = Text(f"{r.hit_rate * 100:.4f} ({r.hits - majority:+d})", style="magenta")
         row_notes = []
         for warning in r.warnings:
             if warning not in notes:
@@ -60,8 +60,8 @@ def run_table(run: RunResult) -> Table:
         table.add_row(*cells)
     captions = []
     if majority is not None and any(r.hits != majority for r in results if r.status == "ok"):
-        captions.append(f"≠ hit count differs from the majority ({majority}): kernels disagree on some "
-                        f"points (float32 rounding near the boundary, or a logic difference; see `sectorbench verify`).")
+        captions.append(f"(±k): hits differ by k from the majority count {majority}: kernels disagree on some "
+                        f"pairs (float32 rounding near the boundary, or a logic difference; see `sectorbench verify`).")
     captions += [f"[{i + 1}] {note}" for i, note in enumerate(notes)]
     if captions:
         table.caption = "\n".join(captions)

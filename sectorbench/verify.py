@@ -293,8 +293,17 @@ def _metamorphic_inconsistencies(case_set, answers) -> int:
     return int(np.count_nonzero(answers[derived] != answers[case_set.source[derived]]))
 
 
+def _hex(value) -> str:
+    """A float32 as the shortest exact hex float (float.fromhex reads it back)."""
+    text = float(value).hex()
+    if "p" not in text:  # inf, nan
+        return text
+    mantissa, exponent = text.split("p")
+    return f"{mantissa.rstrip('0').rstrip('.')}p{exponent}"
+
+
 def _describe_row(case_set, inputs, i, kernel_answer, oracle_answer, klass, margin) -> dict:
     return {"row": int(i), "group": str(case_set.group[i]), "class": str(klass),
             "margin": None if not np.isfinite(margin) else float(margin),
-            "inputs": {k: float(case_set.columns[k][i]).hex() for k in inputs},
+            "inputs": {k: _hex(case_set.columns[k][i]) for k in inputs},
             "kernel": bool(kernel_answer), "oracle": bool(oracle_answer)}
