@@ -209,13 +209,18 @@ def _with_special_values(base: dict, slots: tuple[str, ...]) -> dict:
     return {k: np.concatenate(v) for k, v in out.items()}
 
 
+def _add_random_groups(b: _Builder, rng, count: int, random_rows) -> None:
+    """Random rows around the origin, then offset to 1e3 and 1e5, where float32 cancellation bites."""
+    b.add("random", random_rows(rng, count))
+    for offset in (1e3, 1e5):
+        b.add(f"offset {offset:g}", random_rows(rng, count, offset))
+
+
 def sector_cases(count: int, seed: int) -> CaseSet:
     rng = np.random.default_rng(seed)
     b = _Builder("sector")
     near = max(1, count // 258)
-    b.add("random", _random_sectors(rng, count))
-    for offset in (1e3, 1e5):
-        b.add(f"offset {offset:g}", _random_sectors(rng, count, offset))
+    _add_random_groups(b, rng, count, _random_sectors)
     bits = {k: _random_bits(rng, count) for k in ("cx", "cy", "px", "py")}
     phi = rng.uniform(0, 2 * np.pi, count)
     b.add("bit patterns", {**bits, "ux": np.cos(phi), "uy": np.sin(phi), "r2": _random_bits(rng, count, positive=True),
@@ -303,9 +308,7 @@ def triangle_cases(count: int, seed: int) -> CaseSet:
     rng = np.random.default_rng(seed)
     b = _Builder("triangle")
     near = max(1, count // 258)
-    b.add("random", _random_triangles(rng, count))
-    for offset in (1e3, 1e5):
-        b.add(f"offset {offset:g}", _random_triangles(rng, count, offset))
+    _add_random_groups(b, rng, count, _random_triangles)
     b.add("bit patterns", {k: _random_bits(rng, count) for k in (*TRIANGLE_ARRAYS, "px", "py")})
     thin_base = 1000 + rng.uniform(-4, 4, (4, count))
     t = rng.random(count)

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,7 +37,7 @@ from typing import Sequence
 import numpy as np
 
 from . import SectorbenchError
-from .results import KernelResult, RunResult, load
+from .results import KernelResult, RunResult, load, write_atomic
 from .stats import Interval, _check_confidence, median_interval
 
 __all__ = [
@@ -224,31 +222,8 @@ def _check_out(out: Path, overwrite: bool) -> tuple[Path, str]:
 
 
 def _save(fig, out: Path, fmt: str, overwrite: bool) -> Path:
-    """Write the figure atomically: a temporary file beside `out`, then rename.
-
-    Without `overwrite` an existing file is never replaced, even one that
-    appeared while drawing (hard link, which fails if the name exists).
-    """
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(prefix=f".{out.name}.", suffix=f".{fmt}", dir=out.parent)
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            fig.savefig(stream, format=fmt, dpi=DPI)
-            stream.flush()
-            os.fsync(stream.fileno())
-        if overwrite:
-            os.replace(partial, out)
-        else:
-            os.link(partial, out)
-            os.unlink(partial)
-    except FileExistsError:
-        os.unlink(partial)
-        raise SectorbenchError(f"{out} exists; choose another path or pass --force to replace it") from None
-    except BaseException:
-        if os.path.exists(partial):
-            os.unlink(partial)
-        raise
-    return out
+    """Write the figure atomically, never over an existing file unless `overwrite`."""
+    return write_atomic(out, lambda stream: fig.savefig(stream, format=fmt, dpi=DPI), overwrite)
 
 
 def _wants_log(values: Sequence[float]) -> bool:

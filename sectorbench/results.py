@@ -12,6 +12,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 from . import SectorbenchError
 
@@ -82,19 +83,30 @@ def save(result: RunResult, path: Path, overwrite: bool = False) -> Path:
 
 
 def write_text_atomic(path: Path, text: str, overwrite: bool = False) -> Path:
+    return write_atomic(path, lambda stream: stream.write(text.encode()), overwrite)
+
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: bool = False) -> Path:
+    """Write a file through a temporary name in the same directory, then rename.
+
+    Readers never see a half-written file; an existing file is replaced only with
+    `overwrite` (otherwise a hard link claims the name, which fails if it exists,
+    even if the file appeared while we were writing).
+    """
+    path = Path(path)
     if path.exists() and not overwrite:
         raise SectorbenchError(f"{path} exists; choose another path or pass --force to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
+        with os.fdopen(fd, "wb") as stream:
+            write(stream)
+            stream.flush()
+            os.fsync(stream.fileno())
         if overwrite:
             os.replace(partial, path)
         else:
-            os.link(partial, path)  # fails if a file appeared meanwhile: never clobber
+            os.link(partial, path)
             os.unlink(partial)
     except FileExistsError:
         os.unlink(partial)
