@@ -26,13 +26,14 @@ def run_table(run: RunResult) -> Table:
     scene = run.scene
     shapes = scene.get("sectors", scene.get("triangles"))
     table = Table(title=f"{scene['kind']} scene, N={shapes} x M={scene['points']}, seed {scene['seed']}  "
-                        f"(times per pass over all N x M tests, median of {run.config.get('repeat')})",
+                        f"(times per pass over all N x M tests, median of {run.config.get('repeat')}; "
+                        f"spread = (max - min) / median)",
                   title_justify="left")
     table.add_column("kernel", style="bold", no_wrap=True)
     table.add_column("flags", no_wrap=True)
     if show_mode:
         table.add_column("mode")
-    for name in ("hit %", "median ms", "NoOp ms", "net ms", "ns/test", "speedup"):
+    for name in ("hit %", "median ms", "min ms", "spread", "NoOp ms", "net ms", "ns/test", "speedup"):
         table.add_column(name, justify="right")
     table.add_column("notes")
     majority = majority_hits(results)
@@ -43,7 +44,7 @@ def run_table(run: RunResult) -> Table:
             cells.append(r.mode)
         if r.status != "ok":
             style = "yellow" if r.status == "skipped" else "red"
-            cells += ["–"] * 6 + [Text(f"{r.status}: {r.reason}", style=style)]
+            cells += ["–"] * 8 + [Text(f"{r.status}: {r.reason}", style=style)]
             table.add_row(*cells)
             continue
         hit = Text(f"{r.hit_rate * 100:.4f}")
@@ -54,7 +55,7 @@ def run_table(run: RunResult) -> Table:
             if warning not in notes:
                 notes.append(warning)
             row_notes.append(f"[{notes.index(warning) + 1}]")
-        cells += [hit, _ms(r.median_s), _ms(r.overhead_s), _ms(r.net_s),
+        cells += [hit, _ms(r.median_s), _ms(r.min_s), f"{r.spread:.1%}", _ms(r.overhead_s), _ms(r.net_s),
                   "–" if r.ns_per_test is None else f"{r.ns_per_test:.3f}",
                   "–" if r.speedup is None else f"{r.speedup:.1f}x", " ".join(row_notes)]
         table.add_row(*cells)
