@@ -101,18 +101,14 @@ def _measure(config: RunConfig, scene: scenes.Scene, sessions: list[BuildSession
                         key = (session.config, name, mode)
                         series.setdefault(key, _series(session, name, mode, config.timing))
 
-    crashed: dict[tuple, str] = {}
-
-    def on_failure(failed: Series, exc: Exception) -> None:
-        session_config, name, mode = failed.key
-        crashed[failed.key] = str(exc)
+    def restart_crashed_worker(failed: Series, exc: Exception) -> None:
+        """The failed series is marked by run_rounds; its build's other kernels need a live worker."""
         if isinstance(exc, WorkerCrashed):
-            session = next(s for s in sessions if s.config == session_config)
-            session.start()
+            next(s for s in sessions if s.config == failed.key[0]).start()
 
     progress(f"measuring {len(series)} series", len(series) * (config.timing.repeat + 1))
-    run_rounds(list(series.values()), config.timing, progress, on_failure)
-    results = [_result(scene, session, kernel, mode, series, crashed) for session, kernel, mode in plan]
+    run_rounds(list(series.values()), config.timing, progress, restart_crashed_worker)
+    results = [_result(scene, session, kernel, mode, series) for session, kernel, mode in plan]
     results = _with_speedups(results, config.reference)
     env = _environment(sessions)
     return RunResult(scene=scene.describe(), env=env, config=config.to_dict(), results=results)
@@ -128,16 +124,15 @@ def _series(session: BuildSession, name: str, mode: str, timing: TimingConfig) -
     return Series(key=(session.config, name, mode), calibrate=calibrate, take=take)
 
 
-def _result(scene, session: BuildSession, kernel: Kernel, mode: str, series: dict, crashed: dict) -> KernelResult:
+def _result(scene, session: BuildSession, kernel: Kernel, mode: str, series: dict) -> KernelResult:
     base = dict(kernel=kernel.name, family=kernel.family, flags=" ".join(session.config.flags),
                 cc=session.config.cc, mode=mode, tests=scene.tests, overhead_kernel=kernel.overhead)
     if not kernel.runnable:
         return KernelResult(status="skipped", reason=kernel.skip_reason, **base)
     mine = series[(session.config, kernel.name, mode)]
     overhead = series[(session.config, kernel.overhead, mode)]
-    key = (session.config, kernel.name, mode)
-    if key in crashed:
-        return KernelResult(status="crashed", reason=crashed[key], **base)
+    if mine.failure is not None:
+        return KernelResult(status="crashed", reason=mine.failure, **base)
     warnings = []
     if len(set(mine.hits)) > 1:
         warnings.append(f"hit count changed between samples: {sorted(set(mine.hits))}")
