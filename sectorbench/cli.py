@@ -139,6 +139,12 @@ def run_gate(baseline, current, config, markdown_path, force, baseline_label, cu
     click.get_current_context().exit(report.exit_code)
 
 
+def refuse_existing(path: Path | None, force: bool) -> None:
+    """Fail before measuring, not after, when the output file would be refused."""
+    if path is not None and path.exists() and not force:
+        raise SectorbenchError(f"{path} exists; choose another path or pass --force to replace it")
+
+
 def write_json(result, json_path: Path | None, force: bool, save_to_results: bool = False, label: str = "run"):
     for path, overwrite in ((json_path, force), (timestamped_path(label=label) if save_to_results else None, False)):
         if path is not None:
@@ -167,8 +173,7 @@ def write_json(result, json_path: Path | None, force: bool, save_to_results: boo
 def run_command(sectors, points, seed, scene, kernels, flags, cc, sources, disable_isa, modes, repeat, min_sample_s,
                 json_path, force, save_to_results, baseline, alpha, threshold, thresholds, normalize, markdown_path):
     """Time kernels over a seeded scene, NoOperation overhead subtracted."""
-    if json_path is not None and json_path.exists() and not force:
-        raise SectorbenchError(f"{json_path} exists; choose another path or pass --force to replace it")
+    refuse_existing(json_path, force)
     gate_config = make_gate_config(alpha, threshold, thresholds, normalize)
     baseline_result = load(baseline) if baseline else None
     config = RunConfig(scene=scene, sectors=sectors, points=points, seed=seed, kernels=kernels,
@@ -229,8 +234,7 @@ def compare_command(preset, sectors, points, seed, scene, kernels, flags, cc, so
         flags = ARTICLE_PRESET["flags"] if defaulted("flags") else flags
         scene = scene or ARTICLE_PRESET["scene"]
         modes = modes or ARTICLE_PRESET["modes"]
-    if json_path is not None and json_path.exists() and not force:
-        raise SectorbenchError(f"{json_path} exists; choose another path or pass --force to replace it")
+    refuse_existing(json_path, force)
     installed = tuple(c for c in dict.fromkeys(cc) if shutil.which(c))
     for missing in dict.fromkeys(c for c in cc if c not in installed):
         stderr.print(f"compiler {missing!r} is not installed: its builds are left out")
@@ -318,8 +322,7 @@ def verify_command(family, kernels, flags, cc, sources, disable_isa, cases, seed
     from .report import failing_inputs_table, verify_table
     from .verify import verify
 
-    if json_path is not None and json_path.exists() and not force:
-        raise SectorbenchError(f"{json_path} exists; choose another path or pass --force to replace it")
+    refuse_existing(json_path, force)
     config = VerifyConfig(family=family, kernels=kernels, builds=build_configs(flags, cc, sources), cases=cases, seed=seed,
                           strict_special=strict_special, show=show, input_path=input_path, disable_isa=disable_isa)
     with make_progress() as bar:

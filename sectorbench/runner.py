@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -153,7 +153,6 @@ def _result(scene, session: BuildSession, kernel: Kernel, mode: str, series: dic
 
 def _with_speedups(results: list[KernelResult], reference: str) -> list[KernelResult]:
     """Speedup against `reference`, or against the first kernel when it was not measured."""
-    from dataclasses import replace
     if results and reference not in {r.kernel for r in results}:
         reference = results[0].kernel
     reference_net = {(r.cc, r.flags, r.mode): r.net_s for r in results if r.kernel == reference and r.net_s}

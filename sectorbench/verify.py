@@ -25,6 +25,7 @@ from . import SectorbenchError, cases as case_generators, environment, oracle
 from .build import BuildConfig, build
 from .kernels import Kernel, select
 from .results import SCHEMA_VERSION
+from .scenes import FAMILY_ARRAYS, make_scene
 from .worker import Worker, WorkerCrashed
 
 CLASSES = ("rounding-band", "logic-bug", "special-value", "nondeterministic")
@@ -228,7 +229,6 @@ def _answers(worker: Worker, kernel: Kernel, case_set, scratch) -> tuple[np.ndar
     # The grid loops (count and evaluate) against the pairs loop on a sample: the diagonal.
     rows = np.arange(min(GRID_CHECK_ROWS, len(case_set)))
     sample = case_set.scene(rows)
-    from .scenes import FAMILY_ARRAYS, make_scene
     grid = make_scene("grid check", case_set.family, {k: sample.column(k) for k in FAMILY_ARRAYS[case_set.family]},
                       sample.column("px"), sample.column("py"))
     worker.load(grid, scratch)
