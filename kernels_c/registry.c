@@ -19,6 +19,7 @@ static int supports_one(const char *feature, size_t length) {
 #if defined(SB_X86)
     __builtin_cpu_init();
     SB_FEATURE("sse2")
+    SB_FEATURE("popcnt")
     SB_FEATURE("sse4.1")
     SB_FEATURE("avx")
     SB_FEATURE("avx2")

@@ -3,58 +3,57 @@
  * cffi's cdef() reads this file verbatim, so it holds declarations only: no
  * preprocessor lines, no inline code.  C sources include it through sb_common.h.
  *
- * Arrays are structure-of-arrays float32, 64-byte aligned, allocated to `stride`
- * elements (n_points rounded up to a multiple of 16 floats, the widest vector), so
- * SIMD loops may load whole vectors past n_points; they mask those lanes out.
+ * The ABI names no family.  A scene is N shapes x M points; a family (sector,
+ * triangle, ...) says which arrays a shape and a point have, and each kernel row
+ * says which of the shape arrays it reads (`takes`), in the order the worker puts
+ * them in `shape[]`.  Arrays are float32, 64-byte aligned, allocated to `stride`
+ * elements (rounded up to a multiple of 16 floats, the widest vector), so SIMD loops
+ * may load whole vectors past the end; they mask those lanes out.
  */
 
-typedef struct sb_sectors {
-    const float *cx, *cy;         /* apex c */
-    const float *ux, *uy;         /* direction u (unit length in well-formed scenes) */
-    const float *r, *theta;       /* radius and half-angle, for kernels that take them */
-    const float *r2, *cos_theta;  /* precomputed r*r and cos(theta), rounded to float32 */
-} sb_sectors;
-
-typedef struct sb_triangles {
-    const float *ax, *ay, *bx, *by, *cx, *cy;
-} sb_triangles;
-
 typedef struct sb_scene {
-    int64_t n_shapes;   /* N: sectors or triangles */
-    int64_t n_points;   /* M */
-    int64_t stride;     /* allocated length of every array; row stride of eval_grid's output */
-    const float *px, *py;
-    sb_sectors sector;
-    sb_triangles triangle;
+    int64_t n_shapes;          /* N */
+    int64_t n_points;          /* M */
+    int64_t stride;            /* allocated length of the point arrays; row stride of eval_grid's output */
+    int64_t shape_begin;       /* the loops test shapes [shape_begin, shape_end): threads split [0, N) */
+    int64_t shape_end;
+    const float *point[4];     /* the family's point arrays (e.g. px, py), in the family's order */
+    const float *shape[8];     /* the kernel's shape arrays, in the order of its row's `takes` */
+    const void *extra[4];      /* family data of other lengths or types (e.g. polygon vertices), or NULL */
+    const void *prepared;      /* what the row's prepare() built for this scene, or NULL */
+    float never;               /* +inf: NoOperation loops test px + py > never, which no input satisfies */
 } sb_scene;
 
-/* Kernel flags. */
-enum {
-    SB_NOOP = 1,         /* a NoOperation kernel: the loop overhead of others */
-    SB_NOT_DEFAULT = 2   /* known-bad reference: listed, never selected by default */
-};
-
+/* One kernel: a row with named fields (see SB_*_KERNEL in sb_common.h). */
 typedef struct sb_kernel {
     const char *name;
-    const char *family;       /* "sector" or "triangle" */
-    const char *isa;          /* comma-separated CPU features it needs, "" for none */
-    const char *overhead;     /* the NoOperation kernel with the same loop shape */
-    const char *params;       /* sector kernels: "r,theta" or "r2,cos_theta" */
+    const char *family;        /* the family it belongs to, e.g. "sector" */
+    const char *takes;         /* the shape arrays it reads, as a C tuple: "(cx, cy, ux, uy, r2, cos_theta)" */
+    const char *isa;           /* comma-separated CPU features it needs, "" for none */
+    const char *loop;          /* loop shape, e.g. "scalar", "sse2 x4", "avx512 x16 b4": kernels with the
+                                  same loop shape and arity share one NoOperation measurement */
     const char *summary;
-    const char *source;       /* file and line of the row, which also give the listing order */
+    const char *source;        /* file and line of the row, which also give the listing order */
     int line;
-    int lanes;                /* points tested per step */
-    int flags;
-    double rounding_bound;    /* verify: mismatches within this many float32 roundings are rounding-band */
-    double tolerance;         /* triangle: declared tolerance of a tolerant kernel, 0 for strict */
-    /* Hits over all n_shapes x n_points pairs, predicate inlined in the loop. */
+    int lanes;                 /* points tested per step */
+    int block;                 /* shapes tested per load of points */
+    int known_bad;             /* 1: a known-bad reference, run only when named */
+    double rounding_bound;     /* verify: mismatches within this many float32 roundings are rounding-band (0: default) */
+    double tolerance;          /* declared tolerance of a tolerant kernel, 0 for strict */
+    /* Answer summary over the scene's tests (hits, for a boolean family), predicate inlined in the loop. */
     uint64_t (*count_inline)(const sb_scene *scene);
     /* The same, the predicate called through a function pointer for every step. */
     uint64_t (*count_call)(const sb_scene *scene);
-    /* out[i * stride + j] = 1 if point j is inside shape i, else 0. */
-    void (*eval_grid)(const sb_scene *scene, uint8_t *out);
-    /* out[j] = 1 if point j is inside shape j (shape arrays hold `stride` shapes). */
-    void (*eval_pairs)(const sb_scene *scene, uint8_t *out);
+    /* The NoOperation twins of the two loops: same loop, same loads, an answer that never holds. */
+    uint64_t (*noop_inline)(const sb_scene *scene);
+    uint64_t (*noop_call)(const sb_scene *scene);
+    /* Answers of every shape i against every point j, at out[i * stride + j] (the family's answer type). */
+    void (*eval_grid)(const sb_scene *scene, void *out);
+    /* Answers of shape j against point j (shape arrays hold `stride` shapes), at out[j]. */
+    void (*eval_pairs)(const sb_scene *scene, void *out);
+    /* Optional: an index built once per scene before timing (its time is reported apart), and its release. */
+    void *(*prepare)(const sb_scene *scene);
+    void (*release)(void *prepared);
 } sb_kernel;
 
 /* Every kernel row linked into this library, in link order. */

@@ -81,11 +81,11 @@ static inline int bittrick(float cx, float cy, float ux, float uy, float r2,
     return (squared_length < r2) & (lhs > rhs);
 }
 
-SB_SECTOR_SCALAR_KERNEL(naive, naive, r, theta, "noop", 16, 0,
-                        "sqrt, divide and acosf; takes r and theta")
-SB_SECTOR_SCALAR_KERNEL(basic, basic, r2, cos_theta, "noop", 8, 0,
-                        "r^2 and cos(theta) precomputed, sqrt after the radius test")
-SB_SECTOR_SCALAR_KERNEL(nosqrt, nosqrt, r2, cos_theta, "noop", 8, 0,
-                        "no sqrt: squares both sides, four sign cases")
-SB_SECTOR_SCALAR_KERNEL(bittrick, bittrick, r2, cos_theta, "noop", 8, 0,
-                        "no sqrt, no branch: IEEE sign bits on the squares")
+SB_KERNEL(naive, SCALAR, 1, (cx, cy, ux, uy, r, theta), .family = "sector",
+          .rounding_bound = 16, .summary = "sqrt, divide and acosf; takes r and theta");
+SB_KERNEL(basic, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector",
+          .rounding_bound = 8, .summary = "r^2 and cos(theta) precomputed, sqrt after the radius test");
+SB_KERNEL(nosqrt, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector",
+          .rounding_bound = 8, .summary = "no sqrt: squares both sides, four sign cases");
+SB_KERNEL(bittrick, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector",
+          .rounding_bound = 8, .summary = "no sqrt, no branch: IEEE sign bits on the squares");

@@ -3,10 +3,8 @@
 
 #if defined(SB_X86)
 
-#define SSE_MASK_OF(v) _mm_movemask_ps(v)
-
 /* The article's version 4: |D|^2 < r^2 and D.u > sqrt(|D|^2) cos(theta). */
-SB_TARGET("sse2")
+SB_SSE2_ATTR
 static inline __m128 sse2(__m128 cx, __m128 cy, __m128 ux, __m128 uy,
                           __m128 r2, __m128 cos_theta, __m128 px, __m128 py) {
     const __m128 dx = _mm_sub_ps(px, cx);
@@ -22,7 +20,7 @@ static inline __m128 sse2(__m128 cx, __m128 cy, __m128 ux, __m128 uy,
 /* Version 5 without sqrt, as the sign-aware squares of the scalar bittrick:
  * a|a| > s k|k|.  Five fewer operations than the article's blend of the sign
  * cases, and right at the apex. */
-SB_TARGET("sse2")
+SB_SSE2_ATTR
 static inline __m128 sse2_nosqrt(__m128 cx, __m128 cy, __m128 ux, __m128 uy,
                                  __m128 r2, __m128 cos_theta, __m128 px,
                                  __m128 py) {
@@ -40,11 +38,9 @@ static inline __m128 sse2_nosqrt(__m128 cx, __m128 cy, __m128 ux, __m128 uy,
     return _mm_and_ps(inside_circle, _mm_cmpgt_ps(lhs, rhs));
 }
 
-SB_SECTOR_SIMD_KERNEL(sse2, sse2, "sse2", __m128, 4, _mm_set1_ps, _mm_load_ps,
-                      SSE_MASK_OF, "noop_simd", 8, 0,
-                      "SSE2, 4 lanes, _mm_sqrt_ps")
-SB_SECTOR_SIMD_KERNEL(sse2_nosqrt, sse2_nosqrt, "sse2", __m128, 4, _mm_set1_ps,
-                      _mm_load_ps, SSE_MASK_OF, "noop_simd", 8, 0,
-                      "SSE2, 4 lanes, no sqrt: sign-aware squares")
+SB_KERNEL(sse2, SSE2, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector",
+          .rounding_bound = 8, .summary = "SSE2, 4 lanes, _mm_sqrt_ps");
+SB_KERNEL(sse2_nosqrt, SSE2, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector",
+          .rounding_bound = 8, .summary = "SSE2, 4 lanes, no sqrt: sign-aware squares");
 
 #endif

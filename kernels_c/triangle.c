@@ -57,9 +57,11 @@ static inline int orient(float ax, float ay, float bx, float by, float cx,
     return ((o_ab > 0) & (o_bc > 0) & (o_ca > 0)) | ((o_ab < 0) & (o_bc < 0) & (o_ca < 0));
 }
 
-SB_TRIANGLE_SCALAR_KERNEL(recast_dot, recast_dot, "noop_triangle", 8, (double)1e-4f,
-                          SB_NOT_DEFAULT, "recastnavigation's dot-product barycentrics, EPS 1e-4 (known-bad)")
-SB_TRIANGLE_SCALAR_KERNEL(recast_cross, recast_cross, "noop_triangle", 16, (double)1e-4f, 0,
-                          "the article's fix: cross products, tolerance 1e-4 scaled by the area")
-SB_TRIANGLE_SCALAR_KERNEL(orient, orient, "noop_triangle", 8, 0.0, 0,
-                          "three float32 orientations, strict")
+SB_KERNEL(recast_dot, SCALAR, 1, (ax, ay, bx, by, cx, cy), .family = "triangle",
+          .rounding_bound = 8, .tolerance = (double)1e-4f, .known_bad = 1,
+          .summary = "recastnavigation's dot-product barycentrics, EPS 1e-4 (known-bad)");
+SB_KERNEL(recast_cross, SCALAR, 1, (ax, ay, bx, by, cx, cy), .family = "triangle",
+          .rounding_bound = 16, .tolerance = (double)1e-4f,
+          .summary = "the article's fix: cross products, tolerance 1e-4 scaled by the area");
+SB_KERNEL(orient, SCALAR, 1, (ax, ay, bx, by, cx, cy), .family = "triangle",
+          .rounding_bound = 8, .summary = "three float32 orientations, strict");

@@ -54,8 +54,13 @@ class BuildConfig:
     @property
     def label(self) -> str:
         """The flags as the user wrote them, prefixed by the compiler when it is not the default."""
-        flags = " ".join(self.flags) or "(no flags)"
-        return flags if self.cc == DEFAULT_CC else f"{self.cc} {flags}"
+        return build_label(self.cc, " ".join(self.flags), show_cc=self.cc != DEFAULT_CC)
+
+
+def build_label(cc: str, flags: str, show_cc: bool) -> str:
+    """How a build is named everywhere: its flags, after the compiler when several are shown."""
+    flags = flags or "(no flags)"
+    return f"{cc} {flags}" if show_cc else flags
 
 
 def sources(config: BuildConfig) -> list[Path]:

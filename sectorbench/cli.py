@@ -17,10 +17,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from . import SectorbenchError, __version__
 from .build import DEFAULT_CC, BuildConfig
 from .gate import GateConfig, load_thresholds
-from .results import load, save, timestamped_path, write_text_atomic
+from .results import check_output, load, save, timestamped_path, write_text_atomic
 from .verify import VerifyConfig
 from .runner import RunConfig, run
-from .scenes import SCENE_FAMILIES
+from .scenes import kinds as scene_kinds
+from .families import all_families
 from .timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
 
 #: `run` compares the article's pair by default: plain -O2 and -O2 with fast math
@@ -125,13 +126,13 @@ def make_gate_config(alpha, threshold, thresholds, normalize) -> GateConfig:
 
 
 def run_gate(baseline, current, config, markdown_path, force, baseline_label, current_label) -> None:
-    from .gate import gate, markdown
-    from .report import gate_table
+    from .gate import gate
+    from .report import gate_markdown, gate_table
 
     report = gate(baseline, current, config)
     stdout().print(gate_table(report))
     if markdown_path is not None:
-        write_text_atomic(markdown_path, markdown(report, baseline_label, current_label), overwrite=force)
+        write_text_atomic(markdown_path, gate_markdown(report, baseline_label, current_label), overwrite=force)
         stderr.print(f"saved {markdown_path}")
     names = ", ".join(f"{r.kernel} [{r.flags}, {r.mode}]" for r in report.regressions)
     stderr.print(f"{len(report.regressions)} regression(s)" + (f": {names}" if names else "")
@@ -141,8 +142,8 @@ def run_gate(baseline, current, config, markdown_path, force, baseline_label, cu
 
 def refuse_existing(path: Path | None, force: bool) -> None:
     """Fail before measuring, not after, when the output file would be refused."""
-    if path is not None and path.exists() and not force:
-        raise SectorbenchError(f"{path} exists; choose another path or pass --force to replace it")
+    if path is not None:
+        check_output(path, force)
 
 
 def write_json(result, json_path: Path | None, force: bool, save_to_results: bool = False, label: str = "run"):
@@ -153,10 +154,10 @@ def write_json(result, json_path: Path | None, force: bool, save_to_results: boo
 
 
 @main.command("run")
-@click.option("-n", "--sectors", default=RunConfig.sectors, show_default=True, help="N: sectors (or triangles).")
+@click.option("-n", "--sectors", default=RunConfig.sectors, show_default=True, help="N: shapes (sectors, triangles, ...).")
 @click.option("-m", "--points", default=RunConfig.points, show_default=True, help="M: points.")
 @click.option("--seed", default=RunConfig.seed, show_default=True, help="Scene seed.")
-@click.option("--scene", default=RunConfig.scene, show_default=True, type=click.Choice(list(SCENE_FAMILIES)),
+@click.option("--scene", default=RunConfig.scene, show_default=True, type=click.Choice(list(scene_kinds())),
               help="Scene kind (see the README).")
 @click.option("--kernels", multiple=True, callback=comma_list, help="Kernels to time, e.g. naive,sse2 (default: all of the family).")
 @build_options(DEFAULT_RUN_FLAGS)
@@ -213,7 +214,7 @@ COMPARE_REPEAT = 10  # 10 paired rounds give a 95 % interval that is not just mi
 @click.option("-n", "--sectors", default=RunConfig.sectors, show_default=True)
 @click.option("-m", "--points", default=RunConfig.points, show_default=True)
 @click.option("--seed", default=RunConfig.seed, show_default=True)
-@click.option("--scene", type=click.Choice(list(SCENE_FAMILIES)), help="Scene kind [default: uniform].")
+@click.option("--scene", type=click.Choice(list(scene_kinds())), help="Scene kind [default: uniform].")
 @click.option("--kernels", multiple=True, callback=comma_list)
 @build_options(COMPARE_FLAGS)
 @click.option("--mode", "modes", multiple=True, type=click.Choice(MODES), help="Loop mode(s) [default: inline].")
@@ -305,7 +306,8 @@ def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
 
 
 @main.command("verify")
-@click.option("--family", type=click.Choice(["sector", "triangle"]), default="sector", show_default=True)
+@click.option("--family", type=click.Choice([f.name for f in all_families()]), default="sector", show_default=True,
+              help="The family whose kernels to check.")
 @click.option("--kernels", multiple=True, callback=comma_list, help="Kernels to check (default: the family's).")
 @build_options(("-O2",))
 @click.option("--cases", default=VerifyConfig.cases, show_default=True, type=click.IntRange(min=1),

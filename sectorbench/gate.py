@@ -2,7 +2,7 @@
 
 ``gate(baseline, current, config)`` pairs the rows of two ``RunResult``s by
 (kernel, cc, flags, mode), runs ``stats.compare`` on each pair and returns a
-``GateReport``; ``markdown(report, ...)`` renders it for a pull request.
+``GateReport``; ``report.gate_table`` and ``report.gate_markdown`` render it.
 This module only returns values: it never prints and never exits.
 
 What is compared
@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from . import SectorbenchError
+from .build import build_label
 from .environment import compare_fingerprints
 from .results import KernelResult, RunResult
 from .stats import Comparison, compare, normalized
@@ -53,7 +54,7 @@ __all__ = [
     "RowKey",
     "gate",
     "load_thresholds",
-    "markdown",
+    "row_label",
 ]
 
 #: ``normalize`` value that divides by each row's own NoOperation samples.
@@ -61,7 +62,6 @@ OVERHEAD = "overhead"
 #: Key of the default threshold in the dict returned by ``load_thresholds``.
 DEFAULT_KEY = "default"
 
-_SCENE_FIELDS = ("kind", "family", "seed", "sectors", "triangles", "points")
 _BASE, _CURRENT = "BASELINE", "CURRENT"
 
 
@@ -257,9 +257,8 @@ def _key(row: KernelResult) -> RowKey:
     return RowKey(row.kernel, row.cc, row.flags, row.mode)
 
 
-def _label(key: RowKey, show_cc: bool) -> str:
-    flags = key.flags or "(no flags)"
-    return f"{key.kernel} [{f'{key.cc} {flags}' if show_cc else flags}, {key.mode}]"
+def row_label(key: RowKey, show_cc: bool) -> str:
+    return f"{key.kernel} [{build_label(key.cc, key.flags, show_cc)}, {key.mode}]"
 
 
 def _index(run: RunResult, side: str, show_cc: bool) -> dict[RowKey, KernelResult]:
@@ -267,7 +266,7 @@ def _index(run: RunResult, side: str, show_cc: bool) -> dict[RowKey, KernelResul
     for row in run.results:
         key = _key(row)
         if key in rows:
-            raise IncompatibleResults(f"duplicate row {_label(key, show_cc)} in {side}")
+            raise IncompatibleResults(f"duplicate row {row_label(key, show_cc)} in {side}")
         rows[key] = row
     return rows
 
@@ -277,7 +276,7 @@ def _check_scene(baseline: RunResult, current: RunResult) -> None:
         raise IncompatibleResults(f"different results schema: {baseline.schema!r} in {_BASE}, "
                                   f"{current.schema!r} in {_CURRENT}")
     a, b = baseline.scene or {}, current.scene or {}
-    names = [*_SCENE_FIELDS, *sorted((set(a) | set(b)) - set(_SCENE_FIELDS))]
+    names = [*a, *(name for name in b if name not in a)]
     differ = [f"{name} {a.get(name)!r} in {_BASE} vs {b.get(name)!r} in {_CURRENT}"
               for name in names if a.get(name) != b.get(name)]
     if differ:
@@ -304,7 +303,7 @@ def _environment_warnings(baseline: RunResult, current: RunResult, used_ccs: set
 def _reference(rows: dict[RowKey, KernelResult], row: KernelResult, normalize: str,
                side: str, show_cc: bool) -> list[float]:
     """The samples `row`'s samples are divided by, in the run of `rows`."""
-    label = _label(_key(row), show_cc)
+    label = row_label(_key(row), show_cc)
     if normalize == OVERHEAD:
         if not row.overhead_samples_s:
             raise IncompatibleResults(f"cannot normalize by overhead: {label} has no NoOperation "
@@ -313,17 +312,17 @@ def _reference(rows: dict[RowKey, KernelResult], row: KernelResult, normalize: s
     ref_key = RowKey(normalize, row.cc, row.flags, row.mode)
     ref = rows.get(ref_key)
     if ref is None:
-        raise IncompatibleResults(f"cannot normalize by {normalize}: no {_label(ref_key, show_cc)} "
+        raise IncompatibleResults(f"cannot normalize by {normalize}: no {row_label(ref_key, show_cc)} "
                                   f"in {side}")
     if ref.status != "ok":
-        raise IncompatibleResults(f"cannot normalize by {normalize}: {_label(ref_key, show_cc)} "
+        raise IncompatibleResults(f"cannot normalize by {normalize}: {row_label(ref_key, show_cc)} "
                                   f"is {ref.status} in {side}")
     return ref.samples_s
 
 
 def _samples(rows: dict[RowKey, KernelResult], row: KernelResult, normalize: str | None,
              side: str, show_cc: bool) -> list[float]:
-    label = _label(_key(row), show_cc)
+    label = row_label(_key(row), show_cc)
     if not row.samples_s:
         raise IncompatibleResults(f"{label} is ok but has no samples in {side}")
     try:
@@ -350,7 +349,7 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
     missing = [key for key, row in base_rows.items() if row.status == "ok" and key not in cur_rows]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise IncompatibleResults(f"missing kernel {_label(missing[0], show_cc)} in {_CURRENT}{more}")
+        raise IncompatibleResults(f"missing kernel {row_label(missing[0], show_cc)} in {_CURRENT}{more}")
 
     rows: list[GateRow] = []
     row_warnings: list[str] = []
@@ -358,7 +357,7 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
         cur = cur_rows.get(key)
         if cur is None:  # not ok in the baseline either: nothing to compare
             continue
-        label = _label(key, show_cc)
+        label = row_label(key, show_cc)
         if base.status != "ok" or cur.status != "ok":
             if base.status != cur.status:
                 side, row = (_BASE, base) if base.status != "ok" else (_CURRENT, cur)
@@ -392,89 +391,6 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
         warnings=tuple([*_environment_warnings(baseline, current, used_ccs),
                         *row_warnings, *threshold_warnings]),
     )
-
-
-# --------------------------------------------------------------------------
-# Markdown
-
-
-def _ms(seconds: float) -> str:
-    """Milliseconds with 3 significant digits (more only for >= 1000 ms)."""
-    value = seconds * 1e3
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g}"
-    rounded = float(f"{value:.3g}")  # 9.996 -> 10.0, so the digit count below is right
-    decimals = max(0, 2 - math.floor(math.log10(abs(rounded))))
-    return f"{rounded:.{decimals}f}"
-
-
-def _percent(fraction: float) -> str:
-    return f"{fraction * 100:.3g} %"
-
-
-def _p(value: float) -> str:
-    return "< 0.0001" if value < 1e-4 else f"{value:.2g}"
-
-
-def _cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
-
-
-def _summary(report: GateReport) -> str:
-    config = report.config
-    counts = [_plural(len(report.regressions), "regression"),
-              _plural(len(report.improvements), "improvement"),
-              f"{len(report.unchanged)} unchanged"]
-    if report.inconclusive:
-        counts.append(f"{len(report.inconclusive)} inconclusive")
-    details = [f"α = {config.alpha:g}", f"threshold {_percent(config.threshold)}"]
-    special = sorted({(r.kernel, r.threshold) for r in report.rows if r.kernel in config.per_kernel})
-    details += [f"{kernel} {_percent(value)}" for kernel, value in special]
-    if config.normalize == OVERHEAD:
-        details.append("normalised by each kernel's NoOperation")
-    elif config.normalize:
-        details.append(f"normalised by {config.normalize}")
-    return f"{', '.join(counts)} ({', '.join(details)})"
-
-
-def markdown(report: GateReport, baseline_label: str = "baseline", current_label: str = "current") -> str:
-    """GitHub-flavoured Markdown: summary line, table, then new kernels and warnings."""
-    rows = report.rows
-    show_cc = len({r.cc for r in rows} | {k.cc for k in report.new_kernels}) > 1
-    show_threshold = len({r.threshold for r in rows}) > 1
-    ratio_name = "ratio (normalised)" if report.config.normalize else "ratio"
-    header = ["kernel", "flags", "mode", f"{baseline_label} ms", f"{current_label} ms",
-              f"{ratio_name} [{(1 - 2 * report.config.alpha) * 100:.3g} % interval]", "p", "verdict"]
-    if show_threshold:
-        header.insert(7, "threshold")
-    lines = [_summary(report), ""]
-    lines.append("| " + " | ".join(_cell(h) for h in header) + " |")
-    lines.append("|" + "|".join("---:" if h not in ("kernel", "flags", "mode", "verdict") else "---"
-                                for h in header) + "|")
-    for r in rows:
-        flags = r.flags or "(no flags)"
-        # The p of the direction the estimate points to; the other is ~1 - p.
-        p = r.p_slower if r.ratio >= 1 else r.p_faster
-        verdict = f"**{r.verdict}**" if r.verdict in ("regression", "improvement") else r.verdict
-        cells = [_cell(r.kernel), _cell(f"{r.cc} {flags}" if show_cc else flags), _cell(r.mode),
-                 _ms(r.baseline_median_s), _ms(r.current_median_s),
-                 f"{r.ratio:.3f} [{r.low:.3f}, {r.high:.3f}]", _p(p), verdict]
-        if show_threshold:
-            cells.insert(7, _percent(r.threshold))
-        lines.append("| " + " | ".join(cells) + " |")
-    if not rows:
-        lines.append("| " + " | ".join(["–"] * len(header)) + " |")
-    if report.new_kernels:
-        lines += ["", f"New in {_cell(current_label)} (not compared):", ""]
-        lines += [f"- {_cell(_label(key, show_cc))}" for key in report.new_kernels]
-    if report.warnings:
-        lines += ["", "Warnings:", ""]
-        lines += [f"- {_cell(w)}" for w in report.warnings]
-    return "\n".join(lines) + "\n"
 
 
 def as_baseline_build(current: RunResult, baseline: RunResult) -> RunResult:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from . import SectorbenchError
 
@@ -11,46 +11,50 @@ from . import SectorbenchError
 #: machine without AVX-512 on one that has it.  The CLI's --disable-isa fills it too.
 DISABLE_ISA_ENV = "SECTORBENCH_DISABLE_ISA"
 
-SB_NOOP = 1
-SB_NOT_DEFAULT = 2
-
 
 @dataclass(frozen=True)
 class Kernel:
+    """One row of the C table (sb_abi.h's sb_kernel), as Python sees it."""
+
     name: str
     family: str
-    isa: tuple[str, ...]
-    overhead: str
-    params: str
+    takes: tuple[str, ...]    # the shape arrays it reads, in parameter order
+    isa: tuple[str, ...]      # CPU features it needs
+    loop: str                 # loop shape, e.g. "sse2 x4 b1"
     summary: str
-    source: str
+    source: str               # file:line of its row
     lanes: int
-    flags: int
-    rounding_bound: float
-    tolerance: float
+    block: int
+    known_bad: bool           # a known-bad reference: run only when named
+    rounding_bound: float     # 0: the family's default
+    tolerance: float          # declared tolerance, 0 for a strict kernel
     #: Why this kernel cannot run here (a missing CPU feature), or None.
     skip_reason: str | None = None
 
     @property
-    def is_noop(self) -> bool:
-        return bool(self.flags & SB_NOOP)
-
-    @property
     def is_default(self) -> bool:
-        return not self.flags & (SB_NOOP | SB_NOT_DEFAULT)
+        return not self.known_bad
 
     @property
     def runnable(self) -> bool:
         return self.skip_reason is None
 
+    @property
+    def overhead_key(self) -> str:
+        """Kernels with the same loop shape and arity share one NoOperation measurement."""
+        return f"noop[{self.loop}, {len(self.takes)} arrays]"
+
     def to_dict(self) -> dict:
-        return {"name": self.name, "family": self.family, "isa": list(self.isa), "overhead": self.overhead,
-                "params": self.params, "summary": self.summary, "source": self.source, "lanes": self.lanes, "flags": self.flags,
-                "rounding_bound": self.rounding_bound, "tolerance": self.tolerance, "skip_reason": self.skip_reason}
+        return {**asdict(self), "takes": list(self.takes), "isa": list(self.isa)}
 
     @classmethod
     def from_dict(cls, row: dict) -> "Kernel":
-        return cls(**{**row, "isa": tuple(row["isa"])})
+        return cls(**{**row, "takes": tuple(row["takes"]), "isa": tuple(row["isa"])})
+
+
+def parse_takes(text: str) -> tuple[str, ...]:
+    """The row's `takes` tuple as the C preprocessor spelled it: "(cx, cy, r2)"."""
+    return tuple(name.strip() for name in text.strip().strip("()").split(",") if name.strip())
 
 
 def disabled_features(extra: tuple[str, ...] = ()) -> frozenset[str]:
@@ -69,16 +73,13 @@ def skip_reason(isa: tuple[str, ...], cpu_has: dict[str, bool], disabled: frozen
 
 
 def select(kernels: list[Kernel], names: list[str] | None, family: str) -> list[Kernel]:
-    """The kernels to measure: the family's default set, or exactly `names` in that order.
-
-    NoOperation kernels are not selected here: the harness adds each kernel's own.
-    """
+    """The kernels to measure: the family's default set, or exactly `names` in that order."""
     by_name = {k.name: k for k in kernels}
     if not names:
         return [k for k in kernels if k.family == family and k.is_default]
     unknown = [n for n in names if n not in by_name]
     if unknown:
-        known = ", ".join(k.name for k in kernels if not k.is_noop)
+        known = ", ".join(k.name for k in kernels)
         raise SectorbenchError(f"unknown kernel {', '.join(unknown)}; known kernels: {known}")
     chosen = [by_name[n] for n in dict.fromkeys(names)]
     wrong_family = [k.name for k in chosen if k.family != family]

@@ -37,7 +37,8 @@ from typing import Sequence
 import numpy as np
 
 from . import SectorbenchError
-from .results import KernelResult, RunResult, load, write_atomic
+from .build import build_label
+from .results import KernelResult, RunResult, check_output, load, scene_shapes, write_atomic
 from .stats import Interval, _check_confidence, median_interval
 
 __all__ = [
@@ -115,9 +116,7 @@ def _build_labeller(rows: Sequence[KernelResult]):
 
     def label(key: tuple[str, str, str]) -> str:
         cc, flags, mode = key
-        text = flags or "(no flags)"
-        if show_cc:
-            text = f"{cc} {text}"
+        text = build_label(cc, flags, show_cc)
         if show_mode:
             text = f"{text} · {mode}"
         return text
@@ -128,7 +127,7 @@ def _build_labeller(rows: Sequence[KernelResult]):
 def _scene_text(scene: dict) -> str:
     if not isinstance(scene, dict):
         return ""
-    shapes = scene.get("sectors", scene.get("triangles"))
+    shapes = scene_shapes(scene)
     parts = [f"{scene['kind']} scene" if scene.get("kind") else "scene"]
     if shapes is not None and scene.get("points") is not None:
         parts.append(f"N={shapes} x M={scene['points']}")
@@ -216,8 +215,7 @@ def _check_out(out: Path, overwrite: bool) -> tuple[Path, str]:
     if fmt not in FORMATS:
         raise SectorbenchError(f"{out}: unknown image format {out.suffix or '(no suffix)'!r}; "
                                f"use {' or '.join(FORMATS)}")
-    if out.exists() and not overwrite:
-        raise SectorbenchError(f"{out} exists; choose another path or pass --force to replace it")
+    check_output(out, overwrite)
     return out, fmt[1:]
 
 

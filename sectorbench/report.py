@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 from rich.table import Table
 from rich.text import Text
 
+from .build import build_label
+from .gate import OVERHEAD, row_label
 from .kernels import Kernel
-from .results import KernelResult, RunResult
+from .results import KernelResult, RunResult, scene_shapes
+from .stats import paired_ratio_if_defined
 
 
 def _ms(seconds: float | None) -> str:
@@ -24,7 +28,7 @@ def run_table(run: RunResult) -> Table:
     results = run.results
     show_mode = len({r.mode for r in results}) > 1
     scene = run.scene
-    shapes = scene.get("sectors", scene.get("triangles"))
+    shapes = scene_shapes(scene)
     table = Table(title=f"{scene['kind']} scene, N={shapes} x M={scene['points']}, seed {scene['seed']}  "
                         f"(times per pass over all N x M tests, median of {run.config.get('repeat')}; "
                         f"spread = (max - min) / median)",
@@ -39,7 +43,7 @@ def run_table(run: RunResult) -> Table:
     majority = majority_hits(results)
     notes: list[str] = []
     for r in results:
-        cells = [r.kernel, r.flags if r.cc == results[0].cc else f"{r.cc} {r.flags}"]
+        cells = [r.kernel, build_label(r.cc, r.flags, show_cc=r.cc != results[0].cc)]
         if show_mode:
             cells.append(r.mode)
         if r.status != "ok":
@@ -72,19 +76,15 @@ def run_table(run: RunResult) -> Table:
 
 def kernels_table(kernels: list[Kernel]) -> Table:
     table = Table(title="kernels", title_justify="left")
-    for name in ("name", "family", "lanes", "needs", "here", "takes", "about"):
+    for name in ("name", "family", "loop", "needs", "here", "takes", "about"):
         table.add_column(name)
     for k in kernels:
         if k.runnable:
             here = Text("yes", style="green")
         else:
             here = Text(f"no: {k.skip_reason}", style="yellow")
-        about = k.summary
-        if k.is_noop:
-            about = f"{about} (overhead, not selectable)"
-        elif not k.is_default:
-            about = f"{about} (known-bad reference: run only when named)"
-        table.add_row(k.name, k.family, str(k.lanes), ", ".join(k.isa) or "–", here, k.params or "–", about)
+        about = k.summary if k.is_default else f"{k.summary} (known-bad reference: run only when named)"
+        table.add_row(k.name, k.family, k.loop, ", ".join(k.isa) or "–", here, ", ".join(k.takes), about)
     return table
 
 
@@ -123,16 +123,10 @@ def failing_inputs_table(verdict) -> Table:
     return table
 
 
-def build_label(result: KernelResult, several_compilers: bool) -> str:
-    return f"{result.cc} {result.flags}" if several_compilers else result.flags
-
-
 def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
     """Kernels x builds: net ns/test, the ratio to the first build with its paired interval."""
-    from .stats import paired_ratio_interval
-
     several_cc = len({r.cc for r in run.results}) > 1
-    builds = list(dict.fromkeys(build_label(r, several_cc) for r in run.results))
+    builds = list(dict.fromkeys(build_label(r.cc, r.flags, several_cc) for r in run.results))
     modes = list(dict.fromkeys(r.mode for r in run.results))
     table = Table(title=f"net ns/test; ×ratio to the first build, [{confidence:.0%} interval over paired rounds]; "
                         f"fastest build in green", title_justify="left")
@@ -143,7 +137,7 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
         table.add_column(build, justify="right")
     rows = {}
     for r in run.results:
-        rows.setdefault((r.kernel, r.mode), {})[build_label(r, several_cc)] = r
+        rows.setdefault((r.kernel, r.mode), {})[build_label(r.cc, r.flags, several_cc)] = r
     for (kernel, mode), cells in rows.items():
         first = cells.get(builds[0])
         measured = {b: c for b, c in cells.items() if c.status == "ok" and c.ns_per_test is not None}
@@ -156,12 +150,11 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
                 continue
             text = f"{cell.ns_per_test:.3f}"
             if first is not None and first is not cell and first.ns_per_test:
-                both_positive = all(x > 0 for x in cell.net_samples_s + first.net_samples_s)
-                if both_positive and len(cell.net_samples_s) == len(first.net_samples_s):
-                    interval = paired_ratio_interval(cell.net_samples_s, first.net_samples_s, confidence)
+                interval = paired_ratio_if_defined(cell.net_samples_s, first.net_samples_s, confidence)
+                if interval is not None:
                     text += f"\n×{interval.estimate:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
-                else:
-                    text += f"\n×{cell.net_s / first.net_s:.2f} [n/a]" if first.net_s else ""
+                elif first.net_s:
+                    text += f"\n×{cell.net_s / first.net_s:.2f} [n/a]"
             out.append(Text(text, style="bold green" if build == fastest and len(measured) > 1 else ""))
         table.add_row(*out)
     return table
@@ -184,3 +177,85 @@ def gate_table(report) -> Table:
         table.caption = "\n".join(report.warnings)
         table.caption_justify = "left"
     return table
+
+
+# --------------------------------------------------------------------------
+# The gate's report as Markdown (for a job summary or a pull request)
+
+
+def ms_significant(seconds: float) -> str:
+    """Milliseconds with 3 significant digits (more only for >= 1000 ms)."""
+    value = seconds * 1e3
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    rounded = float(f"{value:.3g}")  # 9.996 -> 10.0, so the digit count below is right
+    decimals = max(0, 2 - math.floor(math.log10(abs(rounded))))
+    return f"{rounded:.{decimals}f}"
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction * 100:.3g} %"
+
+
+def _p(value: float) -> str:
+    return "< 0.0001" if value < 1e-4 else f"{value:.2g}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _summary(report) -> str:
+    config = report.config
+    counts = [_plural(len(report.regressions), "regression"),
+              _plural(len(report.improvements), "improvement"),
+              f"{len(report.unchanged)} unchanged"]
+    if report.inconclusive:
+        counts.append(f"{len(report.inconclusive)} inconclusive")
+    details = [f"α = {config.alpha:g}", f"threshold {_percent(config.threshold)}"]
+    special = sorted({(r.kernel, r.threshold) for r in report.rows if r.kernel in config.per_kernel})
+    details += [f"{kernel} {_percent(value)}" for kernel, value in special]
+    if config.normalize == OVERHEAD:
+        details.append("normalised by each kernel's NoOperation")
+    elif config.normalize:
+        details.append(f"normalised by {config.normalize}")
+    return f"{', '.join(counts)} ({', '.join(details)})"
+
+
+def gate_markdown(report, baseline_label: str = "baseline", current_label: str = "current") -> str:
+    """GitHub-flavoured Markdown: summary line, table, then new kernels and warnings."""
+    rows = report.rows
+    show_cc = len({r.cc for r in rows} | {k.cc for k in report.new_kernels}) > 1
+    show_threshold = len({r.threshold for r in rows}) > 1
+    ratio_name = "ratio (normalised)" if report.config.normalize else "ratio"
+    header = ["kernel", "flags", "mode", f"{baseline_label} ms", f"{current_label} ms",
+              f"{ratio_name} [{(1 - 2 * report.config.alpha) * 100:.3g} % interval]", "p", "verdict"]
+    if show_threshold:
+        header.insert(7, "threshold")
+    lines = [_summary(report), ""]
+    lines.append("| " + " | ".join(_cell(h) for h in header) + " |")
+    lines.append("|" + "|".join("---:" if h not in ("kernel", "flags", "mode", "verdict") else "---"
+                                for h in header) + "|")
+    for r in rows:
+        # The p of the direction the estimate points to; the other is ~1 - p.
+        p = r.p_slower if r.ratio >= 1 else r.p_faster
+        verdict = f"**{r.verdict}**" if r.verdict in ("regression", "improvement") else r.verdict
+        cells = [_cell(r.kernel), _cell(build_label(r.cc, r.flags, show_cc)), _cell(r.mode),
+                 ms_significant(r.baseline_median_s), ms_significant(r.current_median_s),
+                 f"{r.ratio:.3f} [{r.low:.3f}, {r.high:.3f}]", _p(p), verdict]
+        if show_threshold:
+            cells.insert(7, _percent(r.threshold))
+        lines.append("| " + " | ".join(cells) + " |")
+    if not rows:
+        lines.append("| " + " | ".join(["–"] * len(header)) + " |")
+    if report.new_kernels:
+        lines += ["", f"New in {_cell(current_label)} (not compared):", ""]
+        lines += [f"- {_cell(row_label(key, show_cc))}" for key in report.new_kernels]
+    if report.warnings:
+        lines += ["", "Warnings:", ""]
+        lines += [f"- {_cell(w)}" for w in report.warnings]
+    return "\n".join(lines) + "\n"

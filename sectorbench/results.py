@@ -20,6 +20,16 @@ SCHEMA_VERSION = 1
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
 
+#: The keys of a result's scene description other than its shape count, which each
+#: family names after its shapes ("sectors", "triangles").
+SCENE_KEYS = ("kind", "family", "seed", "points")
+
+
+def scene_shapes(scene: dict) -> int | None:
+    """N of a saved scene description, whatever the family calls its shapes."""
+    return next((value for key, value in scene.items() if key not in SCENE_KEYS), None)
+
+
 @dataclass(frozen=True)
 class KernelResult:
     kernel: str
@@ -94,8 +104,7 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: boo
     even if the file appeared while we were writing).
     """
     path = Path(path)
-    if path.exists() and not overwrite:
-        raise SectorbenchError(f"{path} exists; choose another path or pass --force to replace it")
+    check_output(path, overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -116,6 +125,12 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: boo
             os.unlink(partial)
         raise
     return path
+
+
+def check_output(path: Path, overwrite: bool) -> None:
+    """Refuse to write `path` if it exists and `overwrite` is not set."""
+    if Path(path).exists() and not overwrite:
+        raise SectorbenchError(f"{path} exists; choose another path or pass --force to replace it")
 
 
 def timestamped_path(directory: Path = RESULTS_DIR, label: str = "run") -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,15 +11,16 @@ from . import SectorbenchError, environment, scenes
 from .build import BuildConfig, build
 from .kernels import Kernel, select
 from .results import KernelResult, RunResult
+from .stats import summarize
 from .timing import MODES, Series, TimingConfig, net_time, run_rounds
-from .worker import Worker, WorkerCrashed, save_scene
+from .worker import BuildSession, WorkerCrashed, save_scene
 
 
 @dataclass(frozen=True)
 class RunConfig:
     """Everything a run depends on; the CLI's options fill it."""
 
-    scene: str = "uniform"          # the article's ranges; see scenes.py for the others
+    scene: str = "uniform"          # the article's ranges; see the families' scenes for the others
     sectors: int = 1000             # N, the article's
     points: int = 100_000           # M, the article's
     seed: int = 0
@@ -40,32 +40,6 @@ class RunConfig:
 
 #: progress(what, total): one step done; `total`, when given, is the number of steps to come.
 Progress = Callable[..., None]
-
-
-class BuildSession:
-    """A build's library and its worker, restarted if a kernel crashes it."""
-
-    def __init__(self, config: BuildConfig, library: Path, scene_path: Path, disable_isa: tuple[str, ...] = ()):
-        self.config, self.library, self.scene_path = config, library, scene_path
-        self.disable_isa = disable_isa
-        self.worker: Worker | None = None
-        self.kernels: list[Kernel] = []
-        self.fp_environment: dict = {}
-        self.start()
-
-    def start(self) -> None:
-        if self.worker is not None:
-            self.worker.close()
-        self.worker = Worker(self.library, self.disable_isa)
-        self.kernels, self.fp_environment = self.worker.describe()
-        self.worker.request("scene", path=str(self.scene_path))
-
-    def close(self) -> None:
-        if self.worker is not None:
-            self.worker.close()
-
-    def kernel(self, name: str) -> Kernel:
-        return next(k for k in self.kernels if k.name == name)
 
 
 def run(config: RunConfig, progress: Progress = lambda what, total=None: None) -> RunResult:
@@ -97,14 +71,16 @@ def _measure(config: RunConfig, scene: scenes.Scene, sessions: list[BuildSession
             for mode in config.modes:
                 plan.append((session, kernel, mode))
                 if kernel.runnable:
-                    for name in (kernel.overhead, kernel.name):
-                        key = (session.config, name, mode)
-                        series.setdefault(key, _series(session, name, mode, config.timing))
+                    # The NoOperation twin of the first kernel of each loop shape stands for all of them.
+                    series.setdefault((session.config, kernel.overhead_key, mode),
+                                      _series(session, kernel, mode, config.timing, noop=True))
+                    series.setdefault((session.config, kernel.name, mode),
+                                      _series(session, kernel, mode, config.timing, noop=False))
 
     def restart_crashed_worker(failed: Series, exc: Exception) -> None:
         """The failed series is marked by run_rounds; its build's other kernels need a live worker."""
         if isinstance(exc, WorkerCrashed):
-            next(s for s in sessions if s.config == failed.key[0]).start()
+            next(s for s in sessions if s.config == failed.key[0]).restart()
 
     progress(f"measuring {len(series)} series", len(series) * (config.timing.repeat + 1))
     run_rounds(list(series.values()), config.timing, progress, restart_crashed_worker)
@@ -114,39 +90,41 @@ def _measure(config: RunConfig, scene: scenes.Scene, sessions: list[BuildSession
     return RunResult(scene=scene.describe(), env=env, config=config.to_dict(), results=results)
 
 
-def _series(session: BuildSession, name: str, mode: str, timing: TimingConfig) -> Series:
+def _series(session: BuildSession, kernel: Kernel, mode: str, timing: TimingConfig, noop: bool) -> Series:
     def calibrate() -> int:
-        return session.worker.request("calibrate", kernel=name, mode=mode, min_time_s=timing.min_sample_s)["calls"]
+        return session.worker.request("calibrate", kernel=kernel.name, mode=mode, noop=noop,
+                                      min_time_s=timing.min_sample_s)["calls"]
 
     def take(calls: int) -> tuple[float, int]:
-        reply = session.worker.request("sample", kernel=name, mode=mode, calls=calls)
+        reply = session.worker.request("sample", kernel=kernel.name, mode=mode, noop=noop, calls=calls)
         return reply["seconds"], reply["hits"]
+    name = kernel.overhead_key if noop else kernel.name
     return Series(key=(session.config, name, mode), calibrate=calibrate, take=take)
 
 
 def _result(scene, session: BuildSession, kernel: Kernel, mode: str, series: dict) -> KernelResult:
     base = dict(kernel=kernel.name, family=kernel.family, flags=" ".join(session.config.flags),
-                cc=session.config.cc, mode=mode, tests=scene.tests, overhead_kernel=kernel.overhead)
+                cc=session.config.cc, mode=mode, tests=scene.tests, overhead_kernel=kernel.overhead_key)
     if not kernel.runnable:
         return KernelResult(status="skipped", reason=kernel.skip_reason, **base)
     mine = series[(session.config, kernel.name, mode)]
-    overhead = series[(session.config, kernel.overhead, mode)]
+    overhead = series[(session.config, kernel.overhead_key, mode)]
     if mine.failure is not None:
         return KernelResult(status="crashed", reason=mine.failure, **base)
     warnings = []
     if len(set(mine.hits)) > 1:
         warnings.append(f"hit count changed between samples: {sorted(set(mine.hits))}")
     hits = mine.hits[0]
-    timing = dict(calls=mine.calls, samples_s=mine.samples, median_s=statistics.median(mine.samples),
-                  min_s=min(mine.samples),
-                  spread=(max(mine.samples) - min(mine.samples)) / statistics.median(mine.samples))
+    summary = summarize(mine.samples)
+    timing = dict(calls=mine.calls, samples_s=mine.samples, median_s=summary.median, min_s=summary.min,
+                  spread=summary.spread)
     if overhead.failure is not None or not overhead.samples:
-        warnings.append(f"NoOperation kernel {kernel.overhead} failed: {overhead.failure}")
+        warnings.append(f"NoOperation loop {kernel.overhead_key} failed: {overhead.failure}")
         return KernelResult(status="ok", hits=hits, hit_rate=hits / scene.tests, warnings=warnings, **timing, **base)
     net = net_time(mine.samples, overhead.samples)
     return KernelResult(
         status="ok", hits=hits, hit_rate=hits / scene.tests, **timing,
-        overhead_samples_s=overhead.samples, overhead_s=statistics.median(overhead.samples),
+        overhead_samples_s=overhead.samples, overhead_s=summarize(overhead.samples).median,
         net_samples_s=list(net.net_samples_s), net_s=net.net_s, ns_per_test=net.net_s / scene.tests * 1e9,
         warnings=warnings + list(net.warnings), **base)
 

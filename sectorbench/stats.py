@@ -27,6 +27,7 @@ __all__ = [
     "Interval",
     "ratio_interval",
     "paired_ratio_interval",
+    "paired_ratio_if_defined",
     "Comparison",
     "compare",
     "normalized",
@@ -328,6 +329,19 @@ def paired_ratio_interval(
         confidence=confidence,
         achieved_confidence=1.0 - 2.0 * miss,
     )
+
+
+def paired_ratio_if_defined(
+    a: Sequence[float], b: Sequence[float], confidence: float = 0.95
+) -> Interval | None:
+    """paired_ratio_interval(a, b), or None where it is undefined.
+
+    Net times (kernel minus NoOperation) may be zero or negative in some rounds, and
+    two rows may have a different number of rounds; a ratio interval needs neither.
+    """
+    if len(a) != len(b) or not len(a) or not all(x > 0 for x in (*a, *b)):
+        return None
+    return paired_ratio_interval(a, b, confidence)
 
 
 def normalized(

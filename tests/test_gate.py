@@ -14,11 +14,11 @@ from sectorbench.gate import (
     GateReport,
     IncompatibleResults,
     RowKey,
-    _ms,
     gate,
     load_thresholds,
-    markdown,
 )
+from sectorbench.report import gate_markdown as markdown
+from sectorbench.report import ms_significant as _ms
 from sectorbench.results import KernelResult, RunResult
 
 # kernel -> (median seconds per pass, its NoOperation kernel)

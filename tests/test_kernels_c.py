@@ -57,18 +57,23 @@ BOUNDARY_CASES = [
 def pairs_scene(cases: list[dict]):
     columns = {name: np.array([c[name] for c in cases], dtype=np.float32)
                for name in ("cx", "cy", "ux", "uy", "r", "theta", "r2", "cos_theta")}
-    return make_scene("cases", "sector", columns, np.array([c["px"] for c in cases]),
-                      np.array([c["py"] for c in cases]), layout="pairs")
+    points = {name: np.array([c[name] for c in cases], dtype=np.float32) for name in ("px", "py")}
+    return make_scene("cases", "sector", {**columns, **points}, layout="pairs")
 
 
 def test_table_lists_the_article_kernels(o2_kernels):
     names = [k.name for k in o2_kernels]
-    for name in ["noop", "noop_simd", *SECTOR_KERNELS]:
+    for name in SECTOR_KERNELS:
         assert name in names
     by_name = {k.name: k for k in o2_kernels}
-    assert by_name["noop"].is_noop and not by_name["noop"].is_default
-    assert by_name["sse2"].overhead == "noop_simd" and by_name["basic"].overhead == "noop"
-    assert by_name["naive"].params == "r,theta"
+    assert by_name["sse2"].loop == "sse2 x4 b1" and by_name["sse2"].lanes == 4 and by_name["sse2"].isa == ("sse2",)
+    assert by_name["basic"].loop == "scalar b1" and by_name["basic"].lanes == 1
+    # kernels of one loop shape and arity share a NoOperation; other shapes have their own
+    assert by_name["basic"].overhead_key == by_name["naive"].overhead_key != by_name["sse2"].overhead_key
+    assert by_name["naive"].takes == ("cx", "cy", "ux", "uy", "r", "theta")
+    assert by_name["basic"].takes == ("cx", "cy", "ux", "uy", "r2", "cos_theta")
+    assert by_name["recast_dot"].known_bad and not by_name["orient"].known_bad
+    assert by_name["naive"].rounding_bound == 16 and by_name["recast_cross"].tolerance == pytest.approx(1e-4)
     assert all(k.runnable for k in o2_kernels)  # x86-64 always has SSE2
 
 
@@ -83,7 +88,7 @@ def test_boundary_rule(o2_worker, scratch, kernel):
 
 @pytest.mark.parametrize("kernel", SECTOR_KERNELS)
 def test_agrees_with_exact_oracle_away_from_boundary(o2_worker, scratch, kernel):
-    from sectorbench import oracle
+    from sectorbench.families.sector import oracle
 
     scene = generate("uniform", 40, 700, 11)
     o2_worker.load(scene, scratch)
@@ -121,7 +126,8 @@ def test_simd_answer_does_not_depend_on_lane(o2_worker, scratch):
     full = o2_worker.evaluate("sse2_nosqrt", scratch)
     for shift in (1, 2, 3):
         columns = {k: scene.column(k) for k in ("cx", "cy", "ux", "uy", "r", "theta", "r2", "cos_theta")}
-        shifted = make_scene("shifted", "sector", columns, scene.column("px")[shift:], scene.column("py")[shift:])
+        points = {name: scene.column(name)[shift:] for name in ("px", "py")}
+        shifted = make_scene("shifted", "sector", {**columns, **points})
         o2_worker.load(shifted, scratch)
         assert np.array_equal(o2_worker.evaluate("sse2_nosqrt", scratch), full[:, shift:])
 
@@ -136,16 +142,17 @@ def test_count_matches_grid_for_every_kernel_and_mode(o2_worker, scratch):
 
 
 def test_noop_time_grows_with_tests_at_O3(scratch):
-    """The NoOperation loops are not optimised away: 4x the tests take clearly longer."""
+    """The NoOperation loops are not optimised away: 4x the tests take clearly longer, and count nothing."""
     with Worker(build(BuildConfig.parse("-O3"))) as worker:
         medians = {}
         for n in (100, 400):
             worker.load(generate("uniform", n, 20000, 0), scratch)
-            for kernel in ("noop", "noop_simd"):
+            for kernel in ("basic", "sse2"):
                 for mode in ("inline", "call"):
-                    times = [worker.request("sample", kernel=kernel, mode=mode, calls=3)["seconds"] for _ in range(5)]
-                    medians[(n, kernel, mode)] = statistics.median(times)
-    for kernel in ("noop", "noop_simd"):
+                    replies = [worker.request("sample", kernel=kernel, mode=mode, noop=True, calls=3) for _ in range(5)]
+                    assert all(reply["hits"] == 0 for reply in replies)
+                    medians[(n, kernel, mode)] = statistics.median(reply["seconds"] for reply in replies)
+    for kernel in ("basic", "sse2"):
         for mode in ("inline", "call"):
             small, large = medians[(100, kernel, mode)], medians[(400, kernel, mode)]
             assert small > 0 and large > 2 * small, (kernel, mode, small, large)

@@ -5,11 +5,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from sectorbench import oracle
-from sectorbench.oracle import (
-    OracleSelfCheckError,
-    check_fp_environment,
-    has_special_input,
+from sectorbench.exact import OracleSelfCheckError, check_fp_environment, has_special_input
+from sectorbench.families.sector.oracle import (
     sector_constraints,
     sector_exact,
     sector_inside,
@@ -17,6 +14,10 @@ from sectorbench.oracle import (
     sector_margins,
     sector_mismatch_margin,
     self_check_sector,
+)
+from sectorbench.families.sector import oracle as sector_oracle
+from sectorbench.families.triangle import oracle as triangle_oracle
+from sectorbench.families.triangle.oracle import (
     self_check_triangle,
     triangle_exact,
     triangle_inside,
@@ -381,7 +382,7 @@ def test_sector_margins_are_accurate(near_boundary):
 
 def test_self_check_catches_a_disagreement(monkeypatch):
     cols = columns([(0, 0, *U, 25, 0.5, 3, 4)])
-    monkeypatch.setattr(oracle, "_sector_reference", lambda row: (True, True, False, False))
+    monkeypatch.setattr(sector_oracle, "_reference", lambda row: (True, True, False, False))
     with pytest.raises(OracleSelfCheckError):
         self_check_sector(*cols, rng=np.random.default_rng(0))
 
@@ -555,7 +556,7 @@ def test_triangle_margins_are_accurate():
     cols = [random_magnitudes(rng, 400) for _ in range(8)]
     for tolerance in (0.0, 1e-4):
         filtered = triangle_margins(*cols, tolerance=tolerance)
-        exact = oracle._triangle(cols, tolerance, use_filter=False).margins
+        exact = triangle_oracle._triangle(cols, tolerance, use_filter=False).margins
         np.testing.assert_allclose(filtered, exact, rtol=1e-6, atol=0)
     # the exact path itself, on orientations computed with Fractions
     finite = np.isfinite(cols).all(axis=0)
@@ -566,7 +567,7 @@ def test_triangle_margins_are_accurate():
         terms = [((x1 - x0) * (py - y0), (y1 - y0) * (px - x0)) for (x0, y0), (x1, y1) in edges]
         want.append([float(abs(x - y) / (abs(x) + abs(y)) * 2**24) if x or y else 0.0
                      for x, y in terms])
-    exact = oracle._triangle(cols, 0.0, use_filter=False).margins
+    exact = triangle_oracle._triangle(cols, 0.0, use_filter=False).margins
     np.testing.assert_allclose(exact[finite], want, rtol=1e-12, atol=0)
 
 

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from sectorbench import SectorbenchError
-from sectorbench.scenes import ALIGN_BYTES, PAD_FLOATS, MsvcRand, generate, make_scene
+from sectorbench.families.sector.scenes import MsvcRand
+from sectorbench.scenes import ALIGN_BYTES, PAD_FLOATS, generate, make_scene
 
 @pytest.mark.parametrize("kind", ["uniform", "article", "article-fixed", "triangles", "thin-triangles"])
 def test_same_seed_same_bits(kind):
@@ -78,4 +79,4 @@ def test_pairs_layout_needs_equal_lengths():
     one = np.ones(3, dtype=np.float32)
     columns = {k: one for k in ("cx", "cy", "ux", "uy", "r", "theta", "r2", "cos_theta")}
     with pytest.raises(SectorbenchError):
-        make_scene("custom", "sector", columns, np.ones(4), np.ones(4), layout="pairs")
+        make_scene("custom", "sector", {**columns, "px": np.ones(4), "py": np.ones(4)}, layout="pairs")

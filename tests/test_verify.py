@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from sectorbench import oracle
+from sectorbench.families.sector import oracle as sector_oracle
 from sectorbench.build import BuildConfig
-from sectorbench.cases import ARTICLE_TRIANGLE, ulp_step
+from sectorbench.cases import ulp_step
+from sectorbench.families.triangle.cases import ARTICLE_TRIANGLE
 from sectorbench.cli import main
 from sectorbench.verify import VerifyConfig, verify
 
@@ -117,12 +118,12 @@ def test_npz_missing_arrays_is_a_usage_error(tmp_path):
 
 def test_oracle_self_check_failure_is_an_internal_error(monkeypatch):
     """A fast path that disagrees with Fraction arithmetic must stop verify (exit 2)."""
-    original = oracle._sector_float_terms
+    original = sector_oracle._float_terms
 
     def wrong_sign(*columns):
         g, G = original(*columns)
         return -g, G
-    monkeypatch.setattr(oracle, "_sector_float_terms", wrong_sign)
+    monkeypatch.setattr(sector_oracle, "_float_terms", wrong_sign)
     result = CliRunner().invoke(main, ["verify", "--cases", "200"])
     assert result.exit_code == 2 and "self-check" in result.output
 

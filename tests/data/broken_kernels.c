@@ -52,18 +52,19 @@ static inline int naive_unclamped(float cx, float cy, float ux, float uy, float 
     return acosf(dx * ux + dy * uy) < theta;
 }
 
-SB_SECTOR_SCALAR_KERNEL(radius_le, radius_le, r2, cos_theta, "noop", 8, SB_NOT_DEFAULT, "broken: <= on the radius")
-SB_SECTOR_SCALAR_KERNEL(missing_sign_case, missing_sign_case, r2, cos_theta, "noop", 8, SB_NOT_DEFAULT,
-                        "broken: no both-negative case")
-SB_SECTOR_SCALAR_KERNEL(apex_inside, apex_inside, r2, cos_theta, "noop", 8, SB_NOT_DEFAULT,
-                        "broken: the article's apex rule")
-SB_SECTOR_SCALAR_KERNEL(naive_unclamped, naive_unclamped, r, theta, "noop", 16, SB_NOT_DEFAULT,
-                        "broken: acosf of a cosine above 1")
+SB_KERNEL(radius_le, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .known_bad = 1,
+          .summary = "broken: <= on the radius");
+SB_KERNEL(missing_sign_case, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .known_bad = 1,
+          .summary = "broken: no both-negative case");
+SB_KERNEL(apex_inside, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .known_bad = 1,
+          .summary = "broken: the article's apex rule");
+SB_KERNEL(naive_unclamped, SCALAR, 1, (cx, cy, ux, uy, r, theta), .family = "sector", .known_bad = 1,
+          .rounding_bound = 16, .summary = "broken: acosf of a cosine above 1");
 
 #if defined(SB_X86)
 /* The SSE2 kernel with its last lane forced outside: the answer depends on the
  * point's position in the vector. */
-SB_TARGET("sse2")
+SB_SSE2_ATTR
 static inline __m128 lane_dependent(__m128 cx, __m128 cy, __m128 ux, __m128 uy,
                                     __m128 r2, __m128 cos_theta, __m128 px, __m128 py) {
     const __m128 dx = _mm_sub_ps(px, cx), dy = _mm_sub_ps(py, cy);
@@ -74,7 +75,6 @@ static inline __m128 lane_dependent(__m128 cx, __m128 cy, __m128 ux, __m128 uy,
     return _mm_and_ps(inside, _mm_castsi128_ps(_mm_set_epi32(0, -1, -1, -1)));
 }
 
-#define LANE_MASK_OF(v) _mm_movemask_ps(v)
-SB_SECTOR_SIMD_KERNEL(lane_dependent, lane_dependent, "sse2", __m128, 4, _mm_set1_ps, _mm_load_ps,
-                      LANE_MASK_OF, "noop_simd", 8, SB_NOT_DEFAULT, "broken: lane 3 always outside")
+SB_KERNEL(lane_dependent, SSE2, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .known_bad = 1,
+          .summary = "broken: lane 3 always outside");
 #endif

@@ -10,5 +10,5 @@ static inline int crashes(float cx, float cy, float ux, float uy, float r2,
     return 0;
 }
 
-SB_SECTOR_SCALAR_KERNEL(crashes, crashes, r2, cos_theta, "noop", 8, SB_NOT_DEFAULT,
-                        "test only: raises SIGSEGV")
+SB_KERNEL(crashes, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .known_bad = 1,
+          .summary = "test only: raises SIGSEGV");

@@ -1,0 +1,70 @@
+"""The registry of families: each is one module (or package) plus its C file(s).
+
+Registering a family is one line: its module's name in BUILTIN below, or, for a family
+of your own, in $SECTORBENCH_FAMILIES (comma-separated importable module names; the
+workers inherit it).  Each such module calls `register(...)` with its Family when
+imported.  See the README's "Add a family".
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from .. import SectorbenchError
+from .base import BooleanFamily, Family, Reference
+
+__all__ = ["BooleanFamily", "Family", "Reference", "all_families", "family_of_scene", "get", "register"]
+
+BUILTIN = (
+    "sectorbench.families.sector",
+    "sectorbench.families.triangle",
+)
+FAMILIES_ENV = "SECTORBENCH_FAMILIES"
+
+_registry: dict[str, Family] = {}
+_loaded = False
+
+
+def register(family: Family) -> Family:
+    """Make `family` known to the harness; its scene kinds must not clash with others'."""
+    clash = {kind for other in _registry.values() if other.name != family.name for kind in other.scenes}
+    clash &= set(family.scenes)
+    if clash:
+        raise SectorbenchError(f"family {family.name}: scene kind {', '.join(sorted(clash))} is taken")
+    _registry[family.name] = family
+    return family
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    extra = [name.strip() for name in os.environ.get(FAMILIES_ENV, "").split(",") if name.strip()]
+    for module in (*BUILTIN, *extra):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise SectorbenchError(f"cannot load family module {module!r} (from ${FAMILIES_ENV}): {exc}") from None
+
+
+def all_families() -> list[Family]:
+    _load()
+    return list(_registry.values())
+
+
+def get(name: str) -> Family:
+    _load()
+    try:
+        return _registry[name]
+    except KeyError:
+        raise SectorbenchError(f"unknown family {name!r}; choose one of: {', '.join(_registry)}") from None
+
+
+def family_of_scene(kind: str) -> Family:
+    for family in all_families():
+        if kind in family.scenes:
+            return family
+    kinds = [k for family in all_families() for k in family.scenes]
+    raise SectorbenchError(f"unknown scene kind {kind!r}; choose one of: {', '.join(kinds)}")

@@ -1,0 +1,203 @@
+"""The exact point-in-sector predicate on float32 inputs.
+
+inside ⟺ |p−c|² < r2 and (p−c)·u > |p−c|·cos_theta, evaluated exactly on the kernel's
+own float32 inputs (see exact.py for the filter, the exact path and infinities).  For
+the sector, an infinite p or c puts the point outside, r2 = ±inf passes/fails the radius
+test, and u or cos_theta = ±inf decide the angle test unless they meet a zero (dx = 0,
+dy = 0, or the apex).  The apex and both boundaries are outside.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ... import exact, reference
+from ...exact import SCALE_BITS, UNDERFLOW_ERROR
+
+# Fractional bits kept by the integer square root in exact angle margins.
+_ROOT_BITS = 64
+_isqrt = np.frompyfunc(math.isqrt, 1, 1)
+
+
+@dataclass(frozen=True, eq=False)
+class SectorExact:
+    """Exact per-constraint truth and margins for sector rows."""
+
+    radius_ok: np.ndarray  # s < r2
+    angle_ok: np.ndarray  # a > sqrt(s)·cos_theta
+    radius_margin: np.ndarray  # +inf if decided by an infinite term, NaN if undefined
+    angle_margin: np.ndarray
+    nan_rows: np.ndarray | None = None  # rows with a NaN input, if known
+
+    @property
+    def inside(self) -> np.ndarray:
+        return self.radius_ok & self.angle_ok
+
+    @property
+    def mismatch_margin(self) -> np.ndarray:
+        return sector_mismatch_margin(
+            self.radius_ok, self.angle_ok, self.radius_margin, self.angle_margin,
+            nan_rows=self.nan_rows,
+        )
+
+
+def _float_terms(cx, cy, ux, uy, r2, k, px, py):
+    dx, dy = px - cx, py - cy
+    s = dx * dx + dy * dy
+    tx, ty = dx * ux, dy * uy
+    t = np.sqrt(s) * k
+    g = np.stack([r2 - s, tx + ty - t], axis=1)
+    G = np.stack([np.abs(r2) + s, np.abs(tx) + np.abs(ty) + np.abs(t)], axis=1)
+    return g, G
+
+
+def _exact_terms(cx, cy, ux, uy, r2, k, px, py):
+    dx, dy = px - cx, py - cy
+    s = dx * dx + dy * dy  # scale 2^298, like r2, a and sqrt(s)·k below
+    r2 = r2 * 2**SCALE_BITS
+    radius_sign, radius_margin = exact.exact_signs_margins(r2 - s, np.abs(r2) + s)
+
+    tx, ty = dx * ux, dy * uy
+    a = tx + ty
+    # a > sqrt(s)·k ⟺ a·|a| > s·k·|k|: squaring with the signs kept stays in integers.
+    angle_sign = exact.sign(a * np.abs(a) - s * k * np.abs(k))
+    # Magnitudes need sqrt(s): take it with _ROOT_BITS fractional bits.  A nonzero s is
+    # ≥ 1 here, so the floor's relative error is below 2^-64.
+    root_k = _isqrt(s * 2 ** (2 * _ROOT_BITS)) * np.abs(k)
+    G = (np.abs(tx) + np.abs(ty)) * 2**_ROOT_BITS + root_k
+    near = np.abs(a) * 2**_ROOT_BITS + root_k  # (|a| + sqrt(s)·|k|)·2^64
+    # When a and k share a sign a − sqrt(s)·k cancels; (a² − s·k²) / (a + sqrt(s)·k) doesn't.
+    cancels = ((a > 0) & (k > 0)) | ((a < 0) & (k < 0))
+    num = np.where(cancels, np.abs(a * a - s * k * k) * 2 ** (2 * _ROOT_BITS), near)
+    den = np.where(cancels, near * G, G)
+    angle_margin = exact.ratio(num * 2**24, den)
+    signs = np.stack([radius_sign, angle_sign], axis=1)
+    return signs, np.stack([radius_margin, angle_margin], axis=1)
+
+
+def _extended_terms(cx, cy, ux, uy, r2, k, px, py):
+    """Extended-real constraint outcomes (1 true, -1 false, 0 undefined), and which have ±∞."""
+    dx, dy = px - cx, py - cy
+    s = dx * dx + dy * dy
+    a = dx * ux + dy * uy
+    t = np.sqrt(s) * k
+    ok = np.stack([s < r2, a > t], axis=1)  # IEEE comparisons are the extended reals'
+    defined = np.stack([~np.isnan(s), ~np.isnan(a) & ~np.isnan(t)], axis=1)
+    involved = np.stack([~np.isfinite(s) | np.isinf(r2), ~np.isfinite(a) | ~np.isfinite(t)], axis=1)
+    return np.where(ok, 1, np.where(defined, -1, 0)).astype(np.int8), involved
+
+
+def _sector(columns, use_filter=True) -> SectorExact:
+    nan_rows, signs, margins = exact.evaluate_constraints(
+        columns, _float_terms, _exact_terms, _extended_terms, use_filter
+    )
+    return SectorExact(
+        signs[:, 0] > 0, signs[:, 1] > 0, margins[:, 0].copy(), margins[:, 1].copy(), nan_rows
+    )
+
+
+def sector_exact(cx, cy, ux, uy, r2, cos_theta, px, py) -> SectorExact:
+    """Exact sector evaluation: inside ⟺ |p−c|² < r2 and (p−c)·u > |p−c|·cos_theta."""
+    return _sector(exact.float32_columns((cx, cy, ux, uy, r2, cos_theta, px, py)))
+
+
+def sector_inside(cx, cy, ux, uy, r2, cos_theta, px, py) -> np.ndarray:
+    """Exact inside flags; the apex and both boundaries are outside."""
+    return sector_exact(cx, cy, ux, uy, r2, cos_theta, px, py).inside
+
+
+def sector_constraints(cx, cy, ux, uy, r2, cos_theta, px, py) -> tuple[np.ndarray, np.ndarray]:
+    """(radius_ok, angle_ok) exact boolean arrays."""
+    result = sector_exact(cx, cy, ux, uy, r2, cos_theta, px, py)
+    return result.radius_ok, result.angle_ok
+
+
+def sector_margins(cx, cy, ux, uy, r2, cos_theta, px, py) -> tuple[np.ndarray, np.ndarray]:
+    """(radius_margin, angle_margin) in float32 roundings; see exact.py for non-finite rows."""
+    result = sector_exact(cx, cy, ux, uy, r2, cos_theta, px, py)
+    return result.radius_margin, result.angle_margin
+
+
+def sector_mismatch_margin(
+    radius_ok, angle_ok, radius_margin, angle_margin, *, nan_rows=None
+) -> np.ndarray:
+    """Margin explaining a wrong kernel answer: min of both if inside, else max of the violated.
+
+    NaN margins (undefined forms) count as +inf; rows flagged in nan_rows get NaN.
+    """
+    margins = np.stack([radius_margin, angle_margin], axis=1).astype(np.float64)
+    return exact.mismatch_margin(margins, [~np.stack([radius_ok, angle_ok], axis=1)], nan_rows)
+
+
+def verify_rows(cx, cy, ux, uy, r2, cos_theta, px, py) -> tuple[np.ndarray, np.ndarray]:
+    """(inside, mismatch margin) for verify: margins with float32 underflow's error included.
+
+    |D|² and D·u underflow to absolute errors of 2^-150 per product; sqrt(s) turns
+    s's absolute error into sqrt(2·2^-150) on |D|.
+    """
+    result = sector_exact(cx, cy, ux, uy, r2, cos_theta, px, py)
+    c = {name: v.astype(np.float64) for name, v in
+         zip(("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py"), (cx, cy, ux, uy, r2, cos_theta, px, py))}
+    dx, dy, k = c["px"] - c["cx"], c["py"] - c["cy"], np.abs(c["cos_theta"])
+    s = dx * dx + dy * dy
+    radius = exact.with_underflow(result.radius_margin, np.abs(c["r2"]) + s, 2 * UNDERFLOW_ERROR)
+    angle_scale = np.abs(dx * c["ux"]) + np.abs(dy * c["uy"]) + np.sqrt(s) * k
+    angle = exact.with_underflow(result.angle_margin, angle_scale,
+                                 3 * UNDERFLOW_ERROR + k * np.sqrt(2 * UNDERFLOW_ERROR))
+    margin = sector_mismatch_margin(result.radius_ok, result.angle_ok, radius, angle, nan_rows=result.nan_rows)
+    return result.inside, margin
+
+
+# ---------------------------------------------------------------- Fraction reference
+
+
+def _reference(row):
+    """(radius_ok, angle_ok, radius margin kind, angle margin kind), from the definition."""
+    values = [reference.extended(v) for v in row]
+    if any(v is None for v in values):
+        return False, False, "undefined", "undefined"
+    cx, cy, ux, uy, r2, k, px, py = values
+    add, sub, mul = reference.add, reference.sub, reference.mul
+    dx, dy = sub(px, cx), sub(py, cy)
+    s = add(mul(dx, dx), mul(dy, dy))
+    a = add(mul(dx, ux), mul(dy, uy))
+    # a > sqrt(s)·k ⟺ a·|a| > s·k·|k|: x ↦ x·|x| is increasing on the extended reals, and
+    # s·k·|k| is undefined just when sqrt(s)·k is (0·∞ with s = 0 or ∞ against k = ∞ or 0).
+    lhs, rhs = mul(a, reference.absolute(a)), mul(mul(s, k), reference.absolute(k))
+    return (reference.less(s, r2), reference.less(rhs, lhs),
+            reference.margin_kind(s, r2), reference.margin_kind(rhs, lhs))
+
+
+def sector_inside_fraction(row) -> bool:
+    """One row (cx, cy, ux, uy, r2, cos_theta, px, py) of float32 values, done with Fractions."""
+    radius_ok, angle_ok, _, _ = _reference(row)
+    return radius_ok and angle_ok
+
+
+def self_check_sector(
+    cx, cy, ux, uy, r2, cos_theta, px, py, *, rng: np.random.Generator, size: int = 256
+) -> None:
+    """Re-derive a random sample of rows with Fractions; raise OracleSelfCheckError on disagreement.
+
+    Each sampled row goes through both the filtered and the exact-only path; the outcomes
+    and each margin's class (0, finite, +inf, NaN) must match the Fraction reference.
+    """
+    rows, sample = exact.sample_rows(exact.float32_columns((cx, cy, ux, uy, r2, cos_theta, px, py)), rng, size)
+    results = {"filtered": _sector(sample), "exact": _sector(sample, use_filter=False)}
+    for i, row in enumerate(zip(*sample)):
+        want = _reference(row)
+        for path, r in results.items():
+            got = (
+                bool(r.radius_ok[i]),
+                bool(r.angle_ok[i]),
+                exact.margin_class(r.radius_margin[i]),
+                exact.margin_class(r.angle_margin[i]),
+            )
+            if got != want:
+                raise exact.self_check_failure("sector", rows[i], row, path, got, want)
+    filtered, exact_only = results.values()
+    for name in ("radius_margin", "angle_margin"):
+        exact.check_margins_agree("sector", rows, getattr(filtered, name), getattr(exact_only, name))

@@ -1,0 +1,99 @@
+"""Sector scenes.
+
+Every scene is reproducible bit for bit from (kind, n, m, seed): the generators use
+only IEEE-exact float32/float64 arithmetic (+, *, /, sqrt) on numpy's PCG64 streams,
+plus libm's cos for cos_theta, which is rounded to float32 from float64.
+
+Kinds:
+  uniform        the article's ranges: c, p uniform in [-1, 1]^2, u a random unit
+                 vector, r in (0, 2], theta in (0, pi), r2 = r*r and
+                 cos_theta = cos(theta) rounded to float32.
+  article        a bit-exact replica of the published program's data (MSVC rand()
+                 after srand(0)); its point loop fills only the first N points, so
+                 points N..M-1 stay at (0, 0), a quirk of the original.
+  article-fixed  the same stream, all M points filled.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...scenes import Scene, make_scene, streams
+
+#: The largest float32 strictly below pi: theta must stay < pi, and float32(pi) > pi.
+THETA_MAX = np.nextafter(np.float32(np.pi), np.float32(0))
+
+
+def cos_float32(theta: np.ndarray) -> np.ndarray:
+    # libm's cos, not numpy's SIMD one, whose last bit may differ between CPUs.
+    return np.array([math.cos(float(t)) for t in theta], dtype=np.float64).astype(np.float32)
+
+
+def sector_columns(cx, cy, ux, uy, r, theta) -> dict[str, np.ndarray]:
+    r = np.asarray(r, dtype=np.float32)
+    theta = np.asarray(theta, dtype=np.float32)
+    return {"cx": cx, "cy": cy, "ux": ux, "uy": uy, "r": r, "theta": theta,
+            "r2": r * r, "cos_theta": cos_float32(theta)}
+
+
+def uniform(n: int, m: int, seed: int) -> Scene:
+    shapes, points = streams(seed)
+    centre = shapes.uniform(-1.0, 1.0, (2, n)).astype(np.float32)
+    gauss = shapes.standard_normal((2, n))
+    direction = (gauss / np.sqrt(gauss[0] ** 2 + gauss[1] ** 2)).astype(np.float32)
+    r = (2.0 * (1.0 - shapes.random(n))).astype(np.float32)            # (0, 2]
+    theta = np.minimum((np.pi * (1.0 - shapes.random(n))).astype(np.float32), THETA_MAX)
+    theta = np.maximum(theta, np.float32(np.finfo(np.float32).tiny))  # (0, pi)
+    p = points.uniform(-1.0, 1.0, (2, m)).astype(np.float32)
+    columns = sector_columns(centre[0], centre[1], direction[0], direction[1], r, theta)
+    return make_scene("uniform", "sector", {**columns, "px": p[0], "py": p[1]}, seed)
+
+
+class MsvcRand:
+    """The Microsoft C runtime's rand(): state = state * 214013 + 2531011, srand(seed) sets the state."""
+
+    RAND_MAX = 32767
+
+    def __init__(self, seed: int = 0):
+        self.state = seed & 0xFFFFFFFF
+
+    def next(self) -> int:
+        self.state = (self.state * 214013 + 2531011) & 0xFFFFFFFF
+        return (self.state >> 16) & 0x7FFF
+
+    def uniform(self, lo: float, hi: float, count: int = 1) -> np.ndarray:
+        """The article's Uniform(lo, hi) = rand() * (hi - lo) / RAND_MAX + lo, in float32."""
+        draws = np.array([self.next() for _ in range(count)], dtype=np.float32)
+        lo32, hi32 = np.float32(lo), np.float32(hi)
+        return draws * (hi32 - lo32) / np.float32(self.RAND_MAX) + lo32
+
+
+def article(n: int, m: int, seed: int, fill_all_points: bool = False) -> Scene:
+    rand = MsvcRand(seed)
+    columns = {name: np.empty(n, dtype=np.float32) for name in ("cx", "cy", "ux", "uy", "r", "theta")}
+    one = np.float32(1.0)
+    for i in range(n):
+        columns["cx"][i], columns["cy"][i] = rand.uniform(-1.0, 1.0, 2)
+        ux, uy = rand.uniform(-1.0, 1.0, 2)
+        inverse_length = one / np.sqrt(ux * ux + uy * uy)
+        columns["ux"][i], columns["uy"][i] = ux * inverse_length, uy * inverse_length
+        columns["r"][i] = rand.uniform(0.0, 2.0)[0]
+        columns["theta"][i] = rand.uniform(0.0, float(np.float32(np.pi)))[0]
+    filled = m if fill_all_points else min(n, m)
+    p = rand.uniform(-1.0, 1.0, 2 * filled).reshape(filled, 2).T
+    px = np.zeros(m, dtype=np.float32)
+    py = np.zeros(m, dtype=np.float32)
+    px[:filled], py[:filled] = p[0], p[1]
+    c = columns
+    sectors = sector_columns(c["cx"], c["cy"], c["ux"], c["uy"], c["r"], c["theta"])
+    return make_scene("article-fixed" if fill_all_points else "article", "sector",
+                      {**sectors, "px": px, "py": py}, seed)
+
+
+SCENES = {
+    "uniform": uniform,
+    "article": article,
+    "article-fixed": lambda n, m, seed: article(n, m, seed, fill_all_points=True),
+}

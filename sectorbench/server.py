@@ -1,0 +1,193 @@
+"""The worker process: loads one build's library and runs its kernels on request.
+
+Started by worker.Worker as `python -m sectorbench.server LIBRARY`; reads one JSON
+request per line on stdin and answers one line on stdout.  Whatever a kernel does to
+this process (FTZ/DAZ from a fast-math library, a crash) stays here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from .kernels import Kernel, disabled_features, parse_takes, skip_reason
+from .worker import load_scene
+
+
+def fp_environment() -> dict:
+    """Whether this process flushes subnormal results / treats subnormal inputs as zero."""
+    return {"denormals_are_zero": 5e-324 + 0.0 == 0.0, "flush_to_zero": 2.2250738585072014e-308 / 2 == 0.0}
+
+
+class Server:
+    def __init__(self, library: str):
+        import cffi
+
+        from .build import cdef_source
+
+        self.ffi = cffi.FFI()
+        self.ffi.cdef(cdef_source())
+        self.lib = self.ffi.dlopen(library)
+        count = self.ffi.new("size_t *")
+        table = self.lib.sb_kernel_table(count)
+        rows = sorted((table[i] for i in range(count[0])),
+                      key=lambda row: (self.ffi.string(row.source), row.line))
+        self.rows = {}
+        self.kernels: dict[str, Kernel] = {}
+        for row in rows:
+            kernel = self._kernel(row)
+            self.rows[kernel.name] = row
+            self.kernels[kernel.name] = kernel
+        self.scene = None
+        self._c_scenes: dict[tuple[str, ...], object] = {}
+        self._keep_alive: list = []
+
+    def _text(self, pointer) -> str:
+        return self.ffi.string(pointer).decode() if pointer != self.ffi.NULL else ""
+
+    def _kernel(self, row) -> Kernel:
+        from .families import get
+
+        isa = tuple(f for f in self._text(row.isa).split(",") if f)
+        cpu_has = {f: bool(self.lib.sb_cpu_supports(f.encode())) for f in isa}
+        kernel = Kernel(
+            name=self._text(row.name), family=self._text(row.family), takes=parse_takes(self._text(row.takes)),
+            isa=isa, loop=self._text(row.loop), summary=self._text(row.summary),
+            source=f"{Path(self._text(row.source)).name}:{row.line}", lanes=row.lanes, block=row.block,
+            known_bad=bool(row.known_bad), rounding_bound=row.rounding_bound, tolerance=row.tolerance,
+            skip_reason=skip_reason(isa, cpu_has, disabled_features()))
+        try:
+            problem = get(kernel.family).check_kernel(kernel)
+        except Exception as exc:  # an unknown family: the row cannot run, the others can
+            problem = str(exc)
+        if problem and kernel.runnable:
+            kernel = replace(kernel, skip_reason=f"row error: {problem}")
+        return kernel
+
+    def _runnable_row(self, name: str):
+        kernel = self.kernels.get(name)
+        if kernel is None:
+            raise KeyError(f"no kernel {name!r} in this build")
+        if not kernel.runnable:
+            raise RuntimeError(f"kernel {name} is not runnable here: {kernel.skip_reason}")
+        return self.rows[name]
+
+    def _c_scene(self, kernel: Kernel):
+        """The scene as the kernel reads it: its shape arrays in the order of its `takes`."""
+        takes = kernel.takes
+        if takes not in self._c_scenes:
+            scene = self.scene
+            c_scene = self.ffi.new("sb_scene *")
+            c_scene.n_shapes = scene.n_shapes
+            c_scene.n_points = scene.n_points
+            c_scene.stride = scene.stride
+            c_scene.shape_begin, c_scene.shape_end = 0, scene.n_shapes
+            c_scene.never = float("inf")  # loaded at run time, so no compiler can fold the NoOperation
+            for k, name in enumerate(scene.point_arrays):
+                c_scene.point[k] = self._pointer(scene.arrays[name])
+            for k, name in enumerate(takes):
+                c_scene.shape[k] = self._pointer(scene.arrays[name])
+            self._keep_alive.append(c_scene)
+            self._c_scenes[takes] = c_scene
+        return self._c_scenes[takes]
+
+    def _pointer(self, array):
+        pointer = self.ffi.from_buffer("float[]", array)
+        self._keep_alive.append(pointer)
+        return pointer
+
+    # ---------------------------------------------------------------- requests
+
+    def describe(self, msg):
+        return {"kernels": [k.to_dict() for k in self.kernels.values()], "fp_environment": fp_environment()}
+
+    def load(self, msg):
+        self.scene = load_scene(Path(msg["path"]))
+        self._c_scenes, self._keep_alive = {}, [self.scene]
+        return {"tests": self.scene.tests}
+
+    def _time(self, function, c_scene, calls: int) -> tuple[float, int]:
+        start = time.perf_counter_ns()
+        for _ in range(calls):
+            hits = function(c_scene)
+        elapsed = time.perf_counter_ns() - start
+        return elapsed / 1e9 / calls, int(hits)
+
+    def _count(self, msg):
+        """The loop to time and its scene: the kernel's, or its NoOperation twin (msg["noop"])."""
+        row = self._runnable_row(msg["kernel"])
+        loops = {("inline", False): row.count_inline, ("call", False): row.count_call,
+                 ("inline", True): row.noop_inline, ("call", True): row.noop_call}
+        return loops[(msg["mode"], bool(msg.get("noop")))], self._c_scene(self.kernels[msg["kernel"]])
+
+    def calibrate(self, msg):
+        """The smallest call count whose total lasts >= min_time_s, growing like pyperf's."""
+        function, c_scene = self._count(msg)
+        calls = 1
+        while True:
+            per_call, hits = self._time(function, c_scene, calls)
+            total = per_call * calls
+            if total >= msg["min_time_s"] or calls >= 2**30:
+                return {"calls": calls, "seconds": per_call, "hits": hits}
+            growth = msg["min_time_s"] * 1.2 / total if total > 0 else 10
+            calls = int(calls * min(max(growth, 2), 10))
+
+    def sample(self, msg):
+        function, c_scene = self._count(msg)
+        seconds, hits = self._time(function, c_scene, msg["calls"])
+        return {"seconds": seconds, "hits": hits}
+
+    def evaluate(self, msg):
+        from .families import get
+
+        row = self._runnable_row(msg["kernel"])
+        kernel, scene = self.kernels[msg["kernel"]], self.scene
+        c_scene = self._c_scene(kernel)
+        dtype = get(scene.family).answer_dtype
+        if scene.layout == "pairs":
+            out = np.zeros(scene.stride, dtype=dtype)
+            row.eval_pairs(c_scene, self.ffi.from_buffer(out))
+            result = out[:scene.n_points]
+        else:
+            out = np.zeros(scene.n_shapes * scene.stride, dtype=dtype)
+            row.eval_grid(c_scene, self.ffi.from_buffer(out))
+            result = out.reshape(scene.n_shapes, scene.stride)[:, :scene.n_points]
+        np.save(msg["out"], result)
+        return {"answers": int(result.size)}
+
+    def clock(self, msg):
+        """Clock in MHz from dependent adds (one per cycle); best of a few tries."""
+        iterations = 20_000_000
+        best = min(self._timed_adds(iterations) for _ in range(5))
+        return {"mhz": iterations / best / 1e6}
+
+    def _timed_adds(self, iterations: int) -> float:
+        start = time.perf_counter_ns()
+        self.lib.sb_dependent_adds(iterations)
+        return (time.perf_counter_ns() - start) / 1e9
+
+    def handle(self, msg: dict) -> dict:
+        handler = {"describe": self.describe, "scene": self.load, "calibrate": self.calibrate,
+                   "sample": self.sample, "evaluate": self.evaluate, "clock": self.clock}[msg["op"]]
+        return handler(msg)
+
+
+def main(argv: list[str]) -> int:
+    server = Server(argv[0])
+    for line in sys.stdin:
+        try:
+            reply = server.handle(json.loads(line))
+        except Exception as exc:  # reported to the parent, which decides what it means
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
