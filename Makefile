@@ -8,7 +8,7 @@ SB     := $(BIN)/sectorbench
 # The CI gate's scene: small enough for a CI job, large enough that samples are >= 10 ms.
 GATE_RUN := run -n 300 -m 30000 --flags -O2 --repeat 15
 
-.PHONY: run test bench verify baseline regress gate-selftest clean
+.PHONY: run test lint bench verify baseline regress gate-selftest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,9 +20,14 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(SB) run
 
-## test: the test suite (correctness only; no timing assertions)
+## test: the test suite (correctness only; no timing assertions; C warnings are errors there)
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+## lint: ruff's lint rules and format check (configured in pyproject.toml)
+lint: $(STAMP)
+	$(BIN)/ruff check sectorbench tests
+	$(BIN)/ruff format --check sectorbench tests
 
 ## bench: the article's experiment on this machine (its data, its call loop, its flag pairs)
 ##        and the flags x kernels matrix; both saved under results/

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from . import SectorbenchError
@@ -44,7 +44,7 @@ class BuildConfig:
     extra_sources: tuple[Path, ...] = ()
 
     @classmethod
-    def parse(cls, flags: str, cc: str = DEFAULT_CC, extra_sources: tuple[Path, ...] = ()) -> "BuildConfig":
+    def parse(cls, flags: str, cc: str = DEFAULT_CC, extra_sources: tuple[Path, ...] = ()) -> BuildConfig:
         try:
             words = tuple(shlex.split(flags))
         except ValueError as exc:
@@ -78,7 +78,7 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sectorbench"
 
 
-@lru_cache(maxsize=None)
+@cache
 def compiler_identity(cc: str) -> tuple[str, str]:
     """(resolved path, `cc --version` output); BuildError if the compiler is missing."""
     path = shutil.which(cc)
@@ -113,8 +113,17 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
     cc_path, _ = compiler_identity(config.cc)
     fd, partial = tempfile.mkstemp(prefix=library.stem + ".", suffix=".partial", dir=cache_dir)
     os.close(fd)
-    command = [cc_path, *config.flags, "-shared", "-fPIC", f"-I{KERNELS_DIR}",
-               *map(str, sources(config)), "-o", partial, "-lm"]
+    command = [
+        cc_path,
+        *config.flags,
+        "-shared",
+        "-fPIC",
+        f"-I{KERNELS_DIR}",
+        *map(str, sources(config)),
+        "-o",
+        partial,
+        "-lm",
+    ]
     try:
         completed = subprocess.run(command, capture_output=True, text=True, timeout=600)
         if completed.returncode != 0:

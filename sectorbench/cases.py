@@ -9,8 +9,8 @@ from one seeded generator.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from . import SectorbenchError
 from .scenes import make_scene
 
 F32 = np.float32
-SPECIAL_VALUES = (np.nan, np.inf, -np.inf, -0.0, 1e-40)   # 1e-40 is a float32 subnormal
+SPECIAL_VALUES = (np.nan, np.inf, -np.inf, -0.0, 1e-40)  # 1e-40 is a float32 subnormal
 ULP_MOVES = np.arange(-64, 65)
 GRID_SIDE = 256
 #: The key of `CaseSet.exact_boundary` for a family's usual parametrisation.
@@ -29,7 +29,7 @@ DEFAULT = ""
 class CaseSet:
     family: str
     columns: dict[str, np.ndarray]
-    group: np.ndarray            # generator of each row
+    group: np.ndarray  # generator of each row
     #: exactly on the boundary by construction, per parametrisation a kernel may take
     #: (DEFAULT, plus what the family names, e.g. the sector's "r,theta")
     exact_boundary: dict[str, np.ndarray]
@@ -54,8 +54,9 @@ class Builder:
         self.family = family
         self.parts: list[tuple[dict, str, dict[str, np.ndarray], np.ndarray]] = []
 
-    def add(self, group: str, columns: dict, exact=False, exact_for: Mapping[str, bool] | None = None,
-            source=None) -> None:
+    def add(
+        self, group: str, columns: dict, exact=False, exact_for: Mapping[str, bool] | None = None, source=None
+    ) -> None:
         """Add rows; `exact` flags exact-boundary rows, `exact_for` overrides it per parametrisation."""
         n = len(columns[self.family.point_arrays[0]])
         if n == 0:
@@ -76,7 +77,8 @@ class Builder:
             {k: np.concatenate([p[0][k] for p in self.parts]) for k in names},
             np.concatenate([np.full(len(p[3]), p[1], dtype=object) for p in self.parts]),
             {label: np.concatenate([p[2].get(label, p[2][DEFAULT]) for p in self.parts]) for label in labels},
-            np.concatenate([p[3] for p in self.parts]))
+            np.concatenate([p[3] for p in self.parts]),
+        )
 
 
 def ulp_step(x: np.ndarray, steps) -> np.ndarray:
@@ -144,15 +146,18 @@ def add_random_groups(builder: Builder, rng, count: int, random_rows) -> None:
 Transform = Callable[[dict], dict]
 
 
-def coordinate_transforms(pairs: tuple[tuple[str, str], ...], positions: tuple[str, ...],
-                          scale_others: Callable[[dict, dict, int], dict] | None = None
-                          ) -> dict[str, Transform]:
+def coordinate_transforms(
+    pairs: tuple[tuple[str, str], ...],
+    positions: tuple[str, ...],
+    scale_others: Callable[[dict, dict, int], dict] | None = None,
+) -> dict[str, Transform]:
     """Maps that leave a planar predicate's exact answer unchanged.
 
     pairs: the (x, y) column pairs (positions and directions), rotated and swapped
     together; positions: the columns scaled by 2^k; scale_others(columns, scaled, k)
     scales the family's other lengths (a radius, a squared radius) to match.
     """
+
     def swap(c):
         return {**c, **{x: c[y] for x, y in pairs}, **{y: c[x] for x, y in pairs}}
 
@@ -166,8 +171,13 @@ def coordinate_transforms(pairs: tuple[tuple[str, str], ...], positions: tuple[s
         out = {**c, **{name: c[name] * F32(2.0**k) for name in positions}}
         return scale_others(c, out, k) if scale_others else out
 
-    return {"swap x,y": swap, "negate": negate, "rotate 90°": rotate, "scale 2^8": scale,
-            "scale 2^-8": lambda c: scale(c, -8)}
+    return {
+        "swap x,y": swap,
+        "negate": negate,
+        "rotate 90°": rotate,
+        "scale 2^8": scale,
+        "scale 2^-8": lambda c: scale(c, -8),
+    }
 
 
 def normal_or_zero(columns: dict) -> np.ndarray:
@@ -188,15 +198,26 @@ def with_metamorphic(cases: CaseSet, rng, count: int, transforms: Mapping[str, T
     for name, transform in transforms.items():
         with np.errstate(all="ignore"):
             columns = transform(base)
-        parts.append(CaseSet(cases.family, columns, np.full(chosen.size, f"metamorphic: {name}", dtype=object),
-                             {label: flags[chosen] for label, flags in cases.exact_boundary.items()}, chosen))
-    return CaseSet(cases.family, {k: np.concatenate([p.columns[k] for p in parts]) for k in cases.columns},
-                   np.concatenate([p.group for p in parts]),
-                   {label: np.concatenate([p.exact_boundary[label] for p in parts]) for label in cases.exact_boundary},
-                   np.concatenate([p.source for p in parts]))
+        parts.append(
+            CaseSet(
+                cases.family,
+                columns,
+                np.full(chosen.size, f"metamorphic: {name}", dtype=object),
+                {label: flags[chosen] for label, flags in cases.exact_boundary.items()},
+                chosen,
+            )
+        )
+    return CaseSet(
+        cases.family,
+        {k: np.concatenate([p.columns[k] for p in parts]) for k in cases.columns},
+        np.concatenate([p.group for p in parts]),
+        {label: np.concatenate([p.exact_boundary[label] for p in parts]) for label in cases.exact_boundary},
+        np.concatenate([p.source for p in parts]),
+    )
 
 
 # ---------------------------------------------------------------------------- user input
+
 
 def read_npz(path) -> dict[str, np.ndarray]:
     """The arrays of a user's .npz case file, flattened; SectorbenchError naming the file."""

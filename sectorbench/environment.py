@@ -37,7 +37,7 @@ import platform
 import re
 import shutil
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 __all__ = [
@@ -51,9 +51,20 @@ __all__ = [
 
 # The x86 extensions that change which code paths compilers and kernels use.
 ISA_FLAGS = (
-    "sse2", "sse4_1", "avx", "avx2", "fma", "bmi2",
-    "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512cd",
-    "avx512vnni", "avx512_bf16", "avx512_fp16",
+    "sse2",
+    "sse4_1",
+    "avx",
+    "avx2",
+    "fma",
+    "bmi2",
+    "avx512f",
+    "avx512dq",
+    "avx512bw",
+    "avx512vl",
+    "avx512cd",
+    "avx512vnni",
+    "avx512_bf16",
+    "avx512_fp16",
 )
 # Linux spells a few flags differently from the names used above.
 _CPUINFO_ALIASES = {"avx512_vnni": "avx512vnni"}
@@ -68,8 +79,8 @@ CRITICAL_FIELDS = (
     "cpu.logical_cores",
     "virtualization.hypervisor",
     "os.machine",
-    "version_line",   # compiler fingerprint
-    "march_native",   # compiler fingerprint
+    "version_line",  # compiler fingerprint
+    "march_native",  # compiler fingerprint
 )
 VOLATILE_FIELDS = (
     "time_utc",
@@ -80,7 +91,7 @@ VOLATILE_FIELDS = (
     "python.version",
     "packages.click",
     "packages.rich",
-    "version_text",   # compiler fingerprint
+    "version_text",  # compiler fingerprint
 )
 
 _PACKAGES = ("numpy", "cffi", "click", "rich")
@@ -96,8 +107,16 @@ def _run(args: list[str], timeout: float, cwd: str | None = None) -> subprocess.
     # LC_ALL=C: gcc translates "[enabled]" and friends, which would break parsing.
     # GIT_OPTIONAL_LOCKS=0: keeps `git status` from rewriting the index (read-only).
     env = dict(os.environ, LC_ALL="C", GIT_OPTIONAL_LOCKS="0")
-    return subprocess.run(args, capture_output=True, text=True, errors="replace",
-                          timeout=timeout, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=timeout,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _tilde(text: str) -> str:
@@ -227,7 +246,7 @@ def machine_fingerprint() -> dict:
     """Describe this machine, OS, Python and checkout (JSON-serialisable, cheap)."""
     info = _cpuinfo()
     return {
-        "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "time_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "cpu": _cpu(info),
         "virtualization": _virtualization(info),
         "os": {
@@ -260,8 +279,7 @@ def _gcc_march_native(cc: str) -> dict | None:
 
 def _clang_march_native(cc: str) -> dict | None:
     """clang: read -target-cpu and +features from the -### driver dump."""
-    proc = _run([cc, "-march=native", "-###", "-x", "c", "/dev/null", "-c", "-o", "/dev/null"],
-                timeout=30.0)
+    proc = _run([cc, "-march=native", "-###", "-x", "c", "/dev/null", "-c", "-o", "/dev/null"], timeout=30.0)
     cpu = re.search(r'"-target-cpu"\s+"([^"]+)"', proc.stderr)
     if proc.returncode != 0 or not cpu:
         return None
@@ -269,7 +287,7 @@ def _clang_march_native(cc: str) -> dict | None:
     return {"style": "clang", "march": cpu.group(1), "features": sorted(set(enabled))}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiler_fingerprint(cc: str) -> dict:
     shown_cc = _tilde(cc)
     path = shutil.which(cc)
@@ -281,8 +299,7 @@ def _compiler_fingerprint(cc: str) -> dict:
         return {"cc": shown_cc, "path": None, "error": f"{shown_cc} --version failed: {exc}"}
     text = _tilde(version.stdout.strip())
     if version.returncode != 0 or not text:
-        return {"cc": shown_cc, "path": None,
-                "error": f"{shown_cc} --version failed (exit {version.returncode})"}
+        return {"cc": shown_cc, "path": None, "error": f"{shown_cc} --version failed (exit {version.returncode})"}
 
     result = {
         "cc": shown_cc,
@@ -336,7 +353,7 @@ def _matches(path: str, fields: tuple[str, ...]) -> bool:
     parts = path.split(".")
     for field in fields:
         want = field.split(".")
-        if any(parts[i:i + len(want)] == want for i in range(len(parts) - len(want) + 1)):
+        if any(parts[i : i + len(want)] == want for i in range(len(parts) - len(want) + 1)):
             return True
     return False
 
@@ -368,6 +385,5 @@ def compare_fingerprints(a: dict, b: dict) -> list[str]:
                 critical.append(f"critical: {path} missing in {side} (other side: {value!r})")
         elif left[path] != right[path]:
             line = f"{path} differs: {_describe(left[path], right[path])}"
-            (critical if is_critical else notes).append(
-                ("critical: " if is_critical else "note: ") + line)
+            (critical if is_critical else notes).append(("critical: " if is_critical else "note: ") + line)
     return critical + notes

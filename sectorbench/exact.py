@@ -76,9 +76,7 @@ def check_fp_environment() -> None:
     daz = smallest + 0.0 == 0.0 or float32_denormal.astype(np.float64)[0] == 0.0
     ftz = smallest_normal / 2.0 == 0.0 or (np.array([smallest_normal]) / 2.0)[0] == 0.0
     if daz or ftz:
-        modes = " and ".join(
-            mode for mode, on in (("denormals-are-zero", daz), ("flush-to-zero", ftz)) if on
-        )
+        modes = " and ".join(mode for mode, on in (("denormals-are-zero", daz), ("flush-to-zero", ftz)) if on)
         raise RuntimeError(
             f"{modes} is active in this process (often set by a library built with "
             "-ffast-math); the oracle needs IEEE gradual underflow to decode float32 "
@@ -108,9 +106,7 @@ def float32_columns(arrays) -> list[np.ndarray]:
     columns = [np.asarray(a) for a in arrays]
     for c in columns:
         if c.dtype != np.float32 or c.ndim != 1:
-            raise TypeError(
-                f"oracle inputs must be 1-D float32 arrays, got {c.dtype} of shape {c.shape}"
-            )
+            raise TypeError(f"oracle inputs must be 1-D float32 arrays, got {c.dtype} of shape {c.shape}")
     if len({len(c) for c in columns}) > 1:
         raise ValueError("oracle inputs must all have the same length")
     return columns
@@ -187,6 +183,7 @@ def evaluate_polynomials(columns, terms, use_filter=True):
     so that scaling the inputs by 2^149 scales g and G alike.  Its IEEE evaluation on
     raw inputs gives the extended-real outcome (see the module doc).
     """
+
     def exact_terms(*ints):
         return exact_signs_margins(*terms(*ints))
 
@@ -238,9 +235,7 @@ def sample_rows(columns, rng: np.random.Generator, size: int):
 
 def self_check_failure(family, row_index, row, path, got, want) -> OracleSelfCheckError:
     values = [float(v) for v in row]
-    return OracleSelfCheckError(
-        f"{family} row {row_index} {values}: {path} path gives {got}, Fractions give {want}"
-    )
+    return OracleSelfCheckError(f"{family} row {row_index} {values}: {path} path gives {got}, Fractions give {want}")
 
 
 def margin_class(margin) -> str:
@@ -256,6 +251,4 @@ def check_margins_agree(family, rows, filtered, exact) -> None:
     close = np.isclose(filtered, exact, rtol=1e-6, atol=0.0, equal_nan=True)
     if not close.all():
         i = np.flatnonzero(~close.reshape(len(rows), -1).all(axis=1))[0]
-        raise OracleSelfCheckError(
-            f"{family} row {rows[i]}: filtered margins {filtered[i]} vs exact {exact[i]}"
-        )
+        raise OracleSelfCheckError(f"{family} row {rows[i]}: filtered margins {filtered[i]} vs exact {exact[i]}")

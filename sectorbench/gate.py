@@ -102,22 +102,21 @@ class GateConfig:
     normalize: str | None = None
 
     def __post_init__(self):
-        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) \
-                or not 0.0 < self.alpha < 0.5:
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not 0.0 < self.alpha < 0.5:
             raise SectorbenchError(f"alpha must be in (0, 0.5), got {self.alpha!r}")
         _check_threshold(self.threshold, "threshold")
         if DEFAULT_KEY in self.per_kernel:
-            raise SectorbenchError(f"per_kernel holds {DEFAULT_KEY!r}: pass it as threshold "
-                                   f"(GateConfig.from_thresholds does this)")
+            raise SectorbenchError(
+                f"per_kernel holds {DEFAULT_KEY!r}: pass it as threshold (GateConfig.from_thresholds does this)"
+            )
         for kernel, value in self.per_kernel.items():
             _check_threshold(value, f"threshold for kernel {kernel}")
         if self.normalize is not None and (not isinstance(self.normalize, str) or not self.normalize):
-            raise SectorbenchError(f"normalize must be None, {OVERHEAD!r} or a kernel name, "
-                                   f"got {self.normalize!r}")
+            raise SectorbenchError(f"normalize must be None, {OVERHEAD!r} or a kernel name, got {self.normalize!r}")
         object.__setattr__(self, "per_kernel", dict(self.per_kernel))  # a private copy
 
     @classmethod
-    def from_thresholds(cls, thresholds: dict[str, float], **kwargs) -> "GateConfig":
+    def from_thresholds(cls, thresholds: dict[str, float], **kwargs) -> GateConfig:
         """Config from ``load_thresholds``' dict: its ``"default"`` becomes ``threshold``."""
         per_kernel = dict(thresholds)
         if DEFAULT_KEY in per_kernel:
@@ -158,8 +157,7 @@ def load_thresholds(path: Path | str) -> dict[str, float]:
 
     unknown = sorted(set(data) - {DEFAULT_KEY, "kernels"})
     if unknown:
-        raise SectorbenchError(f"{path}: unknown key {unknown[0]!r} "
-                               f"(expected {DEFAULT_KEY!r} and a [kernels] table)")
+        raise SectorbenchError(f"{path}: unknown key {unknown[0]!r} (expected {DEFAULT_KEY!r} and a [kernels] table)")
     thresholds: dict[str, float] = {}
     try:
         if DEFAULT_KEY in data:
@@ -169,8 +167,7 @@ def load_thresholds(path: Path | str) -> dict[str, float]:
             raise SectorbenchError(f"'kernels' must be a table ([kernels]), got {kernels!r}")
         for kernel, value in kernels.items():
             if kernel == DEFAULT_KEY:
-                raise SectorbenchError(f"kernels.{DEFAULT_KEY} is reserved; set {DEFAULT_KEY} "
-                                       f"at the top of the file")
+                raise SectorbenchError(f"kernels.{DEFAULT_KEY} is reserved; set {DEFAULT_KEY} at the top of the file")
             thresholds[kernel] = _check_threshold(value, f"kernels.{kernel}")
     except SectorbenchError as exc:
         raise SectorbenchError(f"{path}: {exc}") from None
@@ -224,9 +221,9 @@ class GateReport:
     """The gate's outcome. ``exit_code`` is 1 if any row regressed, else 0."""
 
     config: GateConfig
-    rows: tuple[GateRow, ...]          # baseline order; rows ok on both sides
-    new_kernels: tuple[RowKey, ...]    # rows present only in the current run
-    warnings: tuple[str, ...]          # one line each: environment, rows not compared
+    rows: tuple[GateRow, ...]  # baseline order; rows ok on both sides
+    new_kernels: tuple[RowKey, ...]  # rows present only in the current run
+    warnings: tuple[str, ...]  # one line each: environment, rows not compared
 
     @property
     def regressions(self) -> tuple[GateRow, ...]:
@@ -273,12 +270,16 @@ def _index(run: RunResult, side: str, show_cc: bool) -> dict[RowKey, KernelResul
 
 def _check_scene(baseline: RunResult, current: RunResult) -> None:
     if baseline.schema != current.schema:
-        raise IncompatibleResults(f"different results schema: {baseline.schema!r} in {_BASE}, "
-                                  f"{current.schema!r} in {_CURRENT}")
+        raise IncompatibleResults(
+            f"different results schema: {baseline.schema!r} in {_BASE}, {current.schema!r} in {_CURRENT}"
+        )
     a, b = baseline.scene or {}, current.scene or {}
     names = [*a, *(name for name in b if name not in a)]
-    differ = [f"{name} {a.get(name)!r} in {_BASE} vs {b.get(name)!r} in {_CURRENT}"
-              for name in names if a.get(name) != b.get(name)]
+    differ = [
+        f"{name} {a.get(name)!r} in {_BASE} vs {b.get(name)!r} in {_CURRENT}"
+        for name in names
+        if a.get(name) != b.get(name)
+    ]
     if differ:
         raise IncompatibleResults("different scene: " + "; ".join(differ))
 
@@ -300,28 +301,29 @@ def _environment_warnings(baseline: RunResult, current: RunResult, used_ccs: set
     return warnings
 
 
-def _reference(rows: dict[RowKey, KernelResult], row: KernelResult, normalize: str,
-               side: str, show_cc: bool) -> list[float]:
+def _reference(
+    rows: dict[RowKey, KernelResult], row: KernelResult, normalize: str, side: str, show_cc: bool
+) -> list[float]:
     """The samples `row`'s samples are divided by, in the run of `rows`."""
     label = row_label(_key(row), show_cc)
     if normalize == OVERHEAD:
         if not row.overhead_samples_s:
-            raise IncompatibleResults(f"cannot normalize by overhead: {label} has no NoOperation "
-                                      f"samples in {side}")
+            raise IncompatibleResults(f"cannot normalize by overhead: {label} has no NoOperation samples in {side}")
         return row.overhead_samples_s
     ref_key = RowKey(normalize, row.cc, row.flags, row.mode)
     ref = rows.get(ref_key)
     if ref is None:
-        raise IncompatibleResults(f"cannot normalize by {normalize}: no {row_label(ref_key, show_cc)} "
-                                  f"in {side}")
+        raise IncompatibleResults(f"cannot normalize by {normalize}: no {row_label(ref_key, show_cc)} in {side}")
     if ref.status != "ok":
-        raise IncompatibleResults(f"cannot normalize by {normalize}: {row_label(ref_key, show_cc)} "
-                                  f"is {ref.status} in {side}")
+        raise IncompatibleResults(
+            f"cannot normalize by {normalize}: {row_label(ref_key, show_cc)} is {ref.status} in {side}"
+        )
     return ref.samples_s
 
 
-def _samples(rows: dict[RowKey, KernelResult], row: KernelResult, normalize: str | None,
-             side: str, show_cc: bool) -> list[float]:
+def _samples(
+    rows: dict[RowKey, KernelResult], row: KernelResult, normalize: str | None, side: str, show_cc: bool
+) -> list[float]:
     label = row_label(_key(row), show_cc)
     if not row.samples_s:
         raise IncompatibleResults(f"{label} is ok but has no samples in {side}")
@@ -370,26 +372,39 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
         outcome: Comparison = compare(
             _samples(base_rows, base, config.normalize, _BASE, show_cc),
             _samples(cur_rows, cur, config.normalize, _CURRENT, show_cc),
-            alpha=config.alpha, threshold=threshold)
-        rows.append(GateRow(
-            kernel=key.kernel, cc=key.cc, flags=key.flags, mode=key.mode,
-            baseline_median_s=statistics.median(base.samples_s),
-            current_median_s=statistics.median(cur.samples_s),
-            ratio=outcome.ratio, low=outcome.low, high=outcome.high,
-            p_slower=outcome.p_slower, p_faster=outcome.p_faster, verdict=outcome.verdict,
-            threshold=threshold, base_dropped=outcome.base_dropped,
-            current_dropped=outcome.current_dropped))
+            alpha=config.alpha,
+            threshold=threshold,
+        )
+        rows.append(
+            GateRow(
+                kernel=key.kernel,
+                cc=key.cc,
+                flags=key.flags,
+                mode=key.mode,
+                baseline_median_s=statistics.median(base.samples_s),
+                current_median_s=statistics.median(cur.samples_s),
+                ratio=outcome.ratio,
+                low=outcome.low,
+                high=outcome.high,
+                p_slower=outcome.p_slower,
+                p_faster=outcome.p_faster,
+                verdict=outcome.verdict,
+                threshold=threshold,
+                base_dropped=outcome.base_dropped,
+                current_dropped=outcome.current_dropped,
+            )
+        )
 
     known = {key.kernel for key in (*base_rows, *cur_rows)}
-    threshold_warnings = [f"thresholds: no kernel named {name!r} in either run"
-                          for name in config.per_kernel if name not in known]
+    threshold_warnings = [
+        f"thresholds: no kernel named {name!r} in either run" for name in config.per_kernel if name not in known
+    ]
     used_ccs = {row.cc for row in rows}
     return GateReport(
         config=config,
         rows=tuple(rows),
         new_kernels=tuple(key for key in cur_rows if key not in base_rows),
-        warnings=tuple([*_environment_warnings(baseline, current, used_ccs),
-                        *row_warnings, *threshold_warnings]),
+        warnings=tuple([*_environment_warnings(baseline, current, used_ccs), *row_warnings, *threshold_warnings]),
     )
 
 
@@ -400,10 +415,11 @@ def as_baseline_build(current: RunResult, baseline: RunResult) -> RunResult:
     -O0 against -O2 means pairing them by kernel and mode alone, which is only
     unambiguous when each run holds a single build.
     """
-    builds = {side: {(r.cc, r.flags) for r in run.results} for side, run in (("BASELINE", baseline),
-                                                                            ("CURRENT", current))}
+    builds = {
+        side: {(r.cc, r.flags) for r in run.results} for side, run in (("BASELINE", baseline), ("CURRENT", current))
+    }
     for side, found in builds.items():
         if len(found) != 1:
             raise IncompatibleResults(f"--across-builds needs one build per run; {side} has {len(found)}")
-    (cc, flags), = builds["BASELINE"]
+    ((cc, flags),) = builds["BASELINE"]
     return replace(current, results=[replace(r, cc=cc, flags=flags) for r in current.results])

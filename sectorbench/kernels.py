@@ -18,16 +18,16 @@ class Kernel:
 
     name: str
     family: str
-    takes: tuple[str, ...]    # the shape arrays it reads, in parameter order
-    isa: tuple[str, ...]      # CPU features it needs
-    loop: str                 # loop shape, e.g. "sse2 x4 b1"
+    takes: tuple[str, ...]  # the shape arrays it reads, in parameter order
+    isa: tuple[str, ...]  # CPU features it needs
+    loop: str  # loop shape, e.g. "sse2 x4 b1"
     summary: str
-    source: str               # file:line of its row
+    source: str  # file:line of its row
     lanes: int
     block: int
-    known_bad: bool           # a known-bad reference: run only when named
-    rounding_bound: float     # 0: the family's default
-    tolerance: float          # declared tolerance, 0 for a strict kernel
+    known_bad: bool  # a known-bad reference: run only when named
+    rounding_bound: float  # 0: the family's default
+    tolerance: float  # declared tolerance, 0 for a strict kernel
     #: Why this kernel cannot run here (a missing CPU feature), or None.
     skip_reason: str | None = None
 
@@ -48,7 +48,7 @@ class Kernel:
         return {**asdict(self), "takes": list(self.takes), "isa": list(self.isa)}
 
     @classmethod
-    def from_dict(cls, row: dict) -> "Kernel":
+    def from_dict(cls, row: dict) -> Kernel:
         return cls(**{**row, "takes": tuple(row["takes"]), "isa": tuple(row["isa"])})
 
 
@@ -84,6 +84,8 @@ def select(kernels: list[Kernel], names: list[str] | None, family: str) -> list[
     chosen = [by_name[n] for n in dict.fromkeys(names)]
     wrong_family = [k.name for k in chosen if k.family != family]
     if wrong_family:
-        raise SectorbenchError(f"kernel {', '.join(wrong_family)} is not of the {family} family "
-                               f"(choose the family with --family or a scene of that family)")
+        raise SectorbenchError(
+            f"kernel {', '.join(wrong_family)} is not of the {family} family "
+            f"(choose the family with --family or a scene of that family)"
+        )
     return chosen

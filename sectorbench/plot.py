@@ -23,23 +23,25 @@ Figure sizes (pixels at 100 dpi; SVGs have the same size in points x 0.72):
   trend      max(800, 200 + 80 per result) wide, 500 high
 The sizes are exact: the figure size is derived from a whole number of pixels
 (see _figure_size), and the layout engine fits labels inside it.
+
+One module although it is over 500 lines: the three charts share their labelling,
+interval, scale and file rules, and matplotlib layout code is long by nature.
 """
 
 from __future__ import annotations
 
 import json
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from . import SectorbenchError
 from .build import build_label
 from .results import KernelResult, RunResult, check_output, load, scene_shapes, write_atomic
-from .stats import Interval, _check_confidence, median_interval
+from .stats import _check_confidence, median_interval
 
 __all__ = [
     "PlotUnavailable",
@@ -95,8 +97,9 @@ def _point(row: KernelResult, confidence: float) -> _Point | None:
     if row.net_samples_s and row.tests and row.tests > 0:
         interval = median_interval(row.net_samples_s, confidence)
         scale = 1e9 / row.tests
-        return _Point(value, interval.low * scale, interval.high * scale,
-                      len(row.net_samples_s), interval.achieved_confidence)
+        return _Point(
+            value, interval.low * scale, interval.high * scale, len(row.net_samples_s), interval.achieved_confidence
+        )
     return _Point(value, None, None, len(row.net_samples_s), None)
 
 
@@ -149,12 +152,12 @@ def _created(result: RunResult) -> datetime | None:
         when = datetime.fromisoformat(result.created)
     except (TypeError, ValueError):
         return None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _by_created(results: Sequence[RunResult]) -> list[RunResult]:
     """Oldest first; unparsable times go last, in their original order."""
-    far = datetime.max.replace(tzinfo=timezone.utc)
+    far = datetime.max.replace(tzinfo=UTC)
     return sorted(results, key=lambda r: _created(r) or far)
 
 
@@ -213,8 +216,9 @@ def _check_out(out: Path, overwrite: bool) -> tuple[Path, str]:
     out = Path(out)
     fmt = out.suffix.lower()
     if fmt not in FORMATS:
-        raise SectorbenchError(f"{out}: unknown image format {out.suffix or '(no suffix)'!r}; "
-                               f"use {' or '.join(FORMATS)}")
+        raise SectorbenchError(
+            f"{out}: unknown image format {out.suffix or '(no suffix)'!r}; use {' or '.join(FORMATS)}"
+        )
     check_output(out, overwrite)
     return out, fmt[1:]
 
@@ -268,8 +272,9 @@ def bar_chart(result: RunResult, out: Path, confidence: float = 0.95, overwrite:
     log = _wants_log(values)
     floor = min((v for v in values if v > 0), default=1.0) / 10.0 if log else 0.0
 
-    fig = Figure(figsize=_figure_size(BAR_WIDTH_PX, BAR_BASE_PX + BAR_PER_BAR_PX * len(rows)),
-                 dpi=DPI, layout="constrained")
+    fig = Figure(
+        figsize=_figure_size(BAR_WIDTH_PX, BAR_BASE_PX + BAR_PER_BAR_PX * len(rows)), dpi=DPI, layout="constrained"
+    )
     ax = fig.add_subplot()
     palette = [f"C{i % 10}" for i in range(len(builds))]
     y = np.arange(len(rows))
@@ -280,13 +285,20 @@ def bar_chart(result: RunResult, out: Path, confidence: float = 0.95, overwrite:
         high = p.value if p.high is None else p.high
         xerr = [[max(0.0, p.value - low)], [max(0.0, high - p.value)]]
         base = floor if log else 0.0
-        ax.barh(y[i], max(p.value - base, 0.0), left=base, color=colour, height=0.7,
-                xerr=xerr if p.low is not None else None, ecolor="black", capsize=3)
+        ax.barh(
+            y[i],
+            max(p.value - base, 0.0),
+            left=base,
+            color=colour,
+            height=0.7,
+            xerr=xerr if p.low is not None else None,
+            ecolor="black",
+            capsize=3,
+        )
         end = max(p.value, high, base)
         ends.append(end)
         text = _fmt(p.value) if p.value > 0 else "≤ 0"
-        ax.annotate(text, (end, y[i]), xytext=(4, 0), textcoords="offset points",
-                    va="center", fontsize=8)
+        ax.annotate(text, (end, y[i]), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
     ax.set_yticks(y, [f"{r.kernel}  [{label(_series_key(r))}]" if several else r.kernel for r, _ in rows])
     ax.invert_yaxis()
     if log:
@@ -299,11 +311,18 @@ def bar_chart(result: RunResult, out: Path, confidence: float = 0.95, overwrite:
     ax.set_axisbelow(True)
     if several:
         from matplotlib.patches import Patch
-        ax.legend(handles=[Patch(color=palette[i], label=label(b)) for i, b in enumerate(builds)],
-                  loc="lower right", fontsize=8)
+
+        ax.legend(
+            handles=[Patch(color=palette[i], label=label(b)) for i, b in enumerate(builds)],
+            loc="lower right",
+            fontsize=8,
+        )
     title = _scene_text(result.scene)
-    ax.set_title(f"{title + ': ' if title else ''}net time per test\n"
-                 f"{_interval_note([p for _, p in rows], confidence)}", fontsize=10, loc="left")
+    ax.set_title(
+        f"{title + ': ' if title else ''}net time per test\n{_interval_note([p for _, p in rows], confidence)}",
+        fontsize=10,
+        loc="left",
+    )
     return _save(fig, out, fmt, overwrite)
 
 
@@ -320,6 +339,7 @@ def heatmap(result: RunResult, out: Path, overwrite: bool = False) -> Path:
     """
     Figure, colors = _matplotlib()
     from matplotlib import colormaps
+
     rows = list(result.results)
     if not rows:
         raise SectorbenchError("no kernels to plot: the result is empty")
@@ -347,24 +367,33 @@ def heatmap(result: RunResult, out: Path, overwrite: bool = False) -> Path:
     ax = fig.add_subplot()
     cmap = colormaps["YlOrRd"].with_extremes(bad="#d9d9d9")
     norm = colors.LogNorm(vmin=1.0, vmax=top)
-    image = ax.imshow(np.ma.masked_invalid(ratio_to_fastest), cmap=cmap, norm=norm, aspect="auto",
-                      interpolation="nearest")
+    image = ax.imshow(
+        np.ma.masked_invalid(ratio_to_fastest), cmap=cmap, norm=norm, aspect="auto", interpolation="nearest"
+    )
     for i, kernel in enumerate(kernels):
         first = values[i, 0]
         for j, build in enumerate(builds):
             r = cells.get((kernel, build))
             v = values[i, j]
             if np.isnan(v):
-                text = ("–" if r is None else r.status if r.status != "ok"
-                        else "no net time" if r.ns_per_test is None else "≤ 0")
+                text = (
+                    "–"
+                    if r is None
+                    else r.status
+                    if r.status != "ok"
+                    else "no net time"
+                    if r.ns_per_test is None
+                    else "≤ 0"
+                )
                 dark = False
             else:
                 text = _fmt(v) + (f"\n×{v / first:.2f}" if not np.isnan(first) else "")
                 red, green, blue, _ = cmap(norm(ratio_to_fastest[i, j]))
                 dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5
             ax.text(j, i, text, ha="center", va="center", fontsize=8, color="white" if dark else "black")
-    ax.set_xticks(np.arange(len(builds)), [label(b) for b in builds], rotation=20, ha="right",
-                  rotation_mode="anchor", fontsize=9)
+    ax.set_xticks(
+        np.arange(len(builds)), [label(b) for b in builds], rotation=20, ha="right", rotation_mode="anchor", fontsize=9
+    )
     ax.set_yticks(np.arange(len(kernels)), kernels, fontsize=9)
     ax.set_xticks(np.arange(len(builds) + 1) - 0.5, minor=True)
     ax.set_yticks(np.arange(len(kernels) + 1) - 0.5, minor=True)
@@ -372,20 +401,31 @@ def heatmap(result: RunResult, out: Path, overwrite: bool = False) -> Path:
     ax.tick_params(which="minor", length=0)
     bar = fig.colorbar(image, ax=ax, shrink=0.9)
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
     ticks = [t for t in (1, 1.25, 1.5, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000) if t <= top]
     bar.ax.yaxis.set_major_locator(FixedLocator(ticks))
     bar.ax.yaxis.set_minor_locator(NullLocator())
     bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"×{v:g}"))
     bar.set_label("× row's fastest build", fontsize=9)
     title = _scene_text(result.scene)
-    ax.set_title(f"{title + ': ' if title else ''}net ns per test\n"
-                 f"(×: ratio to the first column; colour: ratio to the row's fastest)",
-                 fontsize=10, loc="left")
+    ax.set_title(
+        f"{title + ': ' if title else ''}net ns per test\n"
+        f"(×: ratio to the first column; colour: ratio to the row's fastest)",
+        fontsize=10,
+        loc="left",
+    )
     return _save(fig, out, fmt, overwrite)
 
 
-def trend_chart(results: list[RunResult], kernel: str, out: Path, flags: str | None = None,
-                mode: str | None = None, confidence: float = 0.95, overwrite: bool = False) -> Path:
+def trend_chart(
+    results: list[RunResult],
+    kernel: str,
+    out: Path,
+    flags: str | None = None,
+    mode: str | None = None,
+    confidence: float = 0.95,
+    overwrite: bool = False,
+) -> Path:
     """Net ns/test of `kernel` across saved results, oldest first.
 
     Results are ordered by `created`; x tick labels are the 7-character
@@ -413,7 +453,8 @@ def trend_chart(results: list[RunResult], kernel: str, out: Path, flags: str | N
             + (" and" if flags is not None and mode is not None else "")
             + (f" mode {mode!r}" if mode is not None else "")
             + f"; its flags: {', '.join(repr(f) for f in dict.fromkeys(r.flags for r in mine))}"
-            + f"; its modes: {', '.join(dict.fromkeys(r.mode for r in mine))}")
+            + f"; its modes: {', '.join(dict.fromkeys(r.mode for r in mine))}"
+        )
     out, fmt = _check_out(out, overwrite)
 
     label = _build_labeller(mine)
@@ -428,8 +469,9 @@ def trend_chart(results: list[RunResult], kernel: str, out: Path, flags: str | N
         if any(p is not None for p in points):
             lines.append((key, points))
     if not lines:
-        raise SectorbenchError(f"kernel {kernel!r} was never measured in these results "
-                               f"(skipped, crashed or no net time everywhere)")
+        raise SectorbenchError(
+            f"kernel {kernel!r} was never measured in these results (skipped, crashed or no net time everywhere)"
+        )
     measured = [p for _, points in lines for p in points if p is not None]
     log = _wants_log([p.value for p in measured])
     floor = min((p.value for p in measured if p.value > 0), default=1.0) / 10.0 if log else 0.0
@@ -440,17 +482,31 @@ def trend_chart(results: list[RunResult], kernel: str, out: Path, flags: str | N
     offsets = (np.arange(len(lines)) - (len(lines) - 1) / 2) * min(0.08, 0.4 / max(len(lines), 1))
     for n, (key, points) in enumerate(lines):
         y = np.array([np.nan if p is None else max(p.value, floor) if log else p.value for p in points])
-        below = [0.0 if p is None or p.low is None else max(0.0, yv - (max(p.low, floor) if log else p.low))
-                 for p, yv in zip(points, y)]
+        below = [
+            0.0 if p is None or p.low is None else max(0.0, yv - (max(p.low, floor) if log else p.low))
+            for p, yv in zip(points, y)
+        ]
         above = [0.0 if p is None or p.high is None else max(0.0, p.high - yv) for p, yv in zip(points, y)]
         present = ~np.isnan(y)
         # Lines join consecutive measured runs only; gaps stay gaps.
         ax.plot(x + offsets[n], y, "-", color=f"C{n % 10}", linewidth=1.2)
-        ax.errorbar((x + offsets[n])[present], y[present],
-                    yerr=[np.array(below)[present], np.array(above)[present]],
-                    fmt="o", color=f"C{n % 10}", markersize=4, capsize=3, label=label(key))
-    ax.set_xticks(x, _run_labels(ordered), rotation=30 if len(ordered) > 8 else 0,
-                  ha="right" if len(ordered) > 8 else "center", fontsize=8)
+        ax.errorbar(
+            (x + offsets[n])[present],
+            y[present],
+            yerr=[np.array(below)[present], np.array(above)[present]],
+            fmt="o",
+            color=f"C{n % 10}",
+            markersize=4,
+            capsize=3,
+            label=label(key),
+        )
+    ax.set_xticks(
+        x,
+        _run_labels(ordered),
+        rotation=30 if len(ordered) > 8 else 0,
+        ha="right" if len(ordered) > 8 else "center",
+        fontsize=8,
+    )
     ax.set_xlim(-0.5, len(ordered) - 0.5)
     if log:
         ax.set_yscale("log")
@@ -460,8 +516,11 @@ def trend_chart(results: list[RunResult], kernel: str, out: Path, flags: str | N
     ax.set_xlabel("run (commit, or date without one), oldest first")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    ax.set_title(f"{kernel}: net time per test over {len(ordered)} runs\n"
-                 f"{_interval_note(measured, confidence)}", fontsize=10, loc="left")
+    ax.set_title(
+        f"{kernel}: net time per test over {len(ordered)} runs\n{_interval_note(measured, confidence)}",
+        fontsize=10,
+        loc="left",
+    )
     return _save(fig, out, fmt, overwrite)
 
 
@@ -491,8 +550,7 @@ def load_results_dir(directory: Path) -> list[RunResult]:
             data = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise SectorbenchError(f"{path}: unreadable JSON ({exc})") from None
-        if (not isinstance(data, dict) or data.get("kind", "run") != "run"
-                or not isinstance(data.get("results"), list)):
+        if not isinstance(data, dict) or data.get("kind", "run") != "run" or not isinstance(data.get("results"), list):
             continue
         found.append(load(path))
     return _by_created(found)

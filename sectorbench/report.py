@@ -29,10 +29,12 @@ def run_table(run: RunResult) -> Table:
     show_mode = len({r.mode for r in results}) > 1
     scene = run.scene
     shapes = scene_shapes(scene)
-    table = Table(title=f"{scene['kind']} scene, N={shapes} x M={scene['points']}, seed {scene['seed']}  "
-                        f"(times per pass over all N x M tests, median of {run.config.get('repeat')}; "
-                        f"spread = (max - min) / median)",
-                  title_justify="left")
+    table = Table(
+        title=f"{scene['kind']} scene, N={shapes} x M={scene['points']}, seed {scene['seed']}  "
+        f"(times per pass over all N x M tests, median of {run.config.get('repeat')}; "
+        f"spread = (max - min) / median)",
+        title_justify="left",
+    )
     table.add_column("kernel", style="bold", no_wrap=True)
     table.add_column("flags", no_wrap=True)
     if show_mode:
@@ -59,14 +61,24 @@ def run_table(run: RunResult) -> Table:
             if warning not in notes:
                 notes.append(warning)
             row_notes.append(f"[{notes.index(warning) + 1}]")
-        cells += [hit, _ms(r.median_s), _ms(r.min_s), f"{r.spread:.1%}", _ms(r.overhead_s), _ms(r.net_s),
-                  "–" if r.ns_per_test is None else f"{r.ns_per_test:.3f}",
-                  "–" if r.speedup is None else f"{r.speedup:.1f}x", " ".join(row_notes)]
+        cells += [
+            hit,
+            _ms(r.median_s),
+            _ms(r.min_s),
+            f"{r.spread:.1%}",
+            _ms(r.overhead_s),
+            _ms(r.net_s),
+            "–" if r.ns_per_test is None else f"{r.ns_per_test:.3f}",
+            "–" if r.speedup is None else f"{r.speedup:.1f}x",
+            " ".join(row_notes),
+        ]
         table.add_row(*cells)
     captions = []
     if majority is not None and any(r.hits != majority for r in results if r.status == "ok"):
-        captions.append(f"(±k): hits differ by k from the majority count {majority}: kernels disagree on some "
-                        f"pairs (float32 rounding near the boundary, or a logic difference; see `sectorbench verify`).")
+        captions.append(
+            f"(±k): hits differ by k from the majority count {majority}: kernels disagree on some "
+            f"pairs (float32 rounding near the boundary, or a logic difference; see `sectorbench verify`)."
+        )
     captions += [f"[{i + 1}] {note}" for i, note in enumerate(notes)]
     if captions:
         table.caption = "\n".join(captions)
@@ -89,37 +101,73 @@ def kernels_table(kernels: list[Kernel]) -> Table:
 
 
 def verify_table(result) -> Table:
-    table = Table(title=f"verify: {result.family} family, {result.cases} cases"
-                        + (f", seed {result.seed}" if result.seed is not None else ", user input"),
-                  title_justify="left")
-    for name, justify in (("kernel", "left"), ("flags", "left"), ("cases", "right"), ("rounding-band", "right"),
-                          ("logic-bug", "right"), ("special-value", "right"), ("nondeterministic", "right"),
-                          ("worst margin", "right"), ("bound", "right"), ("verdict", "left")):
+    table = Table(
+        title=f"verify: {result.family} family, {result.cases} cases"
+        + (f", seed {result.seed}" if result.seed is not None else ", user input"),
+        title_justify="left",
+    )
+    for name, justify in (
+        ("kernel", "left"),
+        ("flags", "left"),
+        ("cases", "right"),
+        ("rounding-band", "right"),
+        ("logic-bug", "right"),
+        ("special-value", "right"),
+        ("nondeterministic", "right"),
+        ("worst margin", "right"),
+        ("bound", "right"),
+        ("verdict", "left"),
+    ):
         table.add_column(name, justify=justify, no_wrap=name in ("kernel", "flags"))
     styles = {"exact": "green", "rounding-band": "cyan", "FAIL": "bold red"}
     for k in result.kernels:
         if k.status != "ok":
-            table.add_row(k.kernel, k.flags, *["–"] * 7,
-                          Text(f"{k.status}: {k.reason}", style="yellow" if k.status == "skipped" else "red"))
+            table.add_row(
+                k.kernel,
+                k.flags,
+                *["–"] * 7,
+                Text(f"{k.status}: {k.reason}", style="yellow" if k.status == "skipped" else "red"),
+            )
             continue
-        counts = [str(k.mismatches.get(name, 0)) for name in ("rounding-band", "logic-bug", "special-value",
-                                                              "nondeterministic")]
-        worst = "–" if k.worst_margin is None else ("inf" if k.worst_margin == float("inf") else f"{k.worst_margin:.3g}")
-        table.add_row(k.kernel, k.flags, str(k.cases), *counts, worst, f"{k.rounding_bound:g}",
-                      Text(k.verdict, style=styles.get(k.verdict, "")))
+        counts = [
+            str(k.mismatches.get(name, 0))
+            for name in ("rounding-band", "logic-bug", "special-value", "nondeterministic")
+        ]
+        worst = (
+            "–" if k.worst_margin is None else ("inf" if k.worst_margin == float("inf") else f"{k.worst_margin:.3g}")
+        )
+        table.add_row(
+            k.kernel,
+            k.flags,
+            str(k.cases),
+            *counts,
+            worst,
+            f"{k.rounding_bound:g}",
+            Text(k.verdict, style=styles.get(k.verdict, "")),
+        )
     return table
 
 
 def failing_inputs_table(verdict) -> Table:
-    table = Table(title=f"{verdict.kernel} [{verdict.flags}]: first {len(verdict.failing)} wrong answers "
-                        f"(inputs as exact hex floats)", title_justify="left")
+    table = Table(
+        title=f"{verdict.kernel} [{verdict.flags}]: first {len(verdict.failing)} wrong answers "
+        f"(inputs as exact hex floats)",
+        title_justify="left",
+    )
     for name in ("row", "group", "class", "margin", "inputs", "kernel", "oracle"):
         table.add_column(name)
     for row in verdict.failing:
         inputs = " ".join(f"{k}={v}" for k, v in row["inputs"].items())
         margin = "–" if row["margin"] is None else f"{row['margin']:.3g}"
-        table.add_row(str(row["row"]), row["group"], row["class"], margin, inputs,
-                      "inside" if row["kernel"] else "outside", "inside" if row["oracle"] else "outside")
+        table.add_row(
+            str(row["row"]),
+            row["group"],
+            row["class"],
+            margin,
+            inputs,
+            "inside" if row["kernel"] else "outside",
+            "inside" if row["oracle"] else "outside",
+        )
     return table
 
 
@@ -128,8 +176,11 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
     several_cc = len({r.cc for r in run.results}) > 1
     builds = list(dict.fromkeys(build_label(r.cc, r.flags, several_cc) for r in run.results))
     modes = list(dict.fromkeys(r.mode for r in run.results))
-    table = Table(title=f"net ns/test; ×ratio to the first build, [{confidence:.0%} interval over paired rounds]; "
-                        f"fastest build in green", title_justify="left")
+    table = Table(
+        title=f"net ns/test; ×ratio to the first build, [{confidence:.0%} interval over paired rounds]; "
+        f"fastest build in green",
+        title_justify="left",
+    )
     table.add_column("kernel", no_wrap=True, style="bold")
     if len(modes) > 1:
         table.add_column("mode")
@@ -161,18 +212,30 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
 
 
 def gate_table(report) -> Table:
-    table = Table(title=f"regression gate: α = {report.config.alpha}, threshold {report.config.threshold:.0%}"
-                        + (f", normalised by {report.config.normalize}" if report.config.normalize else ""),
-                  title_justify="left")
+    table = Table(
+        title=f"regression gate: α = {report.config.alpha}, threshold {report.config.threshold:.0%}"
+        + (f", normalised by {report.config.normalize}" if report.config.normalize else ""),
+        title_justify="left",
+    )
     for name in ("kernel", "flags", "mode", "baseline ms", "current ms", "ratio [interval]", "p", "verdict"):
-        table.add_column(name, justify="right" if name in ("baseline ms", "current ms", "p") else "left",
-                         no_wrap=name in ("kernel", "flags"))
+        table.add_column(
+            name,
+            justify="right" if name in ("baseline ms", "current ms", "p") else "left",
+            no_wrap=name in ("kernel", "flags"),
+        )
     styles = {"regression": "bold red", "improvement": "green", "unchanged": "", "inconclusive": "yellow"}
     for row in report.rows:
         p = row.p_slower if row.ratio >= 1 else row.p_faster
-        table.add_row(row.kernel, row.flags, row.mode, f"{row.baseline_median_s * 1e3:.3f}",
-                      f"{row.current_median_s * 1e3:.3f}", f"{row.ratio:.3f} [{row.low:.3f}, {row.high:.3f}]",
-                      f"{p:.3g}", Text(row.verdict, style=styles.get(row.verdict, "")))
+        table.add_row(
+            row.kernel,
+            row.flags,
+            row.mode,
+            f"{row.baseline_median_s * 1e3:.3f}",
+            f"{row.current_median_s * 1e3:.3f}",
+            f"{row.ratio:.3f} [{row.low:.3f}, {row.high:.3f}]",
+            f"{p:.3g}",
+            Text(row.verdict, style=styles.get(row.verdict, "")),
+        )
     if report.warnings:
         table.caption = "\n".join(report.warnings)
         table.caption_justify = "left"
@@ -211,9 +274,11 @@ def _plural(count: int, word: str) -> str:
 
 def _summary(report) -> str:
     config = report.config
-    counts = [_plural(len(report.regressions), "regression"),
-              _plural(len(report.improvements), "improvement"),
-              f"{len(report.unchanged)} unchanged"]
+    counts = [
+        _plural(len(report.regressions), "regression"),
+        _plural(len(report.improvements), "improvement"),
+        f"{len(report.unchanged)} unchanged",
+    ]
     if report.inconclusive:
         counts.append(f"{len(report.inconclusive)} inconclusive")
     details = [f"α = {config.alpha:g}", f"threshold {_percent(config.threshold)}"]
@@ -232,21 +297,37 @@ def gate_markdown(report, baseline_label: str = "baseline", current_label: str =
     show_cc = len({r.cc for r in rows} | {k.cc for k in report.new_kernels}) > 1
     show_threshold = len({r.threshold for r in rows}) > 1
     ratio_name = "ratio (normalised)" if report.config.normalize else "ratio"
-    header = ["kernel", "flags", "mode", f"{baseline_label} ms", f"{current_label} ms",
-              f"{ratio_name} [{(1 - 2 * report.config.alpha) * 100:.3g} % interval]", "p", "verdict"]
+    header = [
+        "kernel",
+        "flags",
+        "mode",
+        f"{baseline_label} ms",
+        f"{current_label} ms",
+        f"{ratio_name} [{(1 - 2 * report.config.alpha) * 100:.3g} % interval]",
+        "p",
+        "verdict",
+    ]
     if show_threshold:
         header.insert(7, "threshold")
     lines = [_summary(report), ""]
     lines.append("| " + " | ".join(_cell(h) for h in header) + " |")
-    lines.append("|" + "|".join("---:" if h not in ("kernel", "flags", "mode", "verdict") else "---"
-                                for h in header) + "|")
+    lines.append(
+        "|" + "|".join("---:" if h not in ("kernel", "flags", "mode", "verdict") else "---" for h in header) + "|"
+    )
     for r in rows:
         # The p of the direction the estimate points to; the other is ~1 - p.
         p = r.p_slower if r.ratio >= 1 else r.p_faster
         verdict = f"**{r.verdict}**" if r.verdict in ("regression", "improvement") else r.verdict
-        cells = [_cell(r.kernel), _cell(build_label(r.cc, r.flags, show_cc)), _cell(r.mode),
-                 ms_significant(r.baseline_median_s), ms_significant(r.current_median_s),
-                 f"{r.ratio:.3f} [{r.low:.3f}, {r.high:.3f}]", _p(p), verdict]
+        cells = [
+            _cell(r.kernel),
+            _cell(build_label(r.cc, r.flags, show_cc)),
+            _cell(r.mode),
+            ms_significant(r.baseline_median_s),
+            ms_significant(r.current_median_s),
+            f"{r.ratio:.3f} [{r.low:.3f}, {r.high:.3f}]",
+            _p(p),
+            verdict,
+        ]
         if show_threshold:
             cells.insert(7, _percent(r.threshold))
         lines.append("| " + " | ".join(cells) + " |")

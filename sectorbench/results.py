@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 from . import SectorbenchError
 
@@ -37,7 +38,7 @@ class KernelResult:
     flags: str
     cc: str
     mode: str
-    status: str                     # ok | skipped | crashed
+    status: str  # ok | skipped | crashed
     reason: str | None = None
     hits: int | None = None
     tests: int = 0
@@ -46,14 +47,14 @@ class KernelResult:
     samples_s: list[float] = field(default_factory=list)
     median_s: float | None = None
     min_s: float | None = None
-    spread: float | None = None     # (max - min) / median
+    spread: float | None = None  # (max - min) / median
     overhead_kernel: str | None = None
     overhead_samples_s: list[float] = field(default_factory=list)
     overhead_s: float | None = None
     net_samples_s: list[float] = field(default_factory=list)
     net_s: float | None = None
     ns_per_test: float | None = None
-    speedup: float | None = None    # naive's net time / this net time, same build and mode
+    speedup: float | None = None  # naive's net time / this net time, same build and mode
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -67,20 +68,23 @@ class RunResult:
     env: dict
     config: dict
     results: list[KernelResult]
-    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     schema: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RunResult":
+    def from_dict(cls, data: dict) -> RunResult:
         if data.get("schema") != SCHEMA_VERSION:
-            raise SectorbenchError(f"unsupported results schema {data.get('schema')!r} "
-                                   f"(this sectorbench reads schema {SCHEMA_VERSION})")
+            raise SectorbenchError(
+                f"unsupported results schema {data.get('schema')!r} (this sectorbench reads schema {SCHEMA_VERSION})"
+            )
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        fields["results"] = [KernelResult(**{k: v for k, v in row.items() if k in KernelResult.__dataclass_fields__})
-                             for row in data["results"]]
+        fields["results"] = [
+            KernelResult(**{k: v for k, v in row.items() if k in KernelResult.__dataclass_fields__})
+            for row in data["results"]
+        ]
         return cls(**fields)
 
 
@@ -134,7 +138,7 @@ def check_output(path: Path, overwrite: bool) -> None:
 
 
 def timestamped_path(directory: Path = RESULTS_DIR, label: str = "run") -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return Path(directory) / f"{label}-{stamp}.json"
 
 

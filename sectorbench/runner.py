@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 from . import SectorbenchError, environment, scenes
 from .build import BuildConfig, build
@@ -20,22 +20,30 @@ from .worker import BuildSession, WorkerCrashed, save_scene
 class RunConfig:
     """Everything a run depends on; the CLI's options fill it."""
 
-    scene: str = "uniform"          # the article's ranges; see the families' scenes for the others
-    sectors: int = 1000             # N, the article's
-    points: int = 100_000           # M, the article's
+    scene: str = "uniform"  # the article's ranges; see the families' scenes for the others
+    sectors: int = 1000  # N, the article's
+    points: int = 100_000  # M, the article's
     seed: int = 0
-    kernels: tuple[str, ...] = ()   # empty: the family's default kernels
+    kernels: tuple[str, ...] = ()  # empty: the family's default kernels
     builds: tuple[BuildConfig, ...] = (BuildConfig(),)
     modes: tuple[str, ...] = ("inline",)  # inline: as production code; call: the article's method
     timing: TimingConfig = field(default_factory=TimingConfig)
     disable_isa: tuple[str, ...] = ()
-    reference: str = "naive"        # speedups are against this kernel's net time (else the first kernel's)
+    reference: str = "naive"  # speedups are against this kernel's net time (else the first kernel's)
 
     def to_dict(self) -> dict:
-        return {"scene": self.scene, "sectors": self.sectors, "points": self.points, "seed": self.seed,
-                "kernels": list(self.kernels), "flags": [b.label for b in self.builds],
-                "modes": list(self.modes), "repeat": self.timing.repeat,
-                "min_sample_s": self.timing.min_sample_s, "disable_isa": list(self.disable_isa)}
+        return {
+            "scene": self.scene,
+            "sectors": self.sectors,
+            "points": self.points,
+            "seed": self.seed,
+            "kernels": list(self.kernels),
+            "flags": [b.label for b in self.builds],
+            "modes": list(self.modes),
+            "repeat": self.timing.repeat,
+            "min_sample_s": self.timing.min_sample_s,
+            "disable_isa": list(self.disable_isa),
+        }
 
 
 #: progress(what, total): one step done; `total`, when given, is the number of steps to come.
@@ -72,10 +80,13 @@ def _measure(config: RunConfig, scene: scenes.Scene, sessions: list[BuildSession
                 plan.append((session, kernel, mode))
                 if kernel.runnable:
                     # The NoOperation twin of the first kernel of each loop shape stands for all of them.
-                    series.setdefault((session.config, kernel.overhead_key, mode),
-                                      _series(session, kernel, mode, config.timing, noop=True))
-                    series.setdefault((session.config, kernel.name, mode),
-                                      _series(session, kernel, mode, config.timing, noop=False))
+                    series.setdefault(
+                        (session.config, kernel.overhead_key, mode),
+                        _series(session, kernel, mode, config.timing, noop=True),
+                    )
+                    series.setdefault(
+                        (session.config, kernel.name, mode), _series(session, kernel, mode, config.timing, noop=False)
+                    )
 
     def restart_crashed_worker(failed: Series, exc: Exception) -> None:
         """The failed series is marked by run_rounds; its build's other kernels need a live worker."""
@@ -92,19 +103,28 @@ def _measure(config: RunConfig, scene: scenes.Scene, sessions: list[BuildSession
 
 def _series(session: BuildSession, kernel: Kernel, mode: str, timing: TimingConfig, noop: bool) -> Series:
     def calibrate() -> int:
-        return session.worker.request("calibrate", kernel=kernel.name, mode=mode, noop=noop,
-                                      min_time_s=timing.min_sample_s)["calls"]
+        return session.worker.request(
+            "calibrate", kernel=kernel.name, mode=mode, noop=noop, min_time_s=timing.min_sample_s
+        )["calls"]
 
     def take(calls: int) -> tuple[float, int]:
         reply = session.worker.request("sample", kernel=kernel.name, mode=mode, noop=noop, calls=calls)
         return reply["seconds"], reply["hits"]
+
     name = kernel.overhead_key if noop else kernel.name
     return Series(key=(session.config, name, mode), calibrate=calibrate, take=take)
 
 
 def _result(scene, session: BuildSession, kernel: Kernel, mode: str, series: dict) -> KernelResult:
-    base = dict(kernel=kernel.name, family=kernel.family, flags=" ".join(session.config.flags),
-                cc=session.config.cc, mode=mode, tests=scene.tests, overhead_kernel=kernel.overhead_key)
+    base = dict(
+        kernel=kernel.name,
+        family=kernel.family,
+        flags=" ".join(session.config.flags),
+        cc=session.config.cc,
+        mode=mode,
+        tests=scene.tests,
+        overhead_kernel=kernel.overhead_key,
+    )
     if not kernel.runnable:
         return KernelResult(status="skipped", reason=kernel.skip_reason, **base)
     mine = series[(session.config, kernel.name, mode)]
@@ -116,17 +136,26 @@ def _result(scene, session: BuildSession, kernel: Kernel, mode: str, series: dic
         warnings.append(f"hit count changed between samples: {sorted(set(mine.hits))}")
     hits = mine.hits[0]
     summary = summarize(mine.samples)
-    timing = dict(calls=mine.calls, samples_s=mine.samples, median_s=summary.median, min_s=summary.min,
-                  spread=summary.spread)
+    timing = dict(
+        calls=mine.calls, samples_s=mine.samples, median_s=summary.median, min_s=summary.min, spread=summary.spread
+    )
     if overhead.failure is not None or not overhead.samples:
         warnings.append(f"NoOperation loop {kernel.overhead_key} failed: {overhead.failure}")
         return KernelResult(status="ok", hits=hits, hit_rate=hits / scene.tests, warnings=warnings, **timing, **base)
     net = net_time(mine.samples, overhead.samples)
     return KernelResult(
-        status="ok", hits=hits, hit_rate=hits / scene.tests, **timing,
-        overhead_samples_s=overhead.samples, overhead_s=summarize(overhead.samples).median,
-        net_samples_s=list(net.net_samples_s), net_s=net.net_s, ns_per_test=net.net_s / scene.tests * 1e9,
-        warnings=warnings + list(net.warnings), **base)
+        status="ok",
+        hits=hits,
+        hit_rate=hits / scene.tests,
+        **timing,
+        overhead_samples_s=overhead.samples,
+        overhead_s=summarize(overhead.samples).median,
+        net_samples_s=list(net.net_samples_s),
+        net_s=net.net_s,
+        ns_per_test=net.net_s / scene.tests * 1e9,
+        warnings=warnings + list(net.warnings),
+        **base,
+    )
 
 
 def _with_speedups(results: list[KernelResult], reference: str) -> list[KernelResult]:
@@ -134,8 +163,12 @@ def _with_speedups(results: list[KernelResult], reference: str) -> list[KernelRe
     if results and reference not in {r.kernel for r in results}:
         reference = results[0].kernel
     reference_net = {(r.cc, r.flags, r.mode): r.net_s for r in results if r.kernel == reference and r.net_s}
-    return [replace(r, speedup=reference_net[(r.cc, r.flags, r.mode)] / r.net_s)
-            if r.net_s and (r.cc, r.flags, r.mode) in reference_net else r for r in results]
+    return [
+        replace(r, speedup=reference_net[(r.cc, r.flags, r.mode)] / r.net_s)
+        if r.net_s and (r.cc, r.flags, r.mode) in reference_net
+        else r
+        for r in results
+    ]
 
 
 def _environment(sessions: list[BuildSession]) -> dict:
@@ -145,6 +178,13 @@ def _environment(sessions: list[BuildSession]) -> dict:
     except (SectorbenchError, IndexError, KeyError):
         pass
     compilers = {s.config.cc: environment.compiler_fingerprint(s.config.cc) for s in sessions}
-    builds = [{"cc": s.config.cc, "flags": list(s.config.flags), "library": s.library.name,
-               "fp_environment": s.fp_environment} for s in sessions]
+    builds = [
+        {
+            "cc": s.config.cc,
+            "flags": list(s.config.flags),
+            "library": s.library.name,
+            "fp_environment": s.fp_environment,
+        }
+        for s in sessions
+    ]
     return {"machine": machine, "compilers": compilers, "builds": builds}

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 import numpy as np
 
@@ -68,8 +68,13 @@ class Scene:
         return sha.hexdigest()
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "family": self.family, "seed": self.seed,
-                self.shape_noun: self.n_shapes, "points": self.n_points}
+        return {
+            "kind": self.kind,
+            "family": self.family,
+            "seed": self.seed,
+            self.shape_noun: self.n_shapes,
+            "points": self.n_points,
+        }
 
 
 def padded_length(n: int) -> int:
@@ -80,15 +85,16 @@ def aligned_array(values: np.ndarray, length: int) -> np.ndarray:
     """A read-only float32 copy of `values`, 64-byte aligned, NaN-padded to `length`."""
     buffer = np.empty(length * 4 + ALIGN_BYTES, dtype=np.uint8)
     offset = (-buffer.ctypes.data) % ALIGN_BYTES
-    array = buffer[offset:offset + length * 4].view(np.float32)
+    array = buffer[offset : offset + length * 4].view(np.float32)
     array[:] = np.nan
-    array[:len(values)] = values
+    array[: len(values)] = values
     array.flags.writeable = False
     return array
 
 
-def make_scene(kind: str, family: str, columns: Mapping[str, np.ndarray], seed: int | None = None,
-               layout: str = "grid") -> Scene:
+def make_scene(
+    kind: str, family: str, columns: Mapping[str, np.ndarray], seed: int | None = None, layout: str = "grid"
+) -> Scene:
     """Wrap a family's float32 columns (shape and point arrays) in an aligned, padded Scene."""
     from .families import get
 
@@ -102,12 +108,15 @@ def make_scene(kind: str, family: str, columns: Mapping[str, np.ndarray], seed: 
         raise SectorbenchError(f"pairs need as many shapes as points ({n_shapes} != {n_points})")
     length = padded_length(max(n_points, n_shapes if layout == "pairs" else 0))
     shape_length = length if layout == "pairs" else padded_length(n_shapes)
-    arrays = {name: aligned_array(np.asarray(columns[name], dtype=np.float32), shape_length)
-              for name in owner.shape_arrays}
-    arrays.update({name: aligned_array(np.asarray(columns[name], dtype=np.float32), length)
-                   for name in owner.point_arrays})
-    return Scene(kind, family, seed, n_shapes, n_points, MappingProxyType(arrays), owner.point_arrays,
-                 layout, owner.shape_noun)
+    arrays = {
+        name: aligned_array(np.asarray(columns[name], dtype=np.float32), shape_length) for name in owner.shape_arrays
+    }
+    arrays.update(
+        {name: aligned_array(np.asarray(columns[name], dtype=np.float32), length) for name in owner.point_arrays}
+    )
+    return Scene(
+        kind, family, seed, n_shapes, n_points, MappingProxyType(arrays), owner.point_arrays, layout, owner.shape_noun
+    )
 
 
 def check_size(n: int, m: int, shape_arrays: int = MAX_SHAPE_ARRAYS, point_arrays: int = 2) -> None:
@@ -119,7 +128,8 @@ def check_size(n: int, m: int, shape_arrays: int = MAX_SHAPE_ARRAYS, point_array
     if available and needed > available // 2:
         raise SectorbenchError(
             f"a scene of N={n} x M={m} needs {needed / 2**30:.1f} GiB of arrays, "
-            f"more than half of this machine's {available / 2**30:.1f} GiB")
+            f"more than half of this machine's {available / 2**30:.1f} GiB"
+        )
 
 
 def physical_memory_bytes() -> int | None:

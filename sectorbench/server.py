@@ -35,8 +35,7 @@ class Server:
         self.lib = self.ffi.dlopen(library)
         count = self.ffi.new("size_t *")
         table = self.lib.sb_kernel_table(count)
-        rows = sorted((table[i] for i in range(count[0])),
-                      key=lambda row: (self.ffi.string(row.source), row.line))
+        rows = sorted((table[i] for i in range(count[0])), key=lambda row: (self.ffi.string(row.source), row.line))
         self.rows = {}
         self.kernels: dict[str, Kernel] = {}
         for row in rows:
@@ -56,11 +55,20 @@ class Server:
         isa = tuple(f for f in self._text(row.isa).split(",") if f)
         cpu_has = {f: bool(self.lib.sb_cpu_supports(f.encode())) for f in isa}
         kernel = Kernel(
-            name=self._text(row.name), family=self._text(row.family), takes=parse_takes(self._text(row.takes)),
-            isa=isa, loop=self._text(row.loop), summary=self._text(row.summary),
-            source=f"{Path(self._text(row.source)).name}:{row.line}", lanes=row.lanes, block=row.block,
-            known_bad=bool(row.known_bad), rounding_bound=row.rounding_bound, tolerance=row.tolerance,
-            skip_reason=skip_reason(isa, cpu_has, disabled_features()))
+            name=self._text(row.name),
+            family=self._text(row.family),
+            takes=parse_takes(self._text(row.takes)),
+            isa=isa,
+            loop=self._text(row.loop),
+            summary=self._text(row.summary),
+            source=f"{Path(self._text(row.source)).name}:{row.line}",
+            lanes=row.lanes,
+            block=row.block,
+            known_bad=bool(row.known_bad),
+            rounding_bound=row.rounding_bound,
+            tolerance=row.tolerance,
+            skip_reason=skip_reason(isa, cpu_has, disabled_features()),
+        )
         try:
             problem = get(kernel.family).check_kernel(kernel)
         except Exception as exc:  # an unknown family: the row cannot run, the others can
@@ -121,8 +129,12 @@ class Server:
     def _count(self, msg):
         """The loop to time and its scene: the kernel's, or its NoOperation twin (msg["noop"])."""
         row = self._runnable_row(msg["kernel"])
-        loops = {("inline", False): row.count_inline, ("call", False): row.count_call,
-                 ("inline", True): row.noop_inline, ("call", True): row.noop_call}
+        loops = {
+            ("inline", False): row.count_inline,
+            ("call", False): row.count_call,
+            ("inline", True): row.noop_inline,
+            ("call", True): row.noop_call,
+        }
         return loops[(msg["mode"], bool(msg.get("noop")))], self._c_scene(self.kernels[msg["kernel"]])
 
     def calibrate(self, msg):
@@ -152,11 +164,11 @@ class Server:
         if scene.layout == "pairs":
             out = np.zeros(scene.stride, dtype=dtype)
             row.eval_pairs(c_scene, self.ffi.from_buffer(out))
-            result = out[:scene.n_points]
+            result = out[: scene.n_points]
         else:
             out = np.zeros(scene.n_shapes * scene.stride, dtype=dtype)
             row.eval_grid(c_scene, self.ffi.from_buffer(out))
-            result = out.reshape(scene.n_shapes, scene.stride)[:, :scene.n_points]
+            result = out.reshape(scene.n_shapes, scene.stride)[:, : scene.n_points]
         np.save(msg["out"], result)
         return {"answers": int(result.size)}
 
@@ -172,8 +184,14 @@ class Server:
         return (time.perf_counter_ns() - start) / 1e9
 
     def handle(self, msg: dict) -> dict:
-        handler = {"describe": self.describe, "scene": self.load, "calibrate": self.calibrate,
-                   "sample": self.sample, "evaluate": self.evaluate, "clock": self.clock}[msg["op"]]
+        handler = {
+            "describe": self.describe,
+            "scene": self.load,
+            "calibrate": self.calibrate,
+            "sample": self.sample,
+            "evaluate": self.evaluate,
+            "clock": self.clock,
+        }[msg["op"]]
         return handler(msg)
 
 

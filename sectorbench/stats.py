@@ -7,7 +7,9 @@ only ever adds time (upward outliers). Hence everything here is rank based
 log(times), where a multiplicative slowdown becomes a location shift.
 
 Only numpy and the standard library are used; all functions are pure and
-deterministic.
+deterministic.  One module although it is near 500 lines: each piece builds on the
+one before (U's null distribution -> the test -> its intervals -> compare), and they
+share the small validation helpers.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from __future__ import annotations
 import functools
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -268,9 +270,7 @@ def _mwu_order_index(n: int, m: int, tail: float) -> tuple[int, float]:
     return k, _NORMAL.cdf((k - 0.5 - mu) / sigma)
 
 
-def ratio_interval(
-    base: Sequence[float], current: Sequence[float], confidence: float = 0.99
-) -> Interval:
+def ratio_interval(base: Sequence[float], current: Sequence[float], confidence: float = 0.99) -> Interval:
     """current/base ratio of two independent sample sets.
 
     Estimate: Hodges-Lehmann shift of log(times), i.e. the median of all
@@ -305,9 +305,7 @@ def _binomial_order_index(n: int, tail: float) -> tuple[int, float]:
     return k, running / total
 
 
-def paired_ratio_interval(
-    a: Sequence[float], b: Sequence[float], confidence: float = 0.99
-) -> Interval:
+def paired_ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0.99) -> Interval:
     """a/b ratio for samples paired by round (a_i and b_i from round i).
 
     Estimate: median of the per-round ratios (taken on logs, so an even count
@@ -331,9 +329,7 @@ def paired_ratio_interval(
     )
 
 
-def paired_ratio_if_defined(
-    a: Sequence[float], b: Sequence[float], confidence: float = 0.95
-) -> Interval | None:
+def paired_ratio_if_defined(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> Interval | None:
     """paired_ratio_interval(a, b), or None where it is undefined.
 
     Net times (kernel minus NoOperation) may be zero or negative in some rounds, and
@@ -344,9 +340,7 @@ def paired_ratio_if_defined(
     return paired_ratio_interval(a, b, confidence)
 
 
-def normalized(
-    samples: Sequence[float], reference_samples: Sequence[float]
-) -> list[float]:
+def normalized(samples: Sequence[float], reference_samples: Sequence[float]) -> list[float]:
     """Per-round ratios samples[i] / reference_samples[i].
 
     Dividing by a reference kernel timed in the same round cancels what the
@@ -365,9 +359,7 @@ def normalized(
 # --------------------------------------------------------------------------
 
 
-def drop_upper_outliers(
-    samples: Sequence[float], k: float = _OUTLIER_K
-) -> list[float]:
+def drop_upper_outliers(samples: Sequence[float], k: float = _OUTLIER_K) -> list[float]:
     """Samples without upward outliers (interference), in their original order.
 
     Only the upper side is trimmed because interference only ever adds time;

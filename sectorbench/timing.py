@@ -11,11 +11,11 @@ NoOperation_i, and the reported net is their median.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Hashable, Sequence
 
 #: Each setting's one home, with its default and why.
-DEFAULT_REPEAT = 5          # rounds: 5 gives a median and, with MWU, p = 1/252 at best
+DEFAULT_REPEAT = 5  # rounds: 5 gives a median and, with MWU, p = 1/252 at best
 DEFAULT_MIN_SAMPLE_S = 0.01  # >= 10 ms per sample dwarfs the timer and the Python call
 MODES = ("inline", "call")
 
@@ -39,14 +39,18 @@ class Series:
     failure: str | None = None
 
 
-def run_rounds(series: Sequence[Series], config: TimingConfig,
-               on_step: Callable[[str], None] = lambda what: None,
-               on_failure: Callable[[Series, Exception], None] | None = None) -> None:
+def run_rounds(
+    series: Sequence[Series],
+    config: TimingConfig,
+    on_step: Callable[[str], None] = lambda what: None,
+    on_failure: Callable[[Series, Exception], None] | None = None,
+) -> None:
     """Calibrate every series, then take `config.repeat` interleaved rounds.
 
     A series whose call raises is marked failed (on_failure decides what that
     means, e.g. restarting a crashed worker) and skipped from then on.
     """
+
     def attempt(s: Series, action: Callable[[], None]) -> None:
         if s.failure is not None:
             return
@@ -64,6 +68,7 @@ def run_rounds(series: Sequence[Series], config: TimingConfig,
 
         def calibrate(s=s):
             s.calls = s.calibrate()
+
         attempt(s, calibrate)
     for round_index in range(config.repeat):
         order = series if round_index % 2 == 0 else list(reversed(series))
@@ -74,6 +79,7 @@ def run_rounds(series: Sequence[Series], config: TimingConfig,
                 seconds, hits = s.take(s.calls)
                 s.samples.append(seconds)
                 s.hits.append(hits)
+
             attempt(s, take)
 
 
@@ -90,12 +96,16 @@ def net_time(kernel_samples: Sequence[float], overhead_samples: Sequence[float])
     net = statistics.median(net_samples)
     warnings = []
     if net <= 0:
-        warnings.append("net time <= 0: the NoOperation loop is as slow as the kernel "
-                        "(optimised away, or a different loop shape); clamped to 0")
+        warnings.append(
+            "net time <= 0: the NoOperation loop is as slow as the kernel "
+            "(optimised away, or a different loop shape); clamped to 0"
+        )
         net = 0.0
     elif len(net_samples) >= 3:
         deviation = statistics.median(abs(x - net) for x in net_samples)
         if net < 3 * deviation:
-            warnings.append("net time not clearly above 0 (within 3 MADs of the paired differences): "
-                            "too small next to the loop overhead to measure, or optimised away")
+            warnings.append(
+                "net time not clearly above 0 (within 3 MADs of the paired differences): "
+                "too small next to the loop overhead to measure, or optimised away"
+            )
     return NetTime(net, net_samples, tuple(warnings))

@@ -17,9 +17,9 @@ FAIL.  Special-value mismatches are tolerated only for builds with fast-math fla
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -32,8 +32,9 @@ from .worker import BuildSession, WorkerCrashed, save_scene
 
 CLASSES = ("rounding-band", "logic-bug", "special-value", "nondeterministic")
 #: Flags that let the compiler assume no NaN, infinity or signed zero.
-FAST_MATH_FLAGS = frozenset({"-ffast-math", "-Ofast", "-ffinite-math-only", "-fno-honor-nans",
-                             "-fno-honor-infinities", "-fno-signed-zeros"})
+FAST_MATH_FLAGS = frozenset(
+    {"-ffast-math", "-Ofast", "-ffinite-math-only", "-fno-honor-nans", "-fno-honor-infinities", "-fno-signed-zeros"}
+)
 SELF_CHECK_ROWS = 512
 GRID_CHECK_ROWS = 64
 
@@ -43,11 +44,11 @@ class VerifyConfig:
     family: str = "sector"
     kernels: tuple[str, ...] = ()
     builds: tuple[BuildConfig, ...] = (BuildConfig(),)
-    cases: int = 20_000              # rows per random generator; near-boundary and grids come on top
+    cases: int = 20_000  # rows per random generator; near-boundary and grids come on top
     seed: int = 0
     strict_special: bool = False
-    show: int = 0                    # failing inputs kept per kernel
-    input_path: Path | None = None   # user cases instead of generated ones
+    show: int = 0  # failing inputs kept per kernel
+    input_path: Path | None = None  # user cases instead of generated ones
     disable_isa: tuple[str, ...] = ()
 
 
@@ -56,15 +57,15 @@ class KernelVerdict:
     kernel: str
     flags: str
     cc: str
-    status: str                      # ok | skipped | crashed
+    status: str  # ok | skipped | crashed
     reason: str | None = None
     cases: int = 0
     rounding_bound: float = 0.0
-    mismatches: dict = field(default_factory=dict)      # class -> count
-    worst_margin: float | None = None                  # largest margin among non-special mismatches
+    mismatches: dict = field(default_factory=dict)  # class -> count
+    worst_margin: float | None = None  # largest margin among non-special mismatches
     metamorphic_inconsistencies: int = 0
-    verdict: str = "FAIL"            # exact | rounding-band | FAIL
-    failing: list = field(default_factory=list)         # the first `show` failing inputs, as hex floats
+    verdict: str = "FAIL"  # exact | rounding-band | FAIL
+    failing: list = field(default_factory=list)  # the first `show` failing inputs, as hex floats
 
 
 @dataclass(frozen=True)
@@ -108,8 +109,10 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
             finally:
                 session.close()
     groups = {str(g): int(n) for g, n in zip(*np.unique(case_set.group.astype(str), return_counts=True))}
-    env = {"machine": environment.machine_fingerprint(),
-           "compilers": {b.cc: environment.compiler_fingerprint(b.cc) for b in config.builds}}
+    env = {
+        "machine": environment.machine_fingerprint(),
+        "compilers": {b.cc: environment.compiler_fingerprint(b.cc) for b in config.builds},
+    }
     return VerifyResult(config.family, None if config.input_path else config.seed, len(case_set), groups, env, verdicts)
 
 
@@ -125,8 +128,12 @@ def _verify_build(config, family, session, case_set, references, scratch, progre
     verdicts = []
     for kernel in select(session.kernels, list(config.kernels), config.family):
         progress(f"{kernel.name} {session.config.label}")
-        base = dict(kernel=kernel.name, flags=" ".join(session.config.flags), cc=session.config.cc,
-                    rounding_bound=kernel.rounding_bound or family.default_rounding_bound)
+        base = dict(
+            kernel=kernel.name,
+            flags=" ".join(session.config.flags),
+            cc=session.config.cc,
+            rounding_bound=kernel.rounding_bound or family.default_rounding_bound,
+        )
         if not kernel.runnable:
             verdicts.append(KernelVerdict(status="skipped", reason=kernel.skip_reason, **base))
             continue
@@ -140,8 +147,9 @@ def _verify_build(config, family, session, case_set, references, scratch, progre
         if key not in references:
             progress("exact oracle")
             references[key] = family.reference(case_set, kernel)
-        verdicts.append(_judge(family, kernel, session.config, case_set, references[key], answers, unstable,
-                               config, base))
+        verdicts.append(
+            _judge(family, kernel, session.config, case_set, references[key], answers, unstable, config, base)
+        )
     return verdicts
 
 
@@ -173,9 +181,11 @@ def _judge(family, kernel, build_config, case_set, reference, answers, unstable,
     margin = np.where(np.isnan(margin), np.inf, margin)
     # Rounding explains a mismatch only off exact constructions; special inputs count
     # against a kernel only where rounding (underflow included) cannot explain it.
-    klass = np.select([unstable, on_boundary & special, on_boundary, margin <= bound, special],
-                      ["nondeterministic", "special-value", "logic-bug", "rounding-band", "special-value"],
-                      "logic-bug")
+    klass = np.select(
+        [unstable, on_boundary & special, on_boundary, margin <= bound, special],
+        ["nondeterministic", "special-value", "logic-bug", "rounding-band", "special-value"],
+        "logic-bug",
+    )
     counts = {name: int(np.count_nonzero(mismatch & (klass == name))) for name in CLASSES}
     failing_classes = {"logic-bug", "nondeterministic"}
     if config.strict_special or not is_fast_math(build_config.flags):
@@ -190,11 +200,20 @@ def _judge(family, kernel, build_config, case_set, reference, answers, unstable,
     measured = mismatch & ~special & ~unstable
     worst = float(margin[measured].max()) if measured.any() else None
     inconsistent = _metamorphic_inconsistencies(case_set, answers)
-    shown = np.flatnonzero(fails)[:config.show] if fails.any() else np.flatnonzero(mismatch)[:config.show]
-    failing = [_describe_row(family, case_set, inputs, i, answers[i], reference.answer[i], klass[i], margin[i])
-               for i in shown]
-    return KernelVerdict(status="ok", cases=int(applicable.sum()), mismatches=counts, worst_margin=worst,
-                         metamorphic_inconsistencies=inconsistent, verdict=verdict, failing=failing, **base)
+    shown = np.flatnonzero(fails)[: config.show] if fails.any() else np.flatnonzero(mismatch)[: config.show]
+    failing = [
+        _describe_row(family, case_set, inputs, i, answers[i], reference.answer[i], klass[i], margin[i]) for i in shown
+    ]
+    return KernelVerdict(
+        status="ok",
+        cases=int(applicable.sum()),
+        mismatches=counts,
+        worst_margin=worst,
+        metamorphic_inconsistencies=inconsistent,
+        verdict=verdict,
+        failing=failing,
+        **base,
+    )
 
 
 def _metamorphic_inconsistencies(case_set, answers) -> int:
@@ -212,7 +231,12 @@ def hex_float(value) -> str:
 
 
 def _describe_row(family, case_set, inputs, i, kernel_answer, oracle_answer, klass, margin) -> dict:
-    return {"row": int(i), "group": str(case_set.group[i]), "class": str(klass),
-            "margin": None if not np.isfinite(margin) else float(margin),
-            "inputs": {k: hex_float(case_set.columns[k][i]) for k in inputs},
-            "kernel": bool(kernel_answer), "oracle": bool(oracle_answer)}
+    return {
+        "row": int(i),
+        "group": str(case_set.group[i]),
+        "class": str(klass),
+        "margin": None if not np.isfinite(margin) else float(margin),
+        "inputs": {k: hex_float(case_set.columns[k][i]) for k in inputs},
+        "kernel": bool(kernel_answer),
+        "oracle": bool(oracle_answer),
+    }

@@ -38,11 +38,19 @@ class Worker:
     def __init__(self, library: Path, disable_isa: tuple[str, ...] = ()):
         self.library = Path(library)
         self._stderr = tempfile.TemporaryFile(mode="w+")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")])),
-               DISABLE_ISA_ENV: ",".join(sorted(disabled_features(disable_isa)))}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")])),
+            DISABLE_ISA_ENV: ",".join(sorted(disabled_features(disable_isa))),
+        }
         self._process = subprocess.Popen(
             [sys.executable, "-m", "sectorbench.server", str(self.library)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            env=env,
+        )
 
     def request(self, op: str, **fields) -> dict:
         try:
@@ -91,7 +99,7 @@ class Worker:
                 self._process.wait()
         self._stderr.close()
 
-    def __enter__(self) -> "Worker":
+    def __enter__(self) -> Worker:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -64,18 +64,21 @@ def test_call_mode_and_selection():
     assert "nosqrt" in result.output and "sse2" in result.output and "bittrick" not in result.output
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (["run", "-n", "0"], "positive"),
-    (["run", "-m", "-3"], "positive"),
-    (["run", "-n", "100000000000"], "GiB"),
-    (["run", "--scene", "nonsense"], "nonsense"),
-    (["run", "--kernels", "nope"], "unknown kernel nope"),
-    (["run", "--mode", "sideways"], "sideways"),
-    (["run", "-n", "ten"], "ten"),
-    (["run", "--flags", "-O2 '"], "cannot parse"),
-    (["run", "--cc", "no-such-compiler-xyz"], "not found"),
-    (["run", "--no-such-option"], "no-such-option"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["run", "-n", "0"], "positive"),
+        (["run", "-m", "-3"], "positive"),
+        (["run", "-n", "100000000000"], "GiB"),
+        (["run", "--scene", "nonsense"], "nonsense"),
+        (["run", "--kernels", "nope"], "unknown kernel nope"),
+        (["run", "--mode", "sideways"], "sideways"),
+        (["run", "-n", "ten"], "ten"),
+        (["run", "--flags", "-O2 '"], "cannot parse"),
+        (["run", "--cc", "no-such-compiler-xyz"], "not found"),
+        (["run", "--no-such-option"], "no-such-option"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(args, fragment):
     assert_one_line_error(invoke(*args), fragment)
 
@@ -100,6 +103,7 @@ def test_kernels_lists_support():
 
 def test_save_writes_timestamped_file_under_results(monkeypatch, tmp_path):
     import sectorbench.results as results
+
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(results.timestamped_path, "__defaults__", (tmp_path, "run"))
     result = invoke("run", *SMALL, "--flags", "-O2", "--kernels", "basic", "--save")

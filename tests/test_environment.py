@@ -104,8 +104,7 @@ def test_compiler_under_home_is_shown_with_tilde(tmp_path, monkeypatch):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     monkeypatch.setenv("HOME", str(tmp_path))
-    cc = _fake_compiler(bindir, "fakecc 1.0",
-                        gcc_help="  -march=  \\t\\tfakearch\\n  -mavx2 \\t\\t[enabled]\\n")
+    cc = _fake_compiler(bindir, "fakecc 1.0", gcc_help="  -march=  \\t\\tfakearch\\n  -mavx2 \\t\\t[enabled]\\n")
     fp = compiler_fingerprint(cc)
     assert fp["path"] == "~/bin/fakecc"
     assert "InstalledDir: ~/bin" in fp["version_text"]
@@ -138,28 +137,30 @@ def test_compiler_fingerprint_is_cached_but_returns_copies():
 
 @posix_only
 def test_gcc_style_march_native(tmp_path):
-    help_text = ("The following options are target specific:\\n"
-                 "  -march=                     \\t\\tznver4\\n"
-                 "  -mavx512f                   \\t\\t[enabled]\\n"
-                 "  -mamx-tile                  \\t\\t[disabled]\\n"
-                 "  -msse4.1                    \\t\\t[enabled]\\n"
-                 "  Known valid arguments for -march= option:\\n"
-                 "    i386 i486 znver4\\n")
+    help_text = (
+        "The following options are target specific:\\n"
+        "  -march=                     \\t\\tznver4\\n"
+        "  -mavx512f                   \\t\\t[enabled]\\n"
+        "  -mamx-tile                  \\t\\t[disabled]\\n"
+        "  -msse4.1                    \\t\\t[enabled]\\n"
+        "  Known valid arguments for -march= option:\\n"
+        "    i386 i486 znver4\\n"
+    )
     fp = compiler_fingerprint(_fake_compiler(tmp_path, "gcc (GCC) 13.2.0", gcc_help=help_text))
-    assert fp["march_native"] == {"style": "gcc", "march": "znver4",
-                                  "features": ["avx512f", "sse4.1"]}
+    assert fp["march_native"] == {"style": "gcc", "march": "znver4", "features": ["avx512f", "sse4.1"]}
     assert "error" not in fp
 
 
 @posix_only
 def test_clang_style_march_native(tmp_path):
-    dump = (' "/usr/bin/clang-18" "-cc1" "-triple" "x86_64-pc-linux-gnu"'
-            ' "-target-cpu" "znver5" "-target-feature" "+avx512f"'
-            ' "-target-feature" "-amx-tile" "-target-feature" "+avx2"')
+    dump = (
+        ' "/usr/bin/clang-18" "-cc1" "-triple" "x86_64-pc-linux-gnu"'
+        ' "-target-cpu" "znver5" "-target-feature" "+avx512f"'
+        ' "-target-feature" "-amx-tile" "-target-feature" "+avx2"'
+    )
     fp = compiler_fingerprint(_fake_compiler(tmp_path, "clang version 18.1.8", clang_dump=dump))
     assert fp["version_line"] == "clang version 18.1.8"
-    assert fp["march_native"] == {"style": "clang", "march": "znver5",
-                                  "features": ["avx2", "avx512f"]}
+    assert fp["march_native"] == {"style": "clang", "march": "znver5", "features": ["avx2", "avx512f"]}
 
 
 @posix_only

@@ -37,9 +37,19 @@ SCENE = {"kind": "uniform", "family": "sector", "seed": 0, "sectors": 1000, "poi
 def machine(model="Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz"):
     return {
         "time_utc": "2024-01-01T00:00:00+00:00",
-        "cpu": {"vendor": "GenuineIntel", "model_name": model, "family": 6, "model": 106,
-                "stepping": 6, "isa": ["avx", "avx2", "sse2"], "logical_cores": 4,
-                "nominal_mhz": 2900.0, "measured_mhz": 2895.1, "governor": None, "boost": None},
+        "cpu": {
+            "vendor": "GenuineIntel",
+            "model_name": model,
+            "family": 6,
+            "model": 106,
+            "stepping": 6,
+            "isa": ["avx", "avx2", "sse2"],
+            "logical_cores": 4,
+            "nominal_mhz": 2900.0,
+            "measured_mhz": 2895.1,
+            "governor": None,
+            "boost": None,
+        },
         "virtualization": {"hypervisor": "kvm", "container": None},
         "os": {"system": "Linux", "release": "6.1.0", "machine": "x86_64"},
         "python": {"implementation": "CPython", "version": "3.11.2"},
@@ -49,8 +59,13 @@ def machine(model="Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz"):
 
 
 def compiler(version="cc (Debian 12.2.0-14) 12.2.0"):
-    return {"cc": "cc", "path": "/usr/bin/cc", "version_line": version, "version_text": version,
-            "march_native": {"style": "gcc", "march": "icelake-server", "features": ["avx2", "sse2"]}}
+    return {
+        "cc": "cc",
+        "path": "/usr/bin/cc",
+        "version_line": version,
+        "version_text": version,
+        "march_native": {"style": "gcc", "march": "icelake-server", "features": ["avx2", "sse2"]},
+    }
 
 
 def noisy(rng, n, scale, sigma, outlier_rate):
@@ -61,8 +76,20 @@ def noisy(rng, n, scale, sigma, outlier_rate):
     return times
 
 
-def make_run(seed, n=10, slow=None, drift=1.0, sigma=0.02, round_sigma=0.015, outlier_rate=0.05,
-             kernels=KERNELS, flags="-O2", mode="inline", scene=None, env=None) -> RunResult:
+def make_run(
+    seed,
+    n=10,
+    slow=None,
+    drift=1.0,
+    sigma=0.02,
+    round_sigma=0.015,
+    outlier_rate=0.05,
+    kernels=KERNELS,
+    flags="-O2",
+    mode="inline",
+    scene=None,
+    env=None,
+) -> RunResult:
     """A synthetic run: every round shares a machine-speed factor (drift x lognormal
     round_sigma), each kernel and NoOperation adds its own noise; `slow` maps kernels
     to a real slowdown factor."""
@@ -73,15 +100,32 @@ def make_run(seed, n=10, slow=None, drift=1.0, sigma=0.02, round_sigma=0.015, ou
     rows = []
     for name, (t, noop) in kernels.items():
         samples = noisy(rng, n, t * slow.get(name, 1.0), sigma, outlier_rate) * round_factor
-        rows.append(KernelResult(
-            kernel=name, family="sector", flags=flags, cc="cc", mode=mode, status="ok",
-            hits=123_456, tests=4_000_000, hit_rate=123_456 / 4e6, calls=1,
-            samples_s=samples.tolist(), median_s=float(np.median(samples)),
-            min_s=float(samples.min()), overhead_kernel=noop,
-            overhead_samples_s=overhead[noop].tolist(), overhead_s=float(np.median(overhead[noop]))))
-    return RunResult(scene=dict(scene or SCENE),
-                     env=env or {"machine": machine(), "compilers": {"cc": compiler()}},
-                     config={"repeat": n}, results=rows)
+        rows.append(
+            KernelResult(
+                kernel=name,
+                family="sector",
+                flags=flags,
+                cc="cc",
+                mode=mode,
+                status="ok",
+                hits=123_456,
+                tests=4_000_000,
+                hit_rate=123_456 / 4e6,
+                calls=1,
+                samples_s=samples.tolist(),
+                median_s=float(np.median(samples)),
+                min_s=float(samples.min()),
+                overhead_kernel=noop,
+                overhead_samples_s=overhead[noop].tolist(),
+                overhead_s=float(np.median(overhead[noop])),
+            )
+        )
+    return RunResult(
+        scene=dict(scene or SCENE),
+        env=env or {"machine": machine(), "compilers": {"cc": compiler()}},
+        config={"repeat": n},
+        results=rows,
+    )
 
 
 def replace_row(run: RunResult, kernel: str, **changes) -> RunResult:
@@ -106,8 +150,10 @@ def test_identical_distributions_rarely_alarm():
 
 
 def test_identical_distributions_with_normalize_rarely_alarm():
-    alarms = sum(gate(make_run(1000 + 2 * t), make_run(1001 + 2 * t), GateConfig(normalize="overhead")).exit_code
-                 for t in range(100))
+    alarms = sum(
+        gate(make_run(1000 + 2 * t), make_run(1001 + 2 * t), GateConfig(normalize="overhead")).exit_code
+        for t in range(100)
+    )
     assert alarms <= 1
 
 
@@ -203,8 +249,9 @@ def test_normalize_reference_row_is_unchanged_and_missing_reference_is_incompati
 # ------------------------------------------------------------ incompatibility
 
 
-@pytest.mark.parametrize("field, value", [("kind", "article"), ("family", "triangle"), ("seed", 7),
-                                          ("sectors", 999), ("points", 10)])
+@pytest.mark.parametrize(
+    "field, value", [("kind", "article"), ("family", "triangle"), ("seed", 7), ("sectors", 999), ("points", 10)]
+)
 def test_different_scene_names_the_field_and_both_values(field, value):
     current = make_run(16, scene={**SCENE, field: value})
     with pytest.raises(IncompatibleResults) as info:
@@ -253,8 +300,13 @@ def test_environment_warning_when_cpu_model_differs():
 
 def test_rows_not_ok_on_one_side_warn_and_new_kernels_listed():
     base = replace_row(make_run(26), "avx512", status="skipped", reason="needs avx512f", samples_s=[])
-    current = replace_row(make_run(27, kernels={**KERNELS, "fancy": (2e-3, "noop_simd")}),
-                          "sse2", status="crashed", reason="SIGILL", samples_s=[])
+    current = replace_row(
+        make_run(27, kernels={**KERNELS, "fancy": (2e-3, "noop_simd")}),
+        "sse2",
+        status="crashed",
+        reason="SIGILL",
+        samples_s=[],
+    )
     report = gate(base, current, GateConfig(per_kernel={"sse3": 0.05}))
     assert names(report.rows) == set(KERNELS) - {"avx512", "sse2"}
     assert report.new_kernels == (RowKey("fancy", "cc", "-O2", "inline"),)
@@ -272,14 +324,17 @@ def test_hit_count_change_warns():
 # ------------------------------------------------------------ thresholds file, config
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("default = [", "not valid TOML"),
-    ("defualt = 0.1\n", "unknown key 'defualt'"),
-    ("[kernels]\nnaive = 'fast'\n", "kernels.naive must be a number"),
-    ("[kernels]\nnaive = 25\n", "fraction (0.25 means 25 %)"),
-    ("default = -0.1\n", "default must be a fraction >= 0"),
-    ("kernels = 3\n", "'kernels' must be a table"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("default = [", "not valid TOML"),
+        ("defualt = 0.1\n", "unknown key 'defualt'"),
+        ("[kernels]\nnaive = 'fast'\n", "kernels.naive must be a number"),
+        ("[kernels]\nnaive = 25\n", "fraction (0.25 means 25 %)"),
+        ("default = -0.1\n", "default must be a fraction >= 0"),
+        ("kernels = 3\n", "'kernels' must be a table"),
+    ],
+)
 def test_bad_thresholds_file(tmp_path, text, expected):
     path = tmp_path / "t.toml"
     path.write_text(text)
@@ -301,9 +356,17 @@ def test_thresholds_file_without_default(tmp_path):
     assert GateConfig.from_thresholds(load_thresholds(path), alpha=0.05).threshold == 0.10
 
 
-@pytest.mark.parametrize("kwargs", [{"alpha": 0.0}, {"alpha": 0.5}, {"threshold": -0.1},
-                                    {"per_kernel": {"naive": 10}}, {"per_kernel": {"default": 0.1}},
-                                    {"normalize": ""}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"alpha": 0.0},
+        {"alpha": 0.5},
+        {"threshold": -0.1},
+        {"per_kernel": {"naive": 10}},
+        {"per_kernel": {"default": 0.1}},
+        {"normalize": ""},
+    ],
+)
 def test_bad_config(kwargs):
     with pytest.raises(SectorbenchError):
         GateConfig(**kwargs)

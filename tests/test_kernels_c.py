@@ -20,10 +20,18 @@ ALONG_U = (F(0.7139028310775757), F(-0.7002447843551636))  # (p-c)/|p-c|.u round
 
 def sector_case(cx, cy, ux, uy, r, theta, px, py, cos_theta=None, r2=None):
     r, theta = F(r), F(theta)
-    return {"cx": F(cx), "cy": F(cy), "ux": F(ux), "uy": F(uy), "r": r, "theta": theta,
-            "r2": F(r * r) if r2 is None else F(r2),
-            "cos_theta": F(np.cos(np.float64(theta))) if cos_theta is None else F(cos_theta),
-            "px": F(px), "py": F(py)}
+    return {
+        "cx": F(cx),
+        "cy": F(cy),
+        "ux": F(ux),
+        "uy": F(uy),
+        "r": r,
+        "theta": theta,
+        "r2": F(r * r) if r2 is None else F(r2),
+        "cos_theta": F(np.cos(np.float64(theta))) if cos_theta is None else F(cos_theta),
+        "px": F(px),
+        "py": F(py),
+    }
 
 
 # (name, case, expected inside, applies to the r/theta kernel too)
@@ -39,13 +47,23 @@ BOUNDARY_CASES = [
     ("edge ray, cos=0, u=(1,0), p=(0,1)", sector_case(0, 0, 1, 0, 2, np.pi / 2, 0, 1, cos_theta=0.0), False, False),
     ("edge ray, cos=0, p=(0,-1)", sector_case(0, 0, 1, 0, 2, np.pi / 2, 0, -1, cos_theta=0.0), False, False),
     ("edge ray, cos=-0.0", sector_case(0, 0, 1, 0, 2, np.pi / 2, 0, 1, cos_theta=MINUS_ZERO), False, False),
-    ("edge ray, cos=-0.0, u=(1,-0.0)", sector_case(0, 0, 1, MINUS_ZERO, 2, np.pi / 2, 0, 1, cos_theta=MINUS_ZERO), False, False),
+    (
+        "edge ray, cos=-0.0, u=(1,-0.0)",
+        sector_case(0, 0, 1, MINUS_ZERO, 2, np.pi / 2, 0, 1, cos_theta=MINUS_ZERO),
+        False,
+        False,
+    ),
     ("edge ray, p=(-0.0,1)", sector_case(0, 0, 1, 0, 2, np.pi / 2, MINUS_ZERO, 1, cos_theta=0.0), False, False),
     ("inside of the cos=0 edge", sector_case(0, 0, 1, 0, 2, np.pi / 2, 1e-6, 1, cos_theta=0.0), True, True),
     ("behind, cos=0", sector_case(0, 0, 1, 0, 2, np.pi / 2, -1e-6, 1, cos_theta=0.0), False, True),
     ("behind the apex, wide sector", sector_case(0, 0, 1, 0, 2, 2.5, -0.5, 0), False, True),
     ("beside the apex, wide sector", sector_case(0, 0, 1, 0, 2, 2.5, -0.5, 0.5), True, True),
-    ("straight along u, dot rounds past 1", sector_case(0, 0, *ALONG_U, 2, 0.01, 0.5430470108985901, -0.5326576828956604), True, True),
+    (
+        "straight along u, dot rounds past 1",
+        sector_case(0, 0, *ALONG_U, 2, 0.01, 0.5430470108985901, -0.5326576828956604),
+        True,
+        True,
+    ),
     ("NaN point", sector_case(0, 0, 1, 0, 2, 1.0, NAN, 0), False, True),
     ("NaN direction", sector_case(0, 0, NAN, 0, 2, 2.5, 0.5, 0), False, True),
     ("NaN cos_theta", sector_case(0, 0, 1, 0, 2, 1.0, 0.5, 0, cos_theta=NAN), False, False),
@@ -55,8 +73,10 @@ BOUNDARY_CASES = [
 
 
 def pairs_scene(cases: list[dict]):
-    columns = {name: np.array([c[name] for c in cases], dtype=np.float32)
-               for name in ("cx", "cy", "ux", "uy", "r", "theta", "r2", "cos_theta")}
+    columns = {
+        name: np.array([c[name] for c in cases], dtype=np.float32)
+        for name in ("cx", "cy", "ux", "uy", "r", "theta", "r2", "cos_theta")
+    }
     points = {name: np.array([c[name] for c in cases], dtype=np.float32) for name in ("px", "py")}
     return make_scene("cases", "sector", {**columns, **points}, layout="pairs")
 
@@ -100,7 +120,8 @@ def test_agrees_with_exact_oracle_away_from_boundary(o2_worker, scratch, kernel)
     mismatches = np.flatnonzero(got.ravel() != exact)
     if mismatches.size:
         radius_margin, angle_margin = oracle.sector_margins(
-            *(grid[k][mismatches] for k in ("cx", "cy", "ux", "uy", "r2", "cos_theta")), px[mismatches], py[mismatches])
+            *(grid[k][mismatches] for k in ("cx", "cy", "ux", "uy", "r2", "cos_theta")), px[mismatches], py[mismatches]
+        )
         assert np.minimum(radius_margin, angle_margin).max() <= 16, f"{kernel}: mismatch far from the boundary"
     assert mismatches.size <= 3
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from sectorbench.exact import OracleSelfCheckError, check_fp_environment, has_special_input
+from sectorbench.families.sector import oracle as sector_oracle
 from sectorbench.families.sector.oracle import (
     sector_constraints,
     sector_exact,
@@ -15,7 +16,6 @@ from sectorbench.families.sector.oracle import (
     sector_mismatch_margin,
     self_check_sector,
 )
-from sectorbench.families.sector import oracle as sector_oracle
 from sectorbench.families.triangle import oracle as triangle_oracle
 from sectorbench.families.triangle.oracle import (
     self_check_triangle,
@@ -52,9 +52,7 @@ def ulp_grid(x, y, half=32):
 
 
 def assert_sector_matches_fractions(cols):
-    np.testing.assert_array_equal(
-        sector_inside(*cols), [sector_inside_fraction(row) for row in zip(*cols)]
-    )
+    np.testing.assert_array_equal(sector_inside(*cols), [sector_inside_fraction(row) for row in zip(*cols)])
     self_check_sector(*cols, rng=np.random.default_rng(0), size=len(cols[0]))
 
 
@@ -81,8 +79,24 @@ def random_magnitudes(rng, n):
 # ---------------------------------------------------------------- environment
 
 
-def test_fp_environment_is_clean():
-    check_fp_environment()
+def test_fp_environment_check_detects_a_fast_math_library():
+    """Clean here; a process that loaded a gcc -ffast-math library (FTZ/DAZ on) is refused."""
+    import subprocess
+    import sys
+
+    from sectorbench.build import BuildConfig, build
+
+    check_fp_environment()  # this process never loads a fast-math build
+    library = build(BuildConfig.parse("-O2 -ffast-math"))
+    script = (
+        "import ctypes, sys\n"
+        "from sectorbench.exact import check_fp_environment\n"
+        f"ctypes.CDLL({str(library)!r})\n"
+        "try:\n    check_fp_environment()\nexcept RuntimeError as exc:\n    print(exc); sys.exit(3)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "flush-to-zero" in result.stdout and "denormals-are-zero" in result.stdout
 
 
 def test_inputs_must_be_float32():
@@ -243,8 +257,12 @@ def test_sector_infinity_hand_cases(case):
 
 
 def test_finite_constraint_of_an_infinite_row_keeps_its_exact_margin():
-    rows = [(1, 2, *U, INF, 0.5, 4, 6), (1, 2, *U, 100, 0.5, 4, 6),
-            (0, 0, INF, 0, 25, 0.5, 3, 4), (0, 0, 1, 0, 25, 0.5, 3, 4)]
+    rows = [
+        (1, 2, *U, INF, 0.5, 4, 6),
+        (1, 2, *U, 100, 0.5, 4, 6),
+        (0, 0, INF, 0, 25, 0.5, 3, 4),
+        (0, 0, 1, 0, 25, 0.5, 3, 4),
+    ]
     radius_margin, angle_margin = sector_margins(*columns(rows))
     assert angle_margin[0] == angle_margin[1] and np.isfinite(angle_margin[0])
     assert radius_margin[2] == radius_margin[3] == 0  # p on the arc; u = (∞, 0) is irrelevant
@@ -273,9 +291,7 @@ def test_mismatch_margin_treats_undefined_as_infinite():
     radius_margin, angle_margin = np.array([NAN, 2.0, NAN]), np.array([NAN, NAN, 3.0])
     got = sector_mismatch_margin(radius_ok, angle_ok, radius_margin, angle_margin)
     np.testing.assert_array_equal(got, [INF, INF, INF])
-    got = sector_mismatch_margin(
-        radius_ok, angle_ok, radius_margin, angle_margin, nan_rows=[True, False, False]
-    )
+    got = sector_mismatch_margin(radius_ok, angle_ok, radius_margin, angle_margin, nan_rows=[True, False, False])
     np.testing.assert_array_equal(got, [NAN, INF, INF])
     # tolerant triangles: an undefined constraint (sign 0, margin NaN) is broken
     signs, margins = np.array([[1, 1, 0]]), np.array([[1.0, 2.0, NAN]])
@@ -332,8 +348,16 @@ def test_sector_random_rows_near_boundaries_at_offset(offset):
     on_edge = rng.random(n) < 0.5
     phi_p = np.where(on_edge, phi_u + rng.choice([-1, 1], n) * np.arccos(k), phi_p)
     scale = np.where(on_edge, rng.uniform(0.1, 1, n), 1.0) * radius
-    cols = [c[0], c[1], np.cos(phi_u), np.sin(phi_u), radius**2, k,
-            c[0] + scale * np.cos(phi_p), c[1] + scale * np.sin(phi_p)]
+    cols = [
+        c[0],
+        c[1],
+        np.cos(phi_u),
+        np.sin(phi_u),
+        radius**2,
+        k,
+        c[0] + scale * np.cos(phi_p),
+        c[1] + scale * np.sin(phi_p),
+    ]
     assert_sector_matches_fractions([x.astype(F32) for x in cols])
 
 
@@ -565,8 +589,7 @@ def test_triangle_margins_are_accurate():
         ax, ay, bx, by, cx, cy, px, py = (Fraction(float(v)) for v in row)
         edges = (((ax, ay), (bx, by)), ((bx, by), (cx, cy)), ((cx, cy), (ax, ay)))
         terms = [((x1 - x0) * (py - y0), (y1 - y0) * (px - x0)) for (x0, y0), (x1, y1) in edges]
-        want.append([float(abs(x - y) / (abs(x) + abs(y)) * 2**24) if x or y else 0.0
-                     for x, y in terms])
+        want.append([float(abs(x - y) / (abs(x) + abs(y)) * 2**24) if x or y else 0.0 for x, y in terms])
     exact = triangle_oracle._triangle(cols, 0.0, use_filter=False).margins
     np.testing.assert_allclose(exact[finite], want, rtol=1e-12, atol=0)
 
@@ -620,9 +643,7 @@ def test_triangle_random_rows_with_infinities(tolerance):
     assert (np.abs(result.signs[infinite_rows]) == 1).all(axis=1).any()  # defined rows too
     if tolerance == 0.0:
         assert result.inside[infinite_rows].any()
-    assert_triangle_matches_fractions(
-        with_infinities(rng, [random_magnitudes(rng, n) for _ in range(8)]), tolerance
-    )
+    assert_triangle_matches_fractions(with_infinities(rng, [random_magnitudes(rng, n) for _ in range(8)]), tolerance)
 
 
 # ---------------------------------------------------------------- special inputs
@@ -633,10 +654,23 @@ SUBNORMAL_MAX = np.nextafter(F32(2.0**-126), F32(0))
 
 @pytest.mark.parametrize(
     "value, special",
-    [(NAN, True), (INF, True), (-INF, True), (1e-45, True), (-1e-45, True),
-     (SUBNORMAL_MAX, True), (-SUBNORMAL_MAX, True), (-0.0, True),
-     (0.0, False), (2.0**-126, False), (-(2.0**-126), False), (1.0, False), (-3.5, False),
-     (np.finfo(F32).max, False), (np.finfo(F32).min, False)],
+    [
+        (NAN, True),
+        (INF, True),
+        (-INF, True),
+        (1e-45, True),
+        (-1e-45, True),
+        (SUBNORMAL_MAX, True),
+        (-SUBNORMAL_MAX, True),
+        (-0.0, True),
+        (0.0, False),
+        (2.0**-126, False),
+        (-(2.0**-126), False),
+        (1.0, False),
+        (-3.5, False),
+        (np.finfo(F32).max, False),
+        (np.finfo(F32).min, False),
+    ],
 )
 def test_has_special_input_each_kind(value, special):
     normal = np.array([1.0, 1.0], dtype=F32)
@@ -646,9 +680,15 @@ def test_has_special_input_each_kind(value, special):
 
 
 def test_has_special_input_rows():
-    cols = columns([(0, 0, 1, 0, 100, 0.5, 3, 4), (0, -0.0, 1, 0, 100, 0.5, 3, 4),
-                    (0, 0, 1, 0, 100, 0.5, 3, 1e-40), (0, 0, 1, 0, 100, 0.5, 3, INF),
-                    (2.0**-126, 0, 1, 0, 100, 0.5, 3, 4)])
+    cols = columns(
+        [
+            (0, 0, 1, 0, 100, 0.5, 3, 4),
+            (0, -0.0, 1, 0, 100, 0.5, 3, 4),
+            (0, 0, 1, 0, 100, 0.5, 3, 1e-40),
+            (0, 0, 1, 0, 100, 0.5, 3, INF),
+            (2.0**-126, 0, 1, 0, 100, 0.5, 3, 4),
+        ]
+    )
     np.testing.assert_array_equal(has_special_input(*cols), [False, True, True, True, False])
     assert has_special_input(*[np.zeros(0, F32)] * 8).shape == (0,)
     with pytest.raises(TypeError):

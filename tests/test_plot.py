@@ -38,25 +38,58 @@ def mpl():
     return pytest.importorskip("matplotlib")
 
 
-def row(kernel, flags="-O2", cc="gcc", mode="batch", ns=5.0, rounds=10, seed=0, status="ok",
-        tests=TESTS) -> KernelResult:
+def row(
+    kernel, flags="-O2", cc="gcc", mode="batch", ns=5.0, rounds=10, seed=0, status="ok", tests=TESTS
+) -> KernelResult:
     if status != "ok":
-        return KernelResult(kernel=kernel, family="sector", flags=flags, cc=cc, mode=mode, status=status,
-                            reason="not built" if status == "skipped" else "SIGSEGV", tests=tests)
+        return KernelResult(
+            kernel=kernel,
+            family="sector",
+            flags=flags,
+            cc=cc,
+            mode=mode,
+            status=status,
+            reason="not built" if status == "skipped" else "SIGSEGV",
+            tests=tests,
+        )
     rng = np.random.default_rng(seed)
     net = (ns * tests * 1e-9 * np.exp(rng.normal(0.0, 0.03, rounds))).tolist()
     overhead = [1e-4] * rounds
     samples = [n + o for n, o in zip(net, overhead)]
     net_s = float(np.median(net))
-    return KernelResult(kernel=kernel, family="sector", flags=flags, cc=cc, mode=mode, status="ok",
-                        hits=tests // 3, tests=tests, hit_rate=1 / 3, calls=1, samples_s=samples,
-                        median_s=float(np.median(samples)), min_s=min(samples), spread=0.05,
-                        overhead_kernel="noop", overhead_samples_s=overhead, overhead_s=1e-4,
-                        net_samples_s=net, net_s=net_s, ns_per_test=net_s / tests * 1e9)
+    return KernelResult(
+        kernel=kernel,
+        family="sector",
+        flags=flags,
+        cc=cc,
+        mode=mode,
+        status="ok",
+        hits=tests // 3,
+        tests=tests,
+        hit_rate=1 / 3,
+        calls=1,
+        samples_s=samples,
+        median_s=float(np.median(samples)),
+        min_s=min(samples),
+        spread=0.05,
+        overhead_kernel="noop",
+        overhead_samples_s=overhead,
+        overhead_s=1e-4,
+        net_samples_s=net,
+        net_s=net_s,
+        ns_per_test=net_s / tests * 1e9,
+    )
 
 
-def run_result(commit="0123456789abcdef", created="2024-05-01T10:00:00+00:00", scale=1.0,
-               kernels=KERNELS, builds=BUILDS, modes=("batch",), extra=()) -> RunResult:
+def run_result(
+    commit="0123456789abcdef",
+    created="2024-05-01T10:00:00+00:00",
+    scale=1.0,
+    kernels=KERNELS,
+    builds=BUILDS,
+    modes=("batch",),
+    extra=(),
+) -> RunResult:
     rows = []
     for cc, flags in builds:
         for mode in modes:
@@ -65,8 +98,13 @@ def run_result(commit="0123456789abcdef", created="2024-05-01T10:00:00+00:00", s
                 rows.append(row(kernel, flags, cc, mode, ns=scale * speed * (40.0 / (i + 1)), seed=i))
     rows += list(extra)
     env = {"machine": {"sectorbench": {"commit": commit, "dirty": False}}}
-    return RunResult(scene={"kind": "uniform", "family": "sector", "seed": 1, "sectors": 1000, "points": 256},
-                     env=env, config={"repeat": 10}, results=rows, created=created)
+    return RunResult(
+        scene={"kind": "uniform", "family": "sector", "seed": 1, "sectors": 1000, "points": 256},
+        env=env,
+        config={"repeat": 10},
+        results=rows,
+        created=created,
+    )
 
 
 def saved_and_loaded(result: RunResult, path: Path) -> RunResult:
@@ -126,16 +164,30 @@ def test_bar_chart_png_size_grows_with_bars(mpl, typical, tmp_path):
 def test_bar_chart_svg_and_log_scale(mpl, tmp_path):
     wide = saved_and_loaded(run_result(kernels=("slow", "fast"), builds=(("gcc", "-O2"),)), tmp_path / "r.json")
     # 40 ns vs 20 ns: linear; add a 0.1 ns kernel: > 30x span, log axis.
-    tiny = RunResult(scene=wide.scene, env=wide.env, config=wide.config,
-                     results=wide.results + [row("tiny", ns=0.1)], created=wide.created)
+    tiny = RunResult(
+        scene=wide.scene,
+        env=wide.env,
+        config=wide.config,
+        results=wide.results + [row("tiny", ns=0.1)],
+        created=wide.created,
+    )
     for result, name in ((wide, "linear.svg"), (tiny, "log.svg")):
         out = bar_chart(result, tmp_path / name, confidence=0.99)
         assert_svg(out)
 
 
 def test_bar_chart_without_net_samples_or_measurements(mpl, tmp_path):
-    bare = KernelResult(kernel="k", family="sector", flags="-O2", cc="gcc", mode="batch", status="ok",
-                        tests=TESTS, ns_per_test=3.0, net_s=3.0 * TESTS * 1e-9)
+    bare = KernelResult(
+        kernel="k",
+        family="sector",
+        flags="-O2",
+        cc="gcc",
+        mode="batch",
+        status="ok",
+        tests=TESTS,
+        ns_per_test=3.0,
+        net_s=3.0 * TESTS * 1e-9,
+    )
     result = run_result(kernels=(), extra=[bare])
     assert png_size(bar_chart(result, tmp_path / "bare.png")) == (1000, 135)
     nothing = run_result(kernels=(), extra=[row("skipped", status="skipped")])
@@ -154,7 +206,8 @@ def test_heatmap_png_and_svg(mpl, typical, tmp_path):
 def test_heatmap_several_modes_and_compilers(mpl, tmp_path):
     result = saved_and_loaded(
         run_result(builds=(("gcc", "-O2"), ("clang", "-O2")), modes=("batch", "single"), kernels=KERNELS[:3]),
-        tmp_path / "r.json")
+        tmp_path / "r.json",
+    )
     out = heatmap(result, tmp_path / "heat.png")
     assert png_size(out) == (400 + 160 * 4, 200 + 40 * 3)  # 2 compilers x 2 modes = 4 columns
 
@@ -166,8 +219,11 @@ def three_saved(tmp_path: Path) -> Path:
     directory = tmp_path / "results"
     directory.mkdir()
     # Saved out of order on purpose; file names sort differently from `created`.
-    runs = [("c" * 40, "2024-05-03T10:00:00+00:00", 1.0), ("a" * 40, "2024-05-01T10:00:00+00:00", 1.2),
-            (None, "2024-05-02T10:00:00+00:00", 1.1)]
+    runs = [
+        ("c" * 40, "2024-05-03T10:00:00+00:00", 1.0),
+        ("a" * 40, "2024-05-01T10:00:00+00:00", 1.2),
+        (None, "2024-05-02T10:00:00+00:00", 1.1),
+    ]
     for i, (commit, created, scale) in enumerate(runs):
         results_mod.save(run_result(commit=commit, created=created, scale=scale), directory / f"run-{i}.json")
     (directory / "verify.json").write_text(json.dumps({"kind": "verify", "schema": 1, "kernels": []}))
@@ -189,6 +245,7 @@ def test_load_results_dir_orders_and_skips(tmp_path):
 
 def test_trend_chart_over_three_saved_results(mpl, tmp_path):
     from sectorbench import plot
+
     loaded = load_results_dir(three_saved(tmp_path))
     assert plot._run_labels(loaded) == ["aaaaaaa", "2024-05-02", "ccccccc"]
     out = trend_chart(loaded, "sse2", tmp_path / "trend.png")
@@ -198,8 +255,9 @@ def test_trend_chart_over_three_saved_results(mpl, tmp_path):
 
 
 def test_trend_chart_width_grows_with_runs(mpl, tmp_path):
-    runs = [run_result(commit=f"{i:040x}", created=f"2024-06-{i + 1:02d}T00:00:00+00:00", kernels=("k",))
-            for i in range(10)]
+    runs = [
+        run_result(commit=f"{i:040x}", created=f"2024-06-{i + 1:02d}T00:00:00+00:00", kernels=("k",)) for i in range(10)
+    ]
     assert png_size(trend_chart(runs, "k", tmp_path / "t.png")) == (200 + 80 * 10, 500)
 
 
@@ -220,17 +278,24 @@ def test_trend_chart_unknown_kernel_and_filters(mpl, tmp_path):
 
 @pytest.mark.parametrize("name", ["chart.pdf", "chart.jpg", "chart"])
 def test_unknown_suffix(mpl, typical, tmp_path, name):
-    for draw in (lambda out: bar_chart(typical, out), lambda out: heatmap(typical, out),
-                 lambda out: trend_chart([typical], "sse2", out)):
+    for draw in (
+        lambda out: bar_chart(typical, out),
+        lambda out: heatmap(typical, out),
+        lambda out: trend_chart([typical], "sse2", out),
+    ):
         with pytest.raises(SectorbenchError, match="unknown image format"):
             draw(tmp_path / name)
     assert list(tmp_path.iterdir()) == [tmp_path / "typical.json"]
 
 
 def test_existing_file_kept_unless_overwrite(mpl, typical, tmp_path):
-    for i, draw in enumerate((lambda out, **kw: bar_chart(typical, out, **kw),
-                              lambda out, **kw: heatmap(typical, out, **kw),
-                              lambda out, **kw: trend_chart([typical], "sse2", out, **kw))):
+    for i, draw in enumerate(
+        (
+            lambda out, **kw: bar_chart(typical, out, **kw),
+            lambda out, **kw: heatmap(typical, out, **kw),
+            lambda out, **kw: trend_chart([typical], "sse2", out, **kw),
+        )
+    ):
         out = tmp_path / f"existing-{i}.png"
         out.write_bytes(b"keep me")
         with pytest.raises(SectorbenchError, match="exists; .*pass --force"):
@@ -254,8 +319,11 @@ def test_plot_unavailable_without_matplotlib(monkeypatch, tmp_path):
     # when matplotlib (and its submodules) were imported by earlier tests.
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     result = run_result()
-    for draw in (lambda: bar_chart(result, tmp_path / "a.png"), lambda: heatmap(result, tmp_path / "b.svg"),
-                 lambda: trend_chart([result], "sse2", tmp_path / "c.png")):
+    for draw in (
+        lambda: bar_chart(result, tmp_path / "a.png"),
+        lambda: heatmap(result, tmp_path / "b.svg"),
+        lambda: trend_chart([result], "sse2", tmp_path / "c.png"),
+    ):
         with pytest.raises(PlotUnavailable) as info:
             draw()
         assert str(info.value) == INSTALL_HINT == "plotting needs matplotlib: pip install 'sectorbench[plot]'"

@@ -34,6 +34,8 @@ def test_known_bad_kernels_not_selected_by_default():
 
 def test_article_scene_reproduces_published_hit_rate():
     """The article printed hit=30.531% for its N=1000, M=100000 data."""
-    result = run(RunConfig(scene="article", kernels=("sse2", "basic"), timing=TimingConfig(repeat=1, min_sample_s=0.001)))
+    result = run(
+        RunConfig(scene="article", kernels=("sse2", "basic"), timing=TimingConfig(repeat=1, min_sample_s=0.001))
+    )
     for r in result.results:
         assert round(r.hit_rate * 100, 3) == 30.531

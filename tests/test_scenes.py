@@ -5,6 +5,7 @@ from sectorbench import SectorbenchError
 from sectorbench.families.sector.scenes import MsvcRand
 from sectorbench.scenes import ALIGN_BYTES, PAD_FLOATS, generate, make_scene
 
+
 @pytest.mark.parametrize("kind", ["uniform", "article", "article-fixed", "triangles", "thin-triangles"])
 def test_same_seed_same_bits(kind):
     assert generate(kind, 50, 300, 3).digest() == generate(kind, 50, 300, 3).digest()
@@ -67,9 +68,16 @@ def test_article_quirk_points_after_n_stay_at_origin():
     assert np.array_equal(fixed.column("px")[:10], scene.column("px")[:10])
 
 
-@pytest.mark.parametrize("kind,n,m,seed", [
-    ("uniform", 0, 10, 0), ("uniform", 10, -1, 0), ("nope", 10, 10, 0),
-    ("uniform", 10**12, 10, 0), ("uniform", 10, 10, -5)])
+@pytest.mark.parametrize(
+    "kind,n,m,seed",
+    [
+        ("uniform", 0, 10, 0),
+        ("uniform", 10, -1, 0),
+        ("nope", 10, 10, 0),
+        ("uniform", 10**12, 10, 0),
+        ("uniform", 10, 10, -5),
+    ],
+)
 def test_bad_parameters(kind, n, m, seed):
     with pytest.raises(SectorbenchError):
         generate(kind, n, m, seed)

@@ -10,6 +10,7 @@ import pytest
 from sectorbench.stats import (
     Interval,
     Summary,
+    _u_null_counts,
     compare,
     drop_upper_outliers,
     mann_whitney_u,
@@ -18,7 +19,6 @@ from sectorbench.stats import (
     ratio_interval,
     summarize,
 )
-from sectorbench.stats import _u_null_counts
 
 TRIALS = 100
 
@@ -33,10 +33,7 @@ def noisy_times(rng, n, scale=1.0, sigma=0.025, outlier_rate=0.1, outlier_factor
 def verdict_counts(ratio, n=10, trials=TRIALS, seed=0):
     """How often each verdict comes out when current is `ratio` times base."""
     rng = np.random.default_rng(seed)
-    verdicts = [
-        compare(noisy_times(rng, n), noisy_times(rng, n, scale=ratio)).verdict
-        for _ in range(trials)
-    ]
+    verdicts = [compare(noisy_times(rng, n), noisy_times(rng, n, scale=ratio)).verdict for _ in range(trials)]
     return {v: verdicts.count(v) for v in set(verdicts)}
 
 
@@ -112,9 +109,7 @@ def test_alternatives_are_mirror_images():
 
 
 @pytest.mark.parametrize("alternative", ["greater", "less", "two-sided"])
-@pytest.mark.parametrize(
-    "n,m,shift", [(3, 4, 1.0), (5, 5, 0.5), (10, 10, 0.8), (7, 12, -0.4), (20, 20, 0.3)]
-)
+@pytest.mark.parametrize("n,m,shift", [(3, 4, 1.0), (5, 5, 0.5), (10, 10, 0.8), (7, 12, -0.4), (20, 20, 0.3)])
 def test_exact_p_matches_scipy(alternative, n, m, shift):
     scipy_stats = pytest.importorskip("scipy.stats")
     rng = np.random.default_rng(n * 100 + m)
@@ -134,9 +129,7 @@ def test_asymptotic_p_matches_scipy(alternative, n, m, decimals):
     x = np.round(rng.normal(0.2, 1, n), decimals)
     y = np.round(rng.normal(0, 1, m), decimals)
     u, p = mann_whitney_u(x, y, alternative)  # ties or large: auto -> normal
-    ref = scipy_stats.mannwhitneyu(
-        x, y, alternative=alternative, method="asymptotic", use_continuity=True
-    )
+    ref = scipy_stats.mannwhitneyu(x, y, alternative=alternative, method="asymptotic", use_continuity=True)
     assert u == pytest.approx(ref.statistic)
     assert p == pytest.approx(ref.pvalue, rel=1e-6)
 
@@ -281,9 +274,7 @@ def test_drop_upper_outliers():
 
 def test_drop_upper_outliers_is_scale_equivariant():
     times = noisy_times(np.random.default_rng(11), 20, outlier_rate=0.2)
-    assert drop_upper_outliers(times * 1.7) == pytest.approx(
-        [t * 1.7 for t in drop_upper_outliers(times)]
-    )
+    assert drop_upper_outliers(times * 1.7) == pytest.approx([t * 1.7 for t in drop_upper_outliers(times)])
 
 
 # ---------------------------------------------------------------- compare
@@ -354,16 +345,12 @@ def test_compare_on_normalized_samples():
     ref_then, ref_now = noisy_times(rng, 10), 1.15 * noisy_times(rng, 10)
     kernel_then = 3.0 * ref_then * noisy_times(rng, 10, sigma=0.01, outlier_rate=0)
     kernel_now = 1.2 * 3.0 * ref_now * noisy_times(rng, 10, sigma=0.01, outlier_rate=0)
-    result = compare(
-        normalized(kernel_then, ref_then), normalized(kernel_now, ref_now)
-    )
+    result = compare(normalized(kernel_then, ref_then), normalized(kernel_now, ref_now))
     assert result.verdict == "regression"
     assert result.ratio == pytest.approx(1.2, rel=0.03)
 
 
-@pytest.mark.parametrize(
-    "kwargs", [{"alpha": 0.0}, {"alpha": 0.6}, {"threshold": -0.1}]
-)
+@pytest.mark.parametrize("kwargs", [{"alpha": 0.0}, {"alpha": 0.6}, {"threshold": -0.1}])
 def test_compare_rejects_bad_parameters(kwargs):
     with pytest.raises(ValueError):
         compare([1.0, 2.0], [1.0, 2.0], **kwargs)

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from sectorbench.families.sector import oracle as sector_oracle
+from sectorbench import families
 from sectorbench.build import BuildConfig
 from sectorbench.cases import ulp_step
-from sectorbench.families.triangle.cases import ARTICLE_TRIANGLE
 from sectorbench.cli import main
+from sectorbench.families.sector import oracle as sector_oracle
+from sectorbench.families.triangle.cases import ARTICLE_TRIANGLE
 from sectorbench.verify import VerifyConfig, verify
 
 DATA = Path(__file__).parent / "data"
@@ -86,23 +87,46 @@ def test_cli_exit_codes_and_hex_output(tmp_path):
     assert ok.exit_code == 0, ok.output
     assert "rounding-band" in ok.output
     out = tmp_path / "verify.json"
-    failed = runner.invoke(main, ["verify", "--cases", "300", "--source", str(DATA / "broken_kernels.c"),
-                                  "--kernels", "radius_le,basic", "--show", "2", "--json", str(out)])
+    failed = runner.invoke(
+        main,
+        [
+            "verify",
+            "--cases",
+            "300",
+            "--source",
+            str(DATA / "broken_kernels.c"),
+            "--kernels",
+            "radius_le,basic",
+            "--show",
+            "2",
+            "--json",
+            str(out),
+        ],
+    )
     assert failed.exit_code == 1, failed.output
     assert "FAIL" in failed.output and "0x1." in failed.output  # exact hex floats
     data = json.loads(out.read_text())
     assert data["kind"] == "verify" and data["schema"] == 1
     failing = next(k for k in data["kernels"] if k["kernel"] == "radius_le")["failing"]
-    assert len(failing) == 2 and all(float.fromhex(v) == float.fromhex(v) for v in failing[0]["inputs"].values())
+    assert len(failing) == 2
+    # the hex floats are the row's exact float32 inputs: the same cases, regenerated, hold them
+    cases = families.get("sector").cases(300, 0)
+    for row in failing:
+        for name, text in row["inputs"].items():
+            value = cases.columns[name][row["row"]]
+            assert np.float32(float.fromhex(text)).tobytes() == value.tobytes() or (np.isnan(value) and text == "nan")
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (["verify", "--family", "circle"], "circle"),
-    (["verify", "--cases", "0"], "--cases"),
-    (["verify", "--kernels", "orient"], "not of the sector family"),
-    (["verify", "--show", "-1"], "--show"),
-    (["verify", "--input", "/no/such/file.npz"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["verify", "--family", "circle"], "circle"),
+        (["verify", "--cases", "0"], "--cases"),
+        (["verify", "--kernels", "orient"], "not of the sector family"),
+        (["verify", "--show", "-1"], "--show"),
+        (["verify", "--input", "/no/such/file.npz"], "does not exist"),
+    ],
+)
 def test_cli_bad_input(args, fragment):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
@@ -123,6 +147,7 @@ def test_oracle_self_check_failure_is_an_internal_error(monkeypatch):
     def wrong_sign(*columns):
         g, G = original(*columns)
         return -g, G
+
     monkeypatch.setattr(sector_oracle, "_float_terms", wrong_sign)
     result = CliRunner().invoke(main, ["verify", "--cases", "200"])
     assert result.exit_code == 2 and "self-check" in result.output

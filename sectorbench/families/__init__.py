@@ -24,6 +24,7 @@ FAMILIES_ENV = "SECTORBENCH_FAMILIES"
 
 _registry: dict[str, Family] = {}
 _loaded = False
+_load_error: SectorbenchError | None = None
 
 
 def register(family: Family) -> Family:
@@ -37,16 +38,21 @@ def register(family: Family) -> Family:
 
 
 def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    extra = [name.strip() for name in os.environ.get(FAMILIES_ENV, "").split(",") if name.strip()]
-    for module in (*BUILTIN, *extra):
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise SectorbenchError(f"cannot load family module {module!r} (from ${FAMILIES_ENV}): {exc}") from None
+    """Import every family module once; a failure is reported again on every later call."""
+    global _loaded, _load_error
+    if not _loaded:
+        _loaded = True
+        extra = [name.strip() for name in os.environ.get(FAMILIES_ENV, "").split(",") if name.strip()]
+        for module in (*BUILTIN, *extra):
+            try:
+                importlib.import_module(module)
+            except Exception as exc:  # the module is the user's: any failure is theirs to read
+                _load_error = SectorbenchError(
+                    f"cannot load family module {module!r} (from ${FAMILIES_ENV}): {type(exc).__name__}: {exc}"
+                )
+                break
+    if _load_error is not None:
+        raise _load_error
 
 
 def all_families() -> list[Family]:

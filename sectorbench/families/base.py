@@ -10,9 +10,9 @@ inside shape q?"), whose answer is one bit per (shape, point) pair.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Hashable, Mapping
 
 import numpy as np
 
@@ -40,12 +40,12 @@ class Family:
     """The interface; see BooleanFamily for a predicate family's defaults."""
 
     name: str
-    shape_noun: str                      # plural noun of its shapes: the key of N in a result's scene
-    shape_arrays: tuple[str, ...]        # per-shape float32 arrays of its scenes
+    shape_noun: str  # plural noun of its shapes: the key of N in a result's scene
+    shape_arrays: tuple[str, ...]  # per-shape float32 arrays of its scenes
     point_arrays: tuple[str, ...] = ("px", "py")
     scenes: Mapping[str, SceneGenerator] = {}
     default_rounding_bound: float = 8.0  # verify's bound for a row that declares none
-    answer_dtype = np.uint8              # what eval_grid / eval_pairs write per test
+    answer_dtype = np.uint8  # what eval_grid / eval_pairs write per test
 
     # ---- kernels
     def inputs(self, kernel) -> tuple[str, ...]:
@@ -81,8 +81,9 @@ class Family:
         """A kernel's answers as written by eval_*, in the form `compare` takes."""
         return raw
 
-    def compare(self, kernel, case_set: CaseSet, reference: Reference, answers: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
+    def compare(
+        self, kernel, case_set: CaseSet, reference: Reference, answers: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(mismatch, margin) per row."""
         raise NotImplementedError
 
@@ -95,8 +96,12 @@ class Family:
         return case_set.exact_boundary[DEFAULT]
 
     def self_check(self, case_set: CaseSet, rng: np.random.Generator, size: int) -> None:
-        """Re-derive a sample with the Fraction reference; raise exact.OracleSelfCheckError."""
-        raise NotImplementedError
+        """Re-derive a sample with the Fraction reference; raise exact.OracleSelfCheckError.
+
+        verify runs it on every case set.  The default checks nothing: a family whose
+        oracle is more than a few exact comparisons should write its predicate a second
+        time with reference.py's arithmetic (as sector and triangle do).
+        """
 
     def describe_answer(self, value) -> str:
         return str(value)

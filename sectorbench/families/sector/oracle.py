@@ -39,7 +39,10 @@ class SectorExact:
     @property
     def mismatch_margin(self) -> np.ndarray:
         return sector_mismatch_margin(
-            self.radius_ok, self.angle_ok, self.radius_margin, self.angle_margin,
+            self.radius_ok,
+            self.angle_ok,
+            self.radius_margin,
+            self.angle_margin,
             nan_rows=self.nan_rows,
         )
 
@@ -94,9 +97,7 @@ def _sector(columns, use_filter=True) -> SectorExact:
     nan_rows, signs, margins = exact.evaluate_constraints(
         columns, _float_terms, _exact_terms, _extended_terms, use_filter
     )
-    return SectorExact(
-        signs[:, 0] > 0, signs[:, 1] > 0, margins[:, 0].copy(), margins[:, 1].copy(), nan_rows
-    )
+    return SectorExact(signs[:, 0] > 0, signs[:, 1] > 0, margins[:, 0].copy(), margins[:, 1].copy(), nan_rows)
 
 
 def sector_exact(cx, cy, ux, uy, r2, cos_theta, px, py) -> SectorExact:
@@ -121,9 +122,7 @@ def sector_margins(cx, cy, ux, uy, r2, cos_theta, px, py) -> tuple[np.ndarray, n
     return result.radius_margin, result.angle_margin
 
 
-def sector_mismatch_margin(
-    radius_ok, angle_ok, radius_margin, angle_margin, *, nan_rows=None
-) -> np.ndarray:
+def sector_mismatch_margin(radius_ok, angle_ok, radius_margin, angle_margin, *, nan_rows=None) -> np.ndarray:
     """Margin explaining a wrong kernel answer: min of both if inside, else max of the violated.
 
     NaN margins (undefined forms) count as +inf; rows flagged in nan_rows get NaN.
@@ -139,14 +138,19 @@ def verify_rows(cx, cy, ux, uy, r2, cos_theta, px, py) -> tuple[np.ndarray, np.n
     s's absolute error into sqrt(2·2^-150) on |D|.
     """
     result = sector_exact(cx, cy, ux, uy, r2, cos_theta, px, py)
-    c = {name: v.astype(np.float64) for name, v in
-         zip(("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py"), (cx, cy, ux, uy, r2, cos_theta, px, py))}
+    c = {
+        name: v.astype(np.float64)
+        for name, v in zip(
+            ("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py"), (cx, cy, ux, uy, r2, cos_theta, px, py)
+        )
+    }
     dx, dy, k = c["px"] - c["cx"], c["py"] - c["cy"], np.abs(c["cos_theta"])
     s = dx * dx + dy * dy
     radius = exact.with_underflow(result.radius_margin, np.abs(c["r2"]) + s, 2 * UNDERFLOW_ERROR)
     angle_scale = np.abs(dx * c["ux"]) + np.abs(dy * c["uy"]) + np.sqrt(s) * k
-    angle = exact.with_underflow(result.angle_margin, angle_scale,
-                                 3 * UNDERFLOW_ERROR + k * np.sqrt(2 * UNDERFLOW_ERROR))
+    angle = exact.with_underflow(
+        result.angle_margin, angle_scale, 3 * UNDERFLOW_ERROR + k * np.sqrt(2 * UNDERFLOW_ERROR)
+    )
     margin = sector_mismatch_margin(result.radius_ok, result.angle_ok, radius, angle, nan_rows=result.nan_rows)
     return result.inside, margin
 
@@ -167,8 +171,12 @@ def _reference(row):
     # a > sqrt(s)·k ⟺ a·|a| > s·k·|k|: x ↦ x·|x| is increasing on the extended reals, and
     # s·k·|k| is undefined just when sqrt(s)·k is (0·∞ with s = 0 or ∞ against k = ∞ or 0).
     lhs, rhs = mul(a, reference.absolute(a)), mul(mul(s, k), reference.absolute(k))
-    return (reference.less(s, r2), reference.less(rhs, lhs),
-            reference.margin_kind(s, r2), reference.margin_kind(rhs, lhs))
+    return (
+        reference.less(s, r2),
+        reference.less(rhs, lhs),
+        reference.margin_kind(s, r2),
+        reference.margin_kind(rhs, lhs),
+    )
 
 
 def sector_inside_fraction(row) -> bool:
@@ -177,9 +185,7 @@ def sector_inside_fraction(row) -> bool:
     return radius_ok and angle_ok
 
 
-def self_check_sector(
-    cx, cy, ux, uy, r2, cos_theta, px, py, *, rng: np.random.Generator, size: int = 256
-) -> None:
+def self_check_sector(cx, cy, ux, uy, r2, cos_theta, px, py, *, rng: np.random.Generator, size: int = 256) -> None:
     """Re-derive a random sample of rows with Fractions; raise OracleSelfCheckError on disagreement.
 
     Each sampled row goes through both the filtered and the exact-only path; the outcomes

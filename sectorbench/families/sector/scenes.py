@@ -34,8 +34,16 @@ def cos_float32(theta: np.ndarray) -> np.ndarray:
 def sector_columns(cx, cy, ux, uy, r, theta) -> dict[str, np.ndarray]:
     r = np.asarray(r, dtype=np.float32)
     theta = np.asarray(theta, dtype=np.float32)
-    return {"cx": cx, "cy": cy, "ux": ux, "uy": uy, "r": r, "theta": theta,
-            "r2": r * r, "cos_theta": cos_float32(theta)}
+    return {
+        "cx": cx,
+        "cy": cy,
+        "ux": ux,
+        "uy": uy,
+        "r": r,
+        "theta": theta,
+        "r2": r * r,
+        "cos_theta": cos_float32(theta),
+    }
 
 
 def uniform(n: int, m: int, seed: int) -> Scene:
@@ -43,7 +51,7 @@ def uniform(n: int, m: int, seed: int) -> Scene:
     centre = shapes.uniform(-1.0, 1.0, (2, n)).astype(np.float32)
     gauss = shapes.standard_normal((2, n))
     direction = (gauss / np.sqrt(gauss[0] ** 2 + gauss[1] ** 2)).astype(np.float32)
-    r = (2.0 * (1.0 - shapes.random(n))).astype(np.float32)            # (0, 2]
+    r = (2.0 * (1.0 - shapes.random(n))).astype(np.float32)  # (0, 2]
     theta = np.minimum((np.pi * (1.0 - shapes.random(n))).astype(np.float32), THETA_MAX)
     theta = np.maximum(theta, np.float32(np.finfo(np.float32).tiny))  # (0, pi)
     p = points.uniform(-1.0, 1.0, (2, m)).astype(np.float32)
@@ -88,8 +96,9 @@ def article(n: int, m: int, seed: int, fill_all_points: bool = False) -> Scene:
     px[:filled], py[:filled] = p[0], p[1]
     c = columns
     sectors = sector_columns(c["cx"], c["cy"], c["ux"], c["uy"], c["r"], c["theta"])
-    return make_scene("article-fixed" if fill_all_points else "article", "sector",
-                      {**sectors, "px": px, "py": py}, seed)
+    return make_scene(
+        "article-fixed" if fill_all_points else "article", "sector", {**sectors, "px": px, "py": py}, seed
+    )
 
 
 SCENES = {

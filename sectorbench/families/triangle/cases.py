@@ -4,15 +4,35 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...cases import (Builder, CaseSet, add_random_groups, coordinate_transforms, exactly_float32, f32,
-                      random_bits, ulp_grid, ulp_moves, ulp_step, with_metamorphic, with_special_values)
+from ...cases import (
+    Builder,
+    CaseSet,
+    add_random_groups,
+    coordinate_transforms,
+    exactly_float32,
+    f32,
+    random_bits,
+    ulp_grid,
+    ulp_moves,
+    ulp_step,
+    with_metamorphic,
+    with_special_values,
+)
 
 F32 = np.float32
 TRIANGLE_ARRAYS = ("ax", "ay", "bx", "by", "cx", "cy")
 
 #: The point-in-triangle article's case: exactly inside; its typo twin is exactly outside.
-ARTICLE_TRIANGLE = {"ax": 261.137939, "ay": 8.13000488, "bx": 73.6379318, "by": 8.13000488,
-                    "cx": 76.9379349, "cy": 10.2300053, "px": 74.4069519, "py": 8.6093819}
+ARTICLE_TRIANGLE = {
+    "ax": 261.137939,
+    "ay": 8.13000488,
+    "bx": 73.6379318,
+    "by": 8.13000488,
+    "cx": 76.9379349,
+    "cy": 10.2300053,
+    "px": 74.4069519,
+    "py": 8.6093819,
+}
 ARTICLE_TRIANGLE_TYPO = {**ARTICLE_TRIANGLE, "py": 8.6193819}
 
 
@@ -35,10 +55,16 @@ def _exact_triangle_rows() -> tuple[dict, dict]:
     triangles = (((0, 0), (8, 0), (0, 8)), ((0, 0), (8, 8), (-4, 12)), ((1, 1), (9, 3), (3, 7)))
 
     def points(a, b, c):
-        return [a, b, c, ((a[0] + b[0]) / 2, (a[1] + b[1]) / 2), ((b[0] + c[0]) / 2, (b[1] + c[1]) / 2),
-                ((c[0] + a[0]) / 2, (c[1] + a[1]) / 2)]
+        return [
+            a,
+            b,
+            c,
+            ((a[0] + b[0]) / 2, (a[1] + b[1]) / 2),
+            ((b[0] + c[0]) / 2, (b[1] + c[1]) / 2),
+            ((c[0] + a[0]) / 2, (c[1] + a[1]) / 2),
+        ]
 
-    for (a, b, c) in triangles:
+    for a, b, c in triangles:
         for k in (-12, 0, 12):
             for ox, oy in ((0.0, 0.0), (0.5, -0.25), (1024.0, 1024.0)):
                 for order in ((a, b, c), (a, c, b)):
@@ -62,8 +88,15 @@ def _exact_triangle_rows() -> tuple[dict, dict]:
 
 TRANSFORMS = {
     **coordinate_transforms((("ax", "ay"), ("bx", "by"), ("cx", "cy"), ("px", "py")), (*TRIANGLE_ARRAYS, "px", "py")),
-    "rotate vertices": lambda c: {**c, "ax": c["bx"], "ay": c["by"], "bx": c["cx"], "by": c["cy"],
-                                  "cx": c["ax"], "cy": c["ay"]},
+    "rotate vertices": lambda c: {
+        **c,
+        "ax": c["bx"],
+        "ay": c["by"],
+        "bx": c["cx"],
+        "by": c["cy"],
+        "cx": c["ax"],
+        "cy": c["ay"],
+    },
 }
 
 

@@ -30,9 +30,7 @@ class TriangleExact:
 
     @property
     def mismatch_margin(self) -> np.ndarray:
-        return triangle_mismatch_margin(
-            self.signs, self.margins, self.tolerance, nan_rows=self.nan_rows
-        )
+        return triangle_mismatch_margin(self.signs, self.margins, self.tolerance, nan_rows=self.nan_rows)
 
 
 def _cross(p, q, r, t):
@@ -60,9 +58,7 @@ def _barycentric_terms(ax, ay, bx, by, cx, cy, px, py, eps, one):
     den, u, v = (np.where(flip, -x, x) for x in (den, u, v))
     slack, slack_G = eps * den, abs(eps) * den_G
     g = np.stack([u * one + slack, v * one + slack, den * one + slack - u * one - v * one], axis=1)
-    G = np.stack(
-        [u_G * one + slack_G, v_G * one + slack_G, (den_G + u_G + v_G) * one + slack_G], axis=1
-    )
+    G = np.stack([u_G * one + slack_G, v_G * one + slack_G, (den_G + u_G + v_G) * one + slack_G], axis=1)
     return g, G, den, den_G
 
 
@@ -121,8 +117,11 @@ def _triangle(columns, tolerance, use_filter=True) -> TriangleExact:
         inside = np.all(signs > 0, axis=1) | np.all(signs < 0, axis=1)
     else:
         nan_rows, signs, margins = exact.evaluate_constraints(
-            columns, _tolerant_float_terms(eps), _tolerant_exact_terms(eps),
-            _tolerant_extended_terms(eps), use_filter,
+            columns,
+            _tolerant_float_terms(eps),
+            _tolerant_exact_terms(eps),
+            _tolerant_extended_terms(eps),
+            use_filter,
         )
         # sign 0 is a pass, so undefined (NaN-margin) constraints must be excluded here
         inside = np.all(signs >= 0, axis=1) & ~np.isnan(margins).any(axis=1)
@@ -172,11 +171,14 @@ def verify_rows(ax, ay, bx, by, cx, cy, px, py, tolerance: float) -> tuple[np.nd
     result = triangle_exact(ax, ay, bx, by, cx, cy, px, py, tolerance=tolerance)
     margins = result.margins.copy()
     if not tolerance:
-        c = {name: v.astype(np.float64) for name, v in
-             zip(("ax", "ay", "bx", "by", "cx", "cy", "px", "py"), (ax, ay, bx, by, cx, cy, px, py))}
+        c = {
+            name: v.astype(np.float64)
+            for name, v in zip(("ax", "ay", "bx", "by", "cx", "cy", "px", "py"), (ax, ay, bx, by, cx, cy, px, py))
+        }
         for edge, (p, q) in enumerate(EDGES):
-            scale = (np.abs((c[q + "x"] - c[p + "x"]) * (c["py"] - c[p + "y"]))
-                     + np.abs((c[q + "y"] - c[p + "y"]) * (c["px"] - c[p + "x"])))
+            scale = np.abs((c[q + "x"] - c[p + "x"]) * (c["py"] - c[p + "y"])) + np.abs(
+                (c[q + "y"] - c[p + "y"]) * (c["px"] - c[p + "x"])
+            )
             margins[:, edge] = exact.with_underflow(margins[:, edge], scale, 4 * UNDERFLOW_ERROR)
     margin = triangle_mismatch_margin(result.signs, margins, result.tolerance, nan_rows=result.nan_rows)
     return result.inside, margin
@@ -227,7 +229,17 @@ def triangle_inside_fraction(row, tolerance: float = 0.0) -> bool:
 
 
 def self_check_triangle(
-    ax, ay, bx, by, cx, cy, px, py, *, rng: np.random.Generator, tolerance: float = 0.0,
+    ax,
+    ay,
+    bx,
+    by,
+    cx,
+    cy,
+    px,
+    py,
+    *,
+    rng: np.random.Generator,
+    tolerance: float = 0.0,
     size: int = 256,
 ) -> None:
     """Re-derive a random sample of rows with Fractions; raise OracleSelfCheckError on disagreement.
