@@ -1,0 +1,73 @@
+"""`regress` and `plot`: work on saved results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .. import SectorbenchError
+from ..results import load
+from ..timing import MODES
+from .app import main, run_gate, stderr
+from .options import gate_options, make_gate_config
+
+
+@main.command("regress")
+@click.argument("baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("current", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@gate_options
+@click.option(
+    "--across-builds",
+    is_flag=True,
+    help="Pair kernels by name and mode, ignoring compiler and flags (one build per file).",
+)
+@click.option("--force", is_flag=True, help="Replace an existing --markdown file.")
+def regress_command(baseline, current, alpha, threshold, thresholds, normalize, markdown_path, across_builds, force):
+    """Exit 1 if CURRENT is significantly slower than BASELINE (2 if they cannot be compared)."""
+    from ..gate import as_baseline_build
+
+    config = make_gate_config(alpha, threshold, thresholds, normalize)
+    baseline_result, current_result = load(baseline), load(current)
+    if across_builds:
+        current_result = as_baseline_build(current_result, baseline_result)
+    run_gate(baseline_result, current_result, config, markdown_path, force, str(baseline), str(current))
+
+
+@main.command("plot")
+@click.argument("results", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Image file: .png or .svg.")
+@click.option(
+    "--chart",
+    type=click.Choice(["bar", "heatmap", "trend"]),
+    help="Default: trend when --kernel is given, heatmap for several builds, else bar.",
+)
+@click.option("--kernel", help="The kernel a trend follows.")
+@click.option("--flags", "flags_filter", help="Trend: only this flag set.")
+@click.option("--mode", "mode_filter", type=click.Choice(MODES), help="Trend: only this mode.")
+@click.option("--force", is_flag=True, help="Replace an existing image.")
+def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
+    """Draw saved results: bars with intervals, a flags x kernels heat map, or a kernel's trend.
+
+    A trend without RESULTS reads every saved run under results/.
+    """
+    from .. import plot
+    from ..results import RESULTS_DIR
+
+    chart = chart or ("trend" if kernel else None)
+    if chart == "trend":
+        if not kernel:
+            raise click.UsageError("a trend needs --kernel")
+        loaded = [load(p) for p in results] if results else plot.load_results_dir(RESULTS_DIR)
+        if not loaded:
+            raise SectorbenchError(f"no saved results under {RESULTS_DIR}")
+        path = plot.trend_chart(loaded, kernel, out, flags=flags_filter, mode=mode_filter, overwrite=force)
+    else:
+        if len(results) != 1:
+            raise click.UsageError("bar and heatmap charts take exactly one RESULT file")
+        result = load(results[0])
+        several_builds = len({(r.cc, r.flags) for r in result.results}) > 1
+        chart = chart or ("heatmap" if several_builds else "bar")
+        draw = plot.heatmap if chart == "heatmap" else plot.bar_chart
+        path = draw(result, out, overwrite=force)
+    stderr.print(f"saved {path}")
