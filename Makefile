@@ -8,7 +8,7 @@ SB     := $(BIN)/sectorbench
 # The CI gate's scene: small enough for a CI job, large enough that samples are >= 10 ms.
 GATE_RUN := run -n 300 -m 30000 --flags -O2 --repeat 15
 
-.PHONY: run test lint bench verify baseline regress gate-selftest clean
+.PHONY: run test lint bench verify mutation baseline regress gate-selftest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,8 @@ test: $(STAMP)
 
 ## lint: ruff's lint rules and format check (configured in pyproject.toml)
 lint: $(STAMP)
-	$(BIN)/ruff check sectorbench tests
-	$(BIN)/ruff format --check sectorbench tests
+	$(BIN)/ruff check sectorbench tests tools
+	$(BIN)/ruff format --check sectorbench tests tools
 
 ## bench: the article's experiment on this machine (its data, its call loop, its flag pairs)
 ##        and the flags x kernels matrix; both saved under results/
@@ -39,6 +39,10 @@ bench: $(STAMP)
 verify: $(STAMP)
 	$(SB) verify --flags -O2 --flags "-O2 -ffast-math"
 	$(SB) verify --family triangle --flags -O2 --flags "-O2 -ffast-math"
+
+## mutation: verify's mutation score on tests/data's mutants (all caught) and correct variants (all pass)
+mutation: $(STAMP)
+	$(BIN)/python tools/mutation.py
 
 ## baseline: record the timing baseline the gate compares against
 baseline: $(STAMP)

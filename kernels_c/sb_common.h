@@ -223,14 +223,14 @@
         out[(i_) * s->stride + (j_) + k_] = (uint8_t)((bits >> k_) & 1u)
 
 #define SB_DEFINE_COUNT(fname, X, B, K, PRED, SHAPE_VALUE)                      \
-    SB_ISA(X, ATTR) static uint64_t fname(const sb_scene *s) {                  \
+    SB_ISA(X, ATTR) __attribute__((unused)) static uint64_t fname(const sb_scene *s) { \
         uint64_t hits = 0;                                                      \
         SB_LOOP(X, B, K, s, PRED, SHAPE_VALUE, SB_COUNT_STEP)                   \
         return hits;                                                            \
     }
 
 #define SB_DEFINE_COUNT_CALL(fname, X, B, K, PRED, SHAPE_VALUE)                 \
-    SB_ISA(X, ATTR) static uint64_t fname(const sb_scene *s) {                  \
+    SB_ISA(X, ATTR) __attribute__((unused)) static uint64_t fname(const sb_scene *s) { \
         uint64_t hits = 0;                                                      \
         __typeof__(&PRED) fn = PRED;                                            \
         SB_LAUNDER(fn);                                                         \
@@ -238,8 +238,10 @@
         return hits;                                                            \
     }
 
-/* The kernel macro: see the top of this file. */
-#define SB_KERNEL(kname, X, B, TAKES, ...)                                      \
+/* The loops of a kernel, without its row: kname##_count_inline, _count_call,
+ * _noop_inline, _noop_call, _eval_grid, _eval_pairs.  A row with a hand-written loop
+ * (see tests/data/mutants.c) takes the generated ones it does not replace. */
+#define SB_KERNEL_LOOPS(kname, X, B, TAKES)                                      \
     SB_ISA(X, ATTR) static inline SB_ISA(X, RESULT) kname##_noop_(              \
         SB_PARAMS(SB_ARITY(TAKES), SB_ISA(X, VEC)), SB_ISA(X, VEC) px, SB_ISA(X, VEC) py) { \
         return SB_ISA(X, NOOP)(q0, px, py);                                     \
@@ -248,11 +250,11 @@
     SB_DEFINE_COUNT_CALL(kname##_count_call, X, B, SB_ARITY(TAKES), kname, SB_SHAPE_VALUE) \
     SB_DEFINE_COUNT(kname##_noop_inline, X, B, SB_ARITY(TAKES), kname##_noop_, SB_NEVER_VALUE) \
     SB_DEFINE_COUNT_CALL(kname##_noop_call, X, B, SB_ARITY(TAKES), kname##_noop_, SB_NEVER_VALUE) \
-    SB_ISA(X, ATTR) static void kname##_eval_grid(const sb_scene *s, void *out_) { \
+    SB_ISA(X, ATTR) __attribute__((unused)) static void kname##_eval_grid(const sb_scene *s, void *out_) { \
         uint8_t *const out = out_;                                              \
         SB_LOOP(X, B, SB_ARITY(TAKES), s, kname, SB_SHAPE_VALUE, SB_STORE_STEP) \
     }                                                                           \
-    SB_ISA(X, ATTR) static void kname##_eval_pairs(const sb_scene *s, void *out_) { \
+    SB_ISA(X, ATTR) __attribute__((unused)) static void kname##_eval_pairs(const sb_scene *s, void *out_) { \
         uint8_t *const out = out_;                                              \
         for (int64_t j = 0; j < s->n_points; j += SB_ISA(X, W)) {               \
             SB_ISA(X, VEC) q_[SB_ARITY(TAKES)];                                 \
@@ -262,11 +264,19 @@
                 SB_ISA(X, LOAD)(s->point[0] + j), SB_ISA(X, LOAD)(s->point[1] + j))); \
             SB_STORE_STEP(X, 0, j);                                             \
         }                                                                       \
-    }                                                                           \
+    }
+
+/* The row's generated fields; a hand-made row lists them itself. */
+#define SB_ROW_FIELDS(kname, X, B, TAKES)                                       \
+    .name = #kname, .takes = SB_STR(TAKES), .isa = SB_ISA(X, FEATURES),         \
+    .loop = SB_ISA(X, NAME) " b" #B, .lanes = SB_ISA(X, W), .block = (B),       \
+    .source = __FILE__, .line = __LINE__
+
+/* The kernel macro: see the top of this file. */
+#define SB_KERNEL(kname, X, B, TAKES, ...)                                      \
+    SB_KERNEL_LOOPS(kname, X, B, TAKES)                                         \
     static const sb_kernel kname##_row = {                                      \
-        .name = #kname, .takes = #TAKES, .isa = SB_ISA(X, FEATURES),            \
-        .loop = SB_ISA(X, NAME) " b" #B, .lanes = SB_ISA(X, W), .block = (B),   \
-        .source = __FILE__, .line = __LINE__,                                   \
+        SB_ROW_FIELDS(kname, X, B, TAKES),                                      \
         .count_inline = kname##_count_inline, .count_call = kname##_count_call, \
         .noop_inline = kname##_noop_inline, .noop_call = kname##_noop_call,     \
         .eval_grid = kname##_eval_grid, .eval_pairs = kname##_eval_pairs,       \

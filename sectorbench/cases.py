@@ -1,15 +1,19 @@
 """Inputs built to break float32 predicate kernels (for `verify`): what every family shares.
 
-A CaseSet is one row per (shape, point) pair, float32 columns as the kernels take them,
-plus where each row came from and whether it lies EXACTLY on the boundary by
-construction (so a wrong answer there is logic, never rounding).  Each family writes
-its own generators (families/*/cases.py) from the pieces here; everything is drawn
-from one seeded generator.
+A family describes its cases as a list of `Part`s — named generators ("random",
+"near arc ±64 ulp", "exact apex", ...).  Each part's rows come in blocks of at most
+BLOCK_ROWS rows, and every block is drawn from its own generator seeded with
+(seed, part, block), so the rows do not depend on how many blocks are processed at
+once.  `batches()` streams the blocks in batches of at most BATCH_ROWS rows (plus their
+metamorphic copies), which bounds verify's memory at any --cases; `generate()` is all
+batches in one CaseSet, for small counts and tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import itertools
+import math
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,20 +25,53 @@ F32 = np.float32
 SPECIAL_VALUES = (np.nan, np.inf, -np.inf, -0.0, 1e-40)  # 1e-40 is a float32 subnormal
 ULP_MOVES = np.arange(-64, 65)
 GRID_SIDE = 256
-#: The key of `CaseSet.exact_boundary` for a family's usual parametrisation.
-DEFAULT = ""
+#: Rows per block: the unit of seeding (a block's rows come from its own generator).
+BLOCK_ROWS = 4096
+#: Rows verify holds at once (plus their metamorphic copies): the bound on its memory.
+#: The exact oracle's integer path keeps ~100 bytes per input per row for rows near a
+#: boundary, so 2^18 rows stay well under 1 GB whatever --cases is.
+BATCH_ROWS = 1 << 18
+#: Share of each block's eligible rows copied by every metamorphic transform.
+METAMORPHIC_SHARE = 1 / 16
+
+Columns = dict[str, np.ndarray]
+Transform = Callable[[dict], dict]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One generator: `units` units of `unit_rows` rows each, made by make(rng, units).
+
+    A random generator has unit_rows = 1; one that walks ±64 ulps around each base row
+    has unit_rows = 129; a fixed construction is one unit of all its rows.
+    """
+
+    group: str
+    units: int
+    make: Callable[[np.random.Generator, int], Mapping[str, np.ndarray]]
+    unit_rows: int = 1
+    metamorphic: bool = True  # copies of its rows get the family's transforms
+
+    @property
+    def rows(self) -> int:
+        return self.units * self.unit_rows
+
+
+def fixed(group: str, columns: Mapping[str, object], metamorphic: bool = True) -> Part:
+    """A part holding a fixed construction."""
+    rows = len(next(iter(columns.values())))
+    return Part(group, 1 if rows else 0, lambda rng, units: columns, rows, metamorphic)
 
 
 @dataclass
 class CaseSet:
     family: str
-    columns: dict[str, np.ndarray]
+    columns: Columns
     group: np.ndarray  # generator of each row
-    #: exactly on the boundary by construction, per parametrisation a kernel may take
-    #: (DEFAULT, plus what the family names, e.g. the sector's "r,theta")
-    exact_boundary: dict[str, np.ndarray]
-    #: metamorphic rows: index of the row they were transformed from, else -1
+    #: metamorphic rows: index (in this set) of the row they were transformed from, else -1
     source: np.ndarray = field(default=None)
+    #: index of the set's first row among all rows of the run (batches are numbered on)
+    first_row: int = 0
 
     def __len__(self) -> int:
         return len(self.group)
@@ -47,38 +84,92 @@ class CaseSet:
         return make_scene("verify", self.family, columns, layout="pairs")
 
 
-class Builder:
-    """Collects groups of rows for one family; `build()` makes the CaseSet."""
+def case_set(family, parts: list[tuple[str, Mapping[str, np.ndarray]]], sources=None, first_row: int = 0) -> CaseSet:
+    """A CaseSet from (group, columns) pieces, completed and converted to float32 by the family."""
+    names = (*family.shape_arrays, *family.point_arrays)
+    pieces, groups = [], []
+    for group, columns in parts:
+        n = len(columns[family.point_arrays[0]])
+        columns = family.complete_columns({k: np.asarray(v, dtype=F32).reshape(n) for k, v in columns.items()})
+        pieces.append(columns)
+        groups.append(np.full(n, group, dtype=object))
+    rows = sum(len(g) for g in groups)
+    source = np.full(rows, -1) if sources is None else np.asarray(sources)
+    empty = np.zeros(0, dtype=F32)
+    return CaseSet(
+        family.name,
+        {k: np.concatenate([p[k] for p in pieces]) if pieces else empty for k in names},
+        np.concatenate(groups) if groups else np.zeros(0, dtype=object),
+        source,
+        first_row,
+    )
 
-    def __init__(self, family):
-        self.family = family
-        self.parts: list[tuple[dict, str, dict[str, np.ndarray], np.ndarray]] = []
 
-    def add(
-        self, group: str, columns: dict, exact=False, exact_for: Mapping[str, bool] | None = None, source=None
-    ) -> None:
-        """Add rows; `exact` flags exact-boundary rows, `exact_for` overrides it per parametrisation."""
-        n = len(columns[self.family.point_arrays[0]])
-        if n == 0:
-            return
-        columns = {k: np.asarray(v, dtype=F32).reshape(n) for k, v in columns.items()}
-        columns = self.family.complete_columns(columns)
-        flags = {DEFAULT: np.broadcast_to(np.asarray(exact, dtype=bool), n)}
-        for label, value in (exact_for or {}).items():
-            flags[label] = np.broadcast_to(np.asarray(value, dtype=bool), n)
-        source = np.full(n, -1) if source is None else source
-        self.parts.append((columns, group, flags, source))
+def batches(
+    family, parts: list[Part], seed: int, transforms: Mapping[str, Transform], batch_rows: int = BATCH_ROWS
+) -> Iterator[CaseSet]:
+    """The parts' rows, block by block, in CaseSets of about batch_rows rows (see the module doc)."""
+    pending: list[tuple[str, Mapping[str, np.ndarray]]] = []
+    sources: list[np.ndarray] = []
+    held, first_row = 0, 0
+    for part_index, part in enumerate(parts):
+        units_per_block = max(1, BLOCK_ROWS // max(part.unit_rows, 1))
+        for block_index in range(math.ceil(part.units / units_per_block)):
+            units = min(units_per_block, part.units - block_index * units_per_block)
+            rng = np.random.default_rng([seed, part_index, block_index])
+            block = family.complete_columns(
+                {k: np.asarray(v, dtype=F32).ravel() for k, v in part.make(rng, units).items()}
+            )
+            rows = len(block[family.point_arrays[0]])
+            pending.append((part.group, block))
+            sources.append(np.full(rows, -1))
+            copies = _metamorphic_copies(block, rng, transforms) if part.metamorphic else []
+            base = held
+            held += rows
+            for name, chosen, columns in copies:
+                pending.append((f"metamorphic: {name}", columns))
+                sources.append(base + chosen)
+                held += len(chosen)
+            if held >= batch_rows:
+                yield case_set(family, pending, np.concatenate(sources), first_row)
+                first_row += held
+                pending, sources, held = [], [], 0
+    if pending:
+        yield case_set(family, pending, np.concatenate(sources), first_row)
 
-    def build(self) -> CaseSet:
-        names = (*self.family.shape_arrays, *self.family.point_arrays)
-        labels = dict.fromkeys(label for part in self.parts for label in part[2])
-        return CaseSet(
-            self.family.name,
-            {k: np.concatenate([p[0][k] for p in self.parts]) for k in names},
-            np.concatenate([np.full(len(p[3]), p[1], dtype=object) for p in self.parts]),
-            {label: np.concatenate([p[2].get(label, p[2][DEFAULT]) for p in self.parts]) for label in labels},
-            np.concatenate([p[3] for p in self.parts]),
-        )
+
+def generate(family, parts: list[Part], seed: int, transforms: Mapping[str, Transform]) -> CaseSet:
+    """All the parts' rows in one CaseSet (the same rows `batches` streams)."""
+    return concatenate(family, list(batches(family, parts, seed, transforms, batch_rows=2**62)))
+
+
+def concatenate(family, sets: list[CaseSet]) -> CaseSet:
+    offsets = np.cumsum([0, *(len(s) for s in sets)])[:-1]
+    return CaseSet(
+        family.name,
+        {k: np.concatenate([s.columns[k] for s in sets]) for k in sets[0].columns},
+        np.concatenate([s.group for s in sets]),
+        np.concatenate([np.where(s.source >= 0, s.source + o, -1) for s, o in zip(sets, offsets)]),
+        sets[0].first_row,
+    )
+
+
+def _metamorphic_copies(block: Columns, rng, transforms: Mapping[str, Transform]):
+    """(name, chosen rows, transformed columns) for each transform, on a share of the eligible rows."""
+    eligible = np.flatnonzero(normal_or_zero(block))
+    size = min(eligible.size, math.ceil(eligible.size * METAMORPHIC_SHARE))
+    if not size or not transforms:
+        return []
+    chosen = np.sort(rng.choice(eligible, size=size, replace=False))
+    base = {k: v[chosen] for k, v in block.items()}
+    copies = []
+    for name, transform in transforms.items():
+        with np.errstate(all="ignore"):
+            copies.append((name, chosen, transform(base)))
+    return copies
+
+
+# ---------------------------------------------------------------------------- row makers
 
 
 def ulp_step(x: np.ndarray, steps) -> np.ndarray:
@@ -96,7 +187,7 @@ def random_bits(rng, n: int, low: int = -20, high: int = 20, positive=False) -> 
     return (sign * np.ldexp(mantissa, rng.integers(low, high + 1, n))).astype(F32)
 
 
-def ulp_moves(base: dict, axis: str) -> dict:
+def ulp_moves(base: Mapping, axis: str) -> Columns:
     """Each row of `base` repeated for -64..+64 ulp steps of one column."""
     n = len(base[axis])
     rows = {k: np.repeat(np.asarray(v, dtype=F32), len(ULP_MOVES)) for k, v in base.items()}
@@ -104,7 +195,7 @@ def ulp_moves(base: dict, axis: str) -> dict:
     return rows
 
 
-def ulp_grid(base_row: dict, x: str = "px", y: str = "py") -> dict:
+def ulp_grid(base_row: Mapping, x: str = "px", y: str = "py") -> Columns:
     """Kettner-style: a 256 x 256 grid of nextafter steps of (x, y) around one row."""
     steps = np.arange(GRID_SIDE) - GRID_SIDE // 2
     sx, sy = np.meshgrid(steps, steps, indexing="ij")
@@ -114,16 +205,17 @@ def ulp_grid(base_row: dict, x: str = "px", y: str = "py") -> dict:
     return rows
 
 
-def f32(columns: dict) -> dict:
+def f32(columns: Mapping) -> Columns:
     return {k: np.asarray(v, dtype=F32) for k, v in columns.items()}
 
 
 def exactly_float32(values64: np.ndarray) -> np.ndarray:
     """Rows whose float64 values survive the trip through float32 unchanged."""
-    return np.all(np.asarray(values64, dtype=np.float64) == np.asarray(values64, dtype=F32).astype(np.float64), axis=0)
+    values = np.asarray(values64, dtype=np.float64)
+    return np.all(values == np.asarray(values64, dtype=F32).astype(np.float64), axis=0)
 
 
-def with_special_values(base: dict, slots: tuple[str, ...]) -> dict:
+def with_special_values(base: Mapping, slots: tuple[str, ...]) -> Columns:
     """Copies of `base` with each special value in each slot."""
     n = len(next(iter(base.values())))
     out = {k: [] for k in base}
@@ -134,16 +226,41 @@ def with_special_values(base: dict, slots: tuple[str, ...]) -> dict:
     return {k: np.concatenate(v) for k, v in out.items()}
 
 
-def add_random_groups(builder: Builder, rng, count: int, random_rows) -> None:
+def random_parts(count: int, random_rows) -> list[Part]:
     """Random rows around the origin, then offset to 1e3 and 1e5, where float32 cancellation bites."""
-    builder.add("random", random_rows(rng, count))
-    for offset in (1e3, 1e5):
-        builder.add(f"offset {offset:g}", random_rows(rng, count, offset))
+    return [Part("random", count, random_rows)] + [
+        Part(f"offset {offset:g}", count, lambda rng, n, offset=offset: random_rows(rng, n, offset))
+        for offset in (1e3, 1e5)
+    ]
+
+
+def signed_zero_rows(pairs: tuple[tuple[str, str], ...], assignments: list[Mapping[str, float]], values) -> Columns:
+    """Rows whose coordinate differences are ±0.0 in every sign combination.
+
+    For each (p, c) pair of columns whose difference a kernel takes (p − c): rows with
+    p − c = −0.0 (p = −0.0, c = +0.0) and +0.0 (both +0.0, and both −0.0), while the
+    other pairs' differences take each of `values` (give both signs), for each of the
+    `assignments` of the remaining columns.
+    """
+    zeros = ((-0.0, 0.0), (0.0, 0.0), (-0.0, -0.0))  # (p, c): p − c = −0, +0, +0
+    names = (*(name for pair in pairs for name in pair), *assignments[0])
+    rows: dict[str, list] = {k: [] for k in names}
+    for zero_pair in pairs:
+        rest = [pair for pair in pairs if pair != zero_pair]
+        for p0, c0 in zeros:
+            for diffs in itertools.product(values, repeat=len(rest)):
+                for assignment in assignments:
+                    rows[zero_pair[0]].append(p0)
+                    rows[zero_pair[1]].append(c0)
+                    for (p, c), d in zip(rest, diffs):
+                        rows[p].append(d)
+                        rows[c].append(0.0)
+                    for k, v in assignment.items():
+                        rows[k].append(v)
+    return f32(rows)
 
 
 # ---------------------------------------------------------------------------- metamorphic
-
-Transform = Callable[[dict], dict]
 
 
 def coordinate_transforms(
@@ -180,40 +297,13 @@ def coordinate_transforms(
     }
 
 
-def normal_or_zero(columns: dict) -> np.ndarray:
+def normal_or_zero(columns: Mapping) -> np.ndarray:
     """Rows with no under/overflow risk after scaling: every value 0 or comfortably normal."""
     ok = np.ones(len(next(iter(columns.values()))), dtype=bool)
     for v in columns.values():
         magnitude = np.abs(v.astype(np.float64))
         ok &= np.isfinite(magnitude) & ((magnitude == 0) | ((magnitude > 2.0**-100) & (magnitude < 2.0**100)))
     return ok
-
-
-def with_metamorphic(cases: CaseSet, rng, count: int, transforms: Mapping[str, Transform]) -> CaseSet:
-    """`cases` plus up to `count` transformed copies per transform of randomly chosen rows."""
-    eligible = np.flatnonzero(normal_or_zero(cases.columns))
-    chosen = np.sort(rng.choice(eligible, size=min(count, eligible.size), replace=False))
-    base = {k: v[chosen] for k, v in cases.columns.items()}
-    parts = [cases]
-    for name, transform in transforms.items():
-        with np.errstate(all="ignore"):
-            columns = transform(base)
-        parts.append(
-            CaseSet(
-                cases.family,
-                columns,
-                np.full(chosen.size, f"metamorphic: {name}", dtype=object),
-                {label: flags[chosen] for label, flags in cases.exact_boundary.items()},
-                chosen,
-            )
-        )
-    return CaseSet(
-        cases.family,
-        {k: np.concatenate([p.columns[k] for p in parts]) for k in cases.columns},
-        np.concatenate([p.group for p in parts]),
-        {label: np.concatenate([p.exact_boundary[label] for p in parts]) for label in cases.exact_boundary},
-        np.concatenate([p.source for p in parts]),
-    )
 
 
 # ---------------------------------------------------------------------------- user input

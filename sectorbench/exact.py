@@ -252,3 +252,62 @@ def check_margins_agree(family, rows, filtered, exact) -> None:
     if not close.all():
         i = np.flatnonzero(~close.reshape(len(rows), -1).all(axis=1))[0]
         raise OracleSelfCheckError(f"{family} row {rows[i]}: filtered margins {filtered[i]} vs exact {exact[i]}")
+
+
+# ---------------------------------------------------------------- exact-evaluable rows
+#
+# A row whose float32 evaluation rounds nowhere cannot be answered wrongly by rounding:
+# any kernel that evaluates the predicate's expression in float32 gets it exactly
+# right, so any mismatch there is a logic bug.  These helpers follow a float32
+# computation in float64 and say, per row, whether each step was exact: its exact result
+# is a float32 that is zero or normal (a subnormal result would be flushed by -ffast-math
+# builds, so it does not count as exact).  Operands are always float32 values (each step
+# is checked before the next uses it), so a float64 product of two is exact (24 + 24 bits)
+# and TwoSum gives a float64 sum's exact rounding error.
+
+
+def float32_exact(x: np.ndarray) -> np.ndarray:
+    """Rows where float64 x is a float32 value that is zero or normal."""
+    with np.errstate(all="ignore"):
+        same = x.astype(np.float32).astype(np.float64) == x
+        return np.isfinite(x) & same & ((x == 0) | (np.abs(x) >= SMALLEST_NORMAL32))
+
+
+def exact_add(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """a + b, and the rows where float32 would compute it without rounding."""
+    with np.errstate(all="ignore"):
+        s = a + b
+        bb = s - a
+        error = (a - (s - bb)) + (b - bb)  # TwoSum (Knuth): the exact rounding error of s
+    return s, (error == 0) & float32_exact(s)
+
+
+def exact_sub(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return exact_add(a, -b)
+
+
+def exact_mul(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(all="ignore"):
+        p = a * b
+    return p, float32_exact(p)
+
+
+def exact_sqrt(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(all="ignore"):
+        root = np.sqrt(a)
+        return root, float32_exact(root) & (root * root == a)
+
+
+def exactness_margins(margins: np.ndarray, exact: np.ndarray, violations: list[np.ndarray], nan_rows) -> tuple:
+    """(mismatch margin, rows where rounding cannot explain a mismatch), exact constraints counted.
+
+    margins, exact: (rows, K) per-constraint margins and exact-evaluability; a constraint
+    evaluated exactly cannot be misjudged by rounding, so its margin becomes +inf.
+    violations: as for mismatch_margin.  A row is "exact" when its mismatch margin is
+    +inf only because of such constraints (not because of an infinite input, which the
+    special-value class covers).
+    """
+    plain = mismatch_margin(margins, violations, nan_rows)
+    counted = mismatch_margin(np.where(exact, np.inf, margins), violations, nan_rows)
+    nan_rows = np.zeros(len(plain), dtype=bool) if nan_rows is None else np.asarray(nan_rows, dtype=bool)
+    return counted, np.isinf(counted) & ~np.isinf(plain) & ~nan_rows

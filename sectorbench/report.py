@@ -159,14 +159,15 @@ def failing_inputs_table(verdict) -> Table:
     for row in verdict.failing:
         inputs = " ".join(f"{k}={v}" for k, v in row["inputs"].items())
         margin = "–" if row["margin"] is None else f"{row['margin']:.3g}"
+        number = "–" if row["row"] is None else str(row["row"])
         table.add_row(
-            str(row["row"]),
+            number,
             row["group"],
             row["class"],
             margin,
             inputs,
-            "inside" if row["kernel"] else "outside",
-            "inside" if row["oracle"] else "outside",
+            str(row["kernel"]),
+            "–" if row["oracle"] is None else str(row["oracle"]),
         )
     return table
 

@@ -4,14 +4,22 @@ The family supplies the cases, the exact reference and how an answer compares wi
 (families/); this module runs the kernels and classifies each mismatch (first match
 wins):
   nondeterministic  the kernel's answer for a row changes with its lane / position;
-  special-value     the row has a NaN, an infinity, a float32 subnormal or a -0.0 input;
-  logic-bug         the row lies exactly on the boundary by construction, or its
-                    margin exceeds the kernel's declared rounding bound;
+  special-value     the row has a NaN, an infinity, a float32 subnormal or a -0.0 input,
+                    and rounding cannot explain the mismatch;
+  logic-bug         float32 evaluates what the answer hinges on exactly (no operation
+                    rounds), or the margin exceeds the kernel's declared rounding bound;
   rounding-band     margin <= the bound: float32 can be expected to get it wrong.
 The margin is how many float32 roundings the row lies from the boundary the kernel got
-wrong.  A kernel's verdict: exact (no mismatch), rounding-band (only tolerated ones) or
-FAIL.  Special-value mismatches are tolerated only for builds with fast-math flags
-(which promise no NaN, inf or signed zero), unless strict_special.
+wrong.  Every loop `run` times is checked too: the count loops (inline and through a
+pointer) and the grid loop against the oracle's count on small scenes whose point count
+takes every residue modulo the lane width; a count off by more than the scene's
+rounding-band pairs is a logic bug.  A kernel's verdict: exact (no mismatch),
+rounding-band (only tolerated ones) or FAIL.  Special-value mismatches are tolerated
+only for builds with fast-math flags (which promise no NaN, inf or signed zero), unless
+strict_special.
+
+Cases are streamed in batches (cases.BATCH_ROWS rows), so memory stays bounded at any
+--cases, and the result does not depend on the batch size.
 """
 
 from __future__ import annotations
@@ -23,8 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import SectorbenchError, environment, exact, families
+from . import SectorbenchError, cases, environment, exact, families
 from .build import BuildConfig, build
+from .cases import BATCH_ROWS
 from .kernels import Kernel, select
 from .results import SCHEMA_VERSION
 from .scenes import make_scene
@@ -37,6 +46,15 @@ FAST_MATH_FLAGS = frozenset(
 )
 SELF_CHECK_ROWS = 512
 GRID_CHECK_ROWS = 64
+#: Rows are evaluated in the lane (of the widest vector) a single batch would put them in.
+LANE_ALIGNMENT = 16
+#: Loop check: point counts beyond 1 .. 2·lanes + 1, none a multiple of 16.
+LOOP_EXTRA_POINTS = (47, 100, 1003)
+#: Refuse a verify whose estimated time exceeds this: a run of days helps no one.
+MAX_ESTIMATED_S = 24 * 3600.0
+#: Estimated seconds per case row, per build, oracle and kernels included (measured here
+#: at ~4 µs with the default kernels; doubled for slower machines).
+SECONDS_PER_ROW = 8e-6
 
 
 @dataclass(frozen=True)
@@ -50,6 +68,7 @@ class VerifyConfig:
     show: int = 0  # failing inputs kept per kernel
     input_path: Path | None = None  # user cases instead of generated ones
     disable_isa: tuple[str, ...] = ()
+    batch_rows: int = BATCH_ROWS  # rows held at once (memory); the result does not depend on it
 
 
 @dataclass(frozen=True)
@@ -64,6 +83,8 @@ class KernelVerdict:
     mismatches: dict = field(default_factory=dict)  # class -> count
     worst_margin: float | None = None  # largest margin among non-special mismatches
     metamorphic_inconsistencies: int = 0
+    exact_evaluable: int = 0  # judged rows float32 evaluates without rounding
+    loop_checks: int = 0  # count and grid loops compared with the oracle's count
     verdict: str = "FAIL"  # exact | rounding-band | FAIL
     failing: list = field(default_factory=list)  # the first `show` failing inputs, as hex floats
 
@@ -76,6 +97,7 @@ class VerifyResult:
     groups: dict
     env: dict
     kernels: list[KernelVerdict]
+    exact_evaluable: int = 0  # rows float32 evaluates without rounding, in the family's own parametrisation
     kind: str = "verify"
     schema: int = SCHEMA_VERSION
 
@@ -91,134 +113,321 @@ def is_fast_math(flags: tuple[str, ...]) -> bool:
     return any(flag in FAST_MATH_FLAGS for flag in flags)
 
 
-def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, total=None: None) -> VerifyResult:
+@dataclass(eq=False)  # identity: tallies key the answers of one batch
+class _Tally:
+    """One kernel of one build, accumulated over batches."""
+
+    kernel: Kernel
+    build: BuildConfig
+    bound: float
+    status: str = "ok"
+    reason: str | None = None
+    cases: int = 0
+    counts: dict = field(default_factory=lambda: dict.fromkeys(CLASSES, 0))
+    worst: float | None = None
+    inconsistent: int = 0
+    exact_evaluable: int = 0
+    loop_checks: int = 0
+    failing: list = field(default_factory=list)  # rows of a failing class, up to `show`
+    other: list = field(default_factory=list)  # tolerated mismatches, up to `show`
+    any_mismatch: bool = False
+    any_failure: bool = False
+
+    def verdict(self) -> KernelVerdict:
+        base = dict(
+            kernel=self.kernel.name, flags=" ".join(self.build.flags), cc=self.build.cc, rounding_bound=self.bound
+        )
+        if self.status != "ok":
+            return KernelVerdict(status=self.status, reason=self.reason, **base)
+        verdict = "FAIL" if self.any_failure else "rounding-band" if self.any_mismatch else "exact"
+        return KernelVerdict(
+            status="ok",
+            cases=self.cases,
+            mismatches=dict(self.counts),
+            worst_margin=self.worst,
+            metamorphic_inconsistencies=self.inconsistent,
+            exact_evaluable=self.exact_evaluable,
+            loop_checks=self.loop_checks,
+            verdict=verdict,
+            failing=self.failing if self.failing else self.other,
+            **base,
+        )
+
+
+def estimated_seconds(family, config: VerifyConfig) -> float:
+    """A conservative estimate of verify's run time (to refuse absurd --cases up front)."""
+    rows = sum(part.rows for part in family.case_parts(config.cases))
+    rows *= 1 + cases.METAMORPHIC_SHARE * len(family.transforms)
+    return rows * SECONDS_PER_ROW * len(config.builds)
+
+
+def check_config(config: VerifyConfig) -> None:
+    """Refuse what would fail or take absurdly long, before anything is built."""
     family = families.get(config.family)
-    progress("generating cases")
-    case_set = family.input_cases(config.input_path) if config.input_path else family.cases(config.cases, config.seed)
-    _self_check(family, case_set, config.seed)
-    references: dict = {}
-    verdicts = []
+    if config.seed < 0:
+        raise SectorbenchError(f"--seed must be >= 0 (got {config.seed})")
+    if config.cases < 1:
+        raise SectorbenchError(f"--cases must be at least 1 (got {config.cases})")
+    if config.input_path is None:
+        seconds = estimated_seconds(family, config)
+        if seconds > MAX_ESTIMATED_S:
+            raise SectorbenchError(
+                f"--cases {config.cases} would take about {seconds / 3600:,.0f} hours "
+                f"(limit {MAX_ESTIMATED_S / 3600:.0f}); choose a smaller --cases"
+            )
+
+
+def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, total=None: None) -> VerifyResult:
+    check_config(config)
+    family = families.get(config.family)
+    if config.input_path:
+        batches = iter([family.input_cases(config.input_path)])
+    else:
+        batches = family.case_batches(config.cases, config.seed, config.batch_rows)
+    sessions: list[BuildSession] = []
+    tallies: dict[tuple, _Tally] = {}
+    groups: dict[str, int] = {}
+    total = evaluable = 0
     with tempfile.TemporaryDirectory(prefix="sectorbench-verify-") as scratch:
         scratch = Path(scratch)
-        scene_path = save_scene(case_set.scene(), scratch)
-        for build_config in config.builds:
-            progress(f"building {build_config.label}")
-            session = BuildSession(build_config, build(build_config), scene_path, config.disable_isa)
-            try:
-                verdicts += _verify_build(config, family, session, case_set, references, scratch, progress)
-            finally:
+        try:
+            for build_config in config.builds:
+                progress(f"building {build_config.label}")
+                sessions.append(BuildSession(build_config, build(build_config), disable_isa=config.disable_isa))
+            chosen = {id(s): select(s.kernels, list(config.kernels), config.family) for s in sessions}
+            for session in sessions:
+                for kernel in chosen[id(session)]:
+                    tally = _Tally(kernel, session.config, kernel.rounding_bound or family.default_rounding_bound)
+                    if not kernel.runnable:
+                        tally.status, tally.reason = "skipped", kernel.skip_reason
+                    tallies[(id(session), kernel.name)] = tally
+                _check_loops(
+                    family, session, [t for (s, _), t in tallies.items() if s == id(session)], config, scratch, progress
+                )
+            for batch_index, case_set in enumerate(batches):
+                progress(f"batch {batch_index + 1}: exact oracle")
+                _self_check(family, case_set, config.seed, batch_index)
+                scene_path = save_scene(case_set.scene(), scratch)
+                references: dict = {}
+                for session in sessions:
+                    session.use(scene_path)
+                    live = [tallies[(id(session), k.name)] for k in chosen[id(session)]]
+                    live = [tally for tally in live if tally.status == "ok"]
+                    progress(f"batch {batch_index + 1}: {len(live)} kernels [{session.config.label}]")
+                    for tally, (answers, unstable) in _answers(session, family, live, case_set, scratch).items():
+                        reference = _reference(family, case_set, tally.kernel, references)
+                        _judge(family, tally, case_set, reference, answers, unstable, config)
+                for group, count in zip(*np.unique(case_set.group.astype(str), return_counts=True)):
+                    groups[str(group)] = groups.get(str(group), 0) + int(count)
+                total += len(case_set)
+                evaluable += int(np.count_nonzero(_default_reference(family, case_set, references).exact_evaluable))
+                scene_path.unlink()
+        finally:
+            for session in sessions:
                 session.close()
-    groups = {str(g): int(n) for g, n in zip(*np.unique(case_set.group.astype(str), return_counts=True))}
+    verdicts = [tally.verdict() for tally in tallies.values()]
+    if verdicts and all(v.status == "skipped" for v in verdicts):
+        reasons = "; ".join(dict.fromkeys(f"{v.kernel}: {v.reason}" for v in verdicts))
+        raise SectorbenchError(f"no kernel could be checked: {reasons}")
     env = {
         "machine": environment.machine_fingerprint(),
         "compilers": {b.cc: environment.compiler_fingerprint(b.cc) for b in config.builds},
     }
-    return VerifyResult(config.family, None if config.input_path else config.seed, len(case_set), groups, env, verdicts)
+    seed = None if config.input_path else config.seed
+    return VerifyResult(config.family, seed, total, dict(sorted(groups.items())), env, verdicts, evaluable)
 
 
-def _self_check(family, case_set, seed: int) -> None:
+def _default_reference(family, case_set, references):
+    """The oracle for the family's own parametrisation (what `exact_evaluable` counts)."""
+    key = ("default", None)
+    if key not in references:
+        default_kernel = _nominal_kernel(family)
+        references[key] = references.get(family.reference_key(default_kernel)) or family.reference(
+            case_set, default_kernel
+        )
+    return references[key]
+
+
+def _nominal_kernel(family) -> Kernel:
+    """A strict kernel taking the family's first arrays, to ask the family about its own parametrisation."""
+    takes = tuple(name for name in family.shape_arrays if name not in ("r", "theta"))
+    return Kernel(
+        name="(family)",
+        family=family.name,
+        takes=takes,
+        isa=(),
+        loop="",
+        summary="",
+        source="",
+        lanes=1,
+        block=1,
+        known_bad=False,
+        rounding_bound=0.0,
+        tolerance=0.0,
+    )
+
+
+def _self_check(family, case_set, seed: int, batch_index: int) -> None:
     """The fast oracle must agree with plain Fraction arithmetic on a sample; else an internal error."""
     try:
-        family.self_check(case_set, np.random.default_rng(seed), SELF_CHECK_ROWS)
+        family.self_check(case_set, np.random.default_rng([seed, batch_index]), SELF_CHECK_ROWS)
     except exact.OracleSelfCheckError as exc:
         raise SectorbenchError(f"internal error: the oracle failed its self-check: {exc}") from None
 
 
-def _verify_build(config, family, session, case_set, references, scratch, progress) -> list[KernelVerdict]:
-    verdicts = []
-    for kernel in select(session.kernels, list(config.kernels), config.family):
-        progress(f"{kernel.name} {session.config.label}")
-        base = dict(
-            kernel=kernel.name,
-            flags=" ".join(session.config.flags),
-            cc=session.config.cc,
-            rounding_bound=kernel.rounding_bound or family.default_rounding_bound,
-        )
-        if not kernel.runnable:
-            verdicts.append(KernelVerdict(status="skipped", reason=kernel.skip_reason, **base))
-            continue
-        try:
-            answers, unstable = _answers(session.worker, family, kernel, case_set, scratch)
-        except WorkerCrashed as exc:
-            verdicts.append(KernelVerdict(status="crashed", reason=str(exc), **base))
-            session.restart()
-            continue
-        key = family.reference_key(kernel)
-        if key not in references:
-            progress("exact oracle")
-            references[key] = family.reference(case_set, kernel)
-        verdicts.append(
-            _judge(family, kernel, session.config, case_set, references[key], answers, unstable, config, base)
-        )
-    return verdicts
+def _reference(family, case_set, kernel, references):
+    key = family.reference_key(kernel)
+    if key not in references:
+        references[key] = family.reference(case_set, kernel)
+    return references[key]
 
 
-def _answers(worker, family, kernel: Kernel, case_set, scratch) -> tuple[np.ndarray, np.ndarray]:
-    """The kernel's answers, and the rows whose answer depends on lane or layout."""
-    answers = family.answers(worker.evaluate(kernel.name, scratch))
-    unstable = np.zeros(len(case_set), dtype=bool)
-    for shift in range(1, kernel.lanes):
-        worker.load(case_set.scene(shift=shift), scratch)
-        unstable |= family.answers(worker.evaluate(kernel.name, scratch))[shift:] != answers
-    # The grid loops (count and evaluate) against the pairs loop on a sample: the diagonal.
-    rows = np.arange(min(GRID_CHECK_ROWS, len(case_set)))
-    sample = case_set.scene(rows)
-    grid = make_scene("grid check", case_set.family, {k: sample.column(k) for k in sample.arrays})
-    worker.load(grid, scratch)
-    unstable[rows] |= np.diagonal(family.answers(worker.evaluate(kernel.name, scratch))) != answers[rows]
-    worker.load(case_set.scene(), scratch)
-    return answers, unstable
+def _answers(session, family, tallies: list[_Tally], case_set, scratch) -> dict:
+    """Each kernel's answers, and the rows whose answer depends on lane or layout.
+
+    Rows are evaluated where a single batch of the whole run would put them (row g in
+    lane g mod 16: the batch is preceded by first_row mod 16 padding rows), again after
+    1 .. lanes-1 more padding rows (so each row lands in every lane), and the run's first
+    rows through the grid loop; each scene is loaded once for all kernels.  A kernel that
+    crashes its worker is marked and left out.
+    """
+
+    def evaluate(live, shift):
+        scene = case_set.scene(shift=shift)
+        session.worker.load(scene, scratch)
+        out = {}
+        for tally in live:
+            try:
+                out[tally] = family.answers(session.worker.evaluate(tally.kernel.name, scratch))[shift:]
+            except WorkerCrashed as exc:
+                tally.status, tally.reason = "crashed", str(exc)
+                session.restart()
+                session.worker.load(scene, scratch)
+        return out
+
+    aligned = case_set.first_row % LANE_ALIGNMENT
+    answers = evaluate(tallies, aligned)
+    unstable = {tally: np.zeros(len(case_set), dtype=bool) for tally in answers}
+    for shift in range(1, max((t.kernel.lanes for t in answers), default=1)):
+        for tally, shifted in evaluate([t for t in answers if t.kernel.lanes > shift], aligned + shift).items():
+            unstable[tally] |= shifted != answers[tally]
+    # The grid loop against the pairs loop on the run's first rows: the diagonal.
+    rows = np.arange(max(0, min(GRID_CHECK_ROWS - case_set.first_row, len(case_set))))
+    if len(rows):
+        sample = case_set.scene(rows)
+        grid = make_scene("grid check", case_set.family, {k: sample.column(k) for k in sample.arrays})
+        session.worker.load(grid, scratch)
+        for tally in list(answers):
+            try:
+                diagonal = np.diagonal(family.answers(session.worker.evaluate(tally.kernel.name, scratch)))
+            except WorkerCrashed as exc:
+                tally.status, tally.reason = "crashed", str(exc)
+                session.restart()
+                session.worker.load(grid, scratch)
+                continue
+            unstable[tally][rows] |= diagonal != answers[tally][rows]
+    return {tally: (answers[tally], unstable[tally]) for tally in answers if tally.status == "ok"}
 
 
-def _judge(family, kernel, build_config, case_set, reference, answers, unstable, config, base) -> KernelVerdict:
+def _judge(family, tally: _Tally, case_set, reference, answers, unstable, config) -> None:
+    kernel = tally.kernel
     inputs = family.inputs(kernel)
-    bound = kernel.rounding_bound or family.default_rounding_bound
     applicable = family.applicable(kernel, case_set)
-    wrong, margin = family.compare(kernel, case_set, reference, answers)
-    mismatch = (wrong | unstable) & applicable
+    mismatch = (family.compare(kernel, case_set, reference, answers) | unstable) & applicable
     special = exact.has_special_input(*(case_set.columns[name] for name in inputs))
-    on_boundary = family.exact_boundary(kernel, case_set)
-    margin = np.where(np.isnan(margin), np.inf, margin)
-    # Rounding explains a mismatch only off exact constructions; special inputs count
+    exact_rows = reference.exact
+    margin = np.where(np.isnan(reference.margin), np.inf, reference.margin)
+    # Rounding explains a mismatch only where float32 rounds; special inputs count
     # against a kernel only where rounding (underflow included) cannot explain it.
     klass = np.select(
-        [unstable, on_boundary & special, on_boundary, margin <= bound, special],
+        [unstable, exact_rows & special, exact_rows, margin <= tally.bound, special],
         ["nondeterministic", "special-value", "logic-bug", "rounding-band", "special-value"],
         "logic-bug",
     )
-    counts = {name: int(np.count_nonzero(mismatch & (klass == name))) for name in CLASSES}
     failing_classes = {"logic-bug", "nondeterministic"}
-    if config.strict_special or not is_fast_math(build_config.flags):
+    if config.strict_special or not is_fast_math(tally.build.flags):
         failing_classes.add("special-value")
     fails = mismatch & np.isin(klass, list(failing_classes))
-    if not mismatch.any():
-        verdict = "exact"
-    elif fails.any():
-        verdict = "FAIL"
-    else:
-        verdict = "rounding-band"
+    for name in CLASSES:
+        tally.counts[name] += int(np.count_nonzero(mismatch & (klass == name)))
     measured = mismatch & ~special & ~unstable
-    worst = float(margin[measured].max()) if measured.any() else None
-    inconsistent = _metamorphic_inconsistencies(case_set, answers)
-    shown = np.flatnonzero(fails)[: config.show] if fails.any() else np.flatnonzero(mismatch)[: config.show]
-    failing = [
-        _describe_row(family, case_set, inputs, i, answers[i], reference.answer[i], klass[i], margin[i]) for i in shown
-    ]
-    return KernelVerdict(
-        status="ok",
-        cases=int(applicable.sum()),
-        mismatches=counts,
-        worst_margin=worst,
-        metamorphic_inconsistencies=inconsistent,
-        verdict=verdict,
-        failing=failing,
-        **base,
-    )
-
-
-def _metamorphic_inconsistencies(case_set, answers) -> int:
+    if measured.any():
+        worst = float(margin[measured].max())
+        tally.worst = worst if tally.worst is None else max(tally.worst, worst)
+    tally.cases += int(applicable.sum())
+    tally.exact_evaluable += int(np.count_nonzero(applicable & reference.exact_evaluable))
     derived = case_set.source >= 0
-    return int(np.count_nonzero(answers[derived] != answers[case_set.source[derived]]))
+    tally.inconsistent += int(np.count_nonzero(answers[derived] != answers[case_set.source[derived]]))
+    tally.any_mismatch |= bool(mismatch.any())
+    tally.any_failure |= bool(fails.any())
+    for rows, kept in ((np.flatnonzero(fails), tally.failing), (np.flatnonzero(mismatch & ~fails), tally.other)):
+        for i in rows[: max(0, config.show - len(kept))]:
+            kept.append(
+                _describe_row(family, case_set, inputs, i, answers[i], reference.answer[i], klass[i], margin[i])
+            )
+
+
+def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, scratch, progress) -> None:
+    """Every timed loop against the oracle on small grid scenes, for every tail residue.
+
+    N = 2·(widest block) + 3 shapes, so blocked loops run both whole blocks and the
+    shapes left over; M = 1 .. 2·lanes + 1 and LOOP_EXTRA_POINTS points; the family's
+    loop scenes hold most points in some shape, so tails have hits to lose or invent.
+    """
+    runnable = [t for t in tallies if t.status == "ok"]
+    if not runnable or config.input_path:
+        return
+    lanes = max(t.kernel.lanes for t in runnable)
+    shapes = 2 * max(t.kernel.block for t in runnable) + 3
+    rng = np.random.default_rng([config.seed, 1 << 20])
+    for points in (*range(1, 2 * lanes + 2), *LOOP_EXTRA_POINTS):
+        scene = family.loop_scene(shapes, points, rng)
+        pairs = _grid_pairs(family, scene)
+        references: dict = {}
+        session.worker.load(scene, scratch)
+        for tally in runnable:
+            if tally.status != "ok":
+                continue
+            progress(f"loop check: {tally.kernel.name} [{session.config.label}], M={points}")
+            try:
+                grid = family.answers(session.worker.evaluate(tally.kernel.name, scratch))
+                counts = {
+                    f"count_{mode}": session.worker.request("sample", kernel=tally.kernel.name, mode=mode, calls=1)[
+                        "hits"
+                    ]
+                    for mode in ("inline", "call")
+                }
+            except WorkerCrashed as exc:
+                tally.status, tally.reason = "crashed", str(exc)
+                session.restart()
+                session.worker.load(scene, scratch)
+                continue
+            reference = _reference(family, pairs, tally.kernel, references)
+            problems = family.check_loops(tally.kernel, reference, grid.ravel(), counts, tally.bound)
+            tally.loop_checks += 1 + len(counts)
+            for problem in problems:
+                tally.counts["logic-bug"] += 1
+                tally.any_mismatch = tally.any_failure = True
+                if len(tally.failing) < config.show:
+                    tally.failing.append(
+                        {
+                            "row": None,
+                            "group": f"loop check, M={points}",
+                            "class": "logic-bug",
+                            "margin": None,
+                            "inputs": {},
+                            "kernel": problem,
+                            "oracle": None,
+                        }
+                    )
+
+
+def _grid_pairs(family, scene):
+    """A grid scene's N·M (shape, point) pairs as a CaseSet, row i·M + j = (shape i, point j)."""
+    n, m = scene.n_shapes, scene.n_points
+    columns = {name: np.repeat(scene.column(name), m) for name in family.shape_arrays}
+    columns.update({name: np.tile(scene.column(name), n) for name in family.point_arrays})
+    return cases.case_set(family, [("loop check", columns)])
 
 
 def hex_float(value) -> str:
@@ -232,11 +441,11 @@ def hex_float(value) -> str:
 
 def _describe_row(family, case_set, inputs, i, kernel_answer, oracle_answer, klass, margin) -> dict:
     return {
-        "row": int(i),
+        "row": int(case_set.first_row + i),
         "group": str(case_set.group[i]),
         "class": str(klass),
         "margin": None if not np.isfinite(margin) else float(margin),
         "inputs": {k: hex_float(case_set.columns[k][i]) for k in inputs},
-        "kernel": bool(kernel_answer),
-        "oracle": bool(oracle_answer),
+        "kernel": family.describe_answer(kernel_answer),
+        "oracle": family.describe_answer(oracle_answer),
     }

@@ -109,7 +109,7 @@ class Worker:
 class BuildSession:
     """A build's library and its worker on one scene, restarted after a crash."""
 
-    def __init__(self, config, library: Path, scene_path: Path, disable_isa: tuple[str, ...] = ()):
+    def __init__(self, config, library: Path, scene_path: Path | None = None, disable_isa: tuple[str, ...] = ()):
         self.config, self.library, self.scene_path = config, library, scene_path
         self.disable_isa = disable_isa
         self.worker: Worker | None = None
@@ -123,7 +123,13 @@ class BuildSession:
             self.worker.close()
         self.worker = Worker(self.library, self.disable_isa)
         self.kernels, self.fp_environment = self.worker.describe()
-        self.worker.request("scene", path=str(self.scene_path))
+        if self.scene_path is not None:
+            self.worker.request("scene", path=str(self.scene_path))
+
+    def use(self, scene_path: Path) -> None:
+        """Make `scene_path` this session's scene (also after a restart)."""
+        self.scene_path = scene_path
+        self.worker.request("scene", path=str(scene_path))
 
     def close(self) -> None:
         if self.worker is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def test_recast_dot_caught_on_the_article_case():
     article_rows = [row for row in by_name["recast_dot"].failing if row["group"] == "article case"]
     assert len(article_rows) == 1
     row = article_rows[0]
-    assert row["class"] == "logic-bug" and row["kernel"] is False and row["oracle"] is True
+    assert row["class"] == "logic-bug" and row["kernel"] == "outside" and row["oracle"] == "inside"
     assert not any(row["group"] == "article case" for row in by_name["recast_cross"].failing)
     assert by_name["recast_dot"].verdict == "FAIL" and by_name["recast_cross"].verdict != "FAIL"
 
@@ -157,3 +158,52 @@ def test_ulp_step_walks_representable_values():
     x = np.array([1.0, -1.0, 0.0, -0.0], dtype=np.float32)
     assert np.array_equal(ulp_step(x, 1), np.nextafter(x, np.float32(np.inf)))
     assert np.array_equal(ulp_step(ulp_step(x, 5), -5), np.where(x == 0, np.float32(0), x))
+
+
+def exact_construction_file(tmp_path, group: str, limit: int) -> Path:
+    """A user's --input file holding the first `limit` rows of one exact construction."""
+    cases = families.get("sector").cases(200, 0)
+    rows = np.flatnonzero(cases.group == group)[:limit]
+    names = ("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py")
+    path = tmp_path / f"{group.replace(' ', '_')}.npz"
+    np.savez(path, **{name: cases.columns[name][rows] for name in names})
+    return path
+
+
+@pytest.mark.parametrize("group,limit,broken", [("exact arc", 260, "radius_le"), ("exact apex", 60, "apex_inside")])
+def test_input_rows_are_judged_by_arithmetic_not_by_tag(tmp_path, group, limit, broken):
+    """Rows from --input carry no tag: exactness is recognised from their values alone."""
+    path = exact_construction_file(tmp_path, group, limit)
+    result = verify(VerifyConfig(kernels=(broken, "basic"), builds=(BROKEN,), input_path=path, show=1))
+    by_name = {k.kernel: k for k in result.kernels}
+    assert result.cases == limit
+    assert by_name[broken].verdict == "FAIL" and by_name[broken].mismatches["logic-bug"] > 0
+    assert by_name["basic"].verdict == "exact"
+
+
+def test_angle_ge_caught_on_exact_edge_input(tmp_path):
+    path = exact_construction_file(tmp_path, "exact edge", 200)
+    build = BuildConfig.parse("-O2", extra_sources=(DATA / "mutants.c",))
+    result = verify(VerifyConfig(kernels=("m_angle_ge", "sse2_nosqrt"), builds=(build,), input_path=path))
+    by_name = {k.kernel: k for k in result.kernels}
+    assert by_name["m_angle_ge"].mismatches["logic-bug"] > 0 and by_name["sse2_nosqrt"].verdict == "exact"
+
+
+def test_the_result_does_not_depend_on_the_batch_size():
+    """Cases stream in batches to bound memory; one block per batch must give the same answer."""
+    from sectorbench.cases import BLOCK_ROWS
+
+    config = VerifyConfig(kernels=("radius_le", "lane_dependent", "basic"), builds=(BROKEN,), cases=CASES, show=3)
+    whole = verify(config)
+    streamed = verify(dataclasses.replace(config, batch_rows=BLOCK_ROWS))
+    assert streamed.cases == whole.cases and streamed.groups == whole.groups
+    assert [dataclasses.asdict(k) for k in streamed.kernels] == [dataclasses.asdict(k) for k in whole.kernels]
+
+
+def test_absurd_case_counts_are_refused_before_anything_is_built():
+    result = CliRunner().invoke(main, ["verify", "--cases", "1000000000000"])
+    assert result.exit_code == 2 and "hours" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_loop_check_catches_a_lane_dependent_kernel(broken_result):
+    assert broken_result["lane_dependent"].loop_checks > 0

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import exact
-from ..cases import DEFAULT, CaseSet, check_input_arrays, read_npz
+from .. import cases, exact
+from ..cases import CaseSet, Part, check_input_arrays, read_npz
 
 #: A scene generator: (n shapes, m points, seed) -> Scene.
 SceneGenerator = Callable[[int, int, int], "object"]
@@ -29,11 +29,16 @@ class Reference:
 
     answer: the exact answer per row; margin: how many float32 roundings a wrong
     answer of that row is from being right (0 exactly on the boundary, +inf where
-    rounding cannot explain it, NaN for a row with a NaN input).
+    rounding cannot explain it, NaN for a row with a NaN input); exact: rows where a
+    wrong answer cannot be rounding because the float32 evaluation of what it hinges on
+    is exact (no operation rounds), so it is a logic bug; exact_evaluable: rows where
+    float32 evaluates the whole predicate exactly.
     """
 
     answer: np.ndarray
     margin: np.ndarray
+    exact: np.ndarray
+    exact_evaluable: np.ndarray
 
 
 class Family:
@@ -60,8 +65,20 @@ class Family:
         return None
 
     # ---- verify
-    def cases(self, count: int, seed: int) -> CaseSet:
+    def case_parts(self, count: int) -> list[Part]:
+        """The generators of verify's cases; `count` rows per random generator."""
         raise NotImplementedError
+
+    #: Maps that keep the exact answer (cases.coordinate_transforms), applied to a share of each block.
+    transforms: dict = {}
+
+    def case_batches(self, count: int, seed: int, batch_rows: int = cases.BATCH_ROWS):
+        """verify's cases, streamed in CaseSets of about batch_rows rows (see cases.batches)."""
+        return cases.batches(self, self.case_parts(count), seed, self.transforms, batch_rows)
+
+    def cases(self, count: int, seed: int) -> CaseSet:
+        """All of verify's cases at once (the rows case_batches streams)."""
+        return cases.generate(self, self.case_parts(count), seed, self.transforms)
 
     def input_cases(self, path: Path) -> CaseSet:
         raise NotImplementedError
@@ -87,13 +104,16 @@ class Family:
         """(mismatch, margin) per row."""
         raise NotImplementedError
 
+    def loop_scene(self, n: int, m: int, rng: np.random.Generator):
+        """A small grid scene whose shapes hold most points, so that the points in a loop's
+        tail (past the last whole vector) are inside: verify checks every loop against the
+        oracle on such scenes, for every residue of M.  By default the family's first scene
+        kind; override it when those scenes leave most points outside every shape."""
+        return next(iter(self.scenes.values()))(n, m, int(rng.integers(2**31)))
+
     def applicable(self, kernel, case_set: CaseSet) -> np.ndarray:
         """Rows on which the kernel can be judged (inside its contract)."""
         return np.ones(len(case_set), dtype=bool)
-
-    def exact_boundary(self, kernel, case_set: CaseSet) -> np.ndarray:
-        """Rows exactly on the boundary the kernel is judged against."""
-        return case_set.exact_boundary[DEFAULT]
 
     def self_check(self, case_set: CaseSet, rng: np.random.Generator, size: int) -> None:
         """Re-derive a sample with the Fraction reference; raise exact.OracleSelfCheckError.
@@ -106,60 +126,76 @@ class Family:
     def describe_answer(self, value) -> str:
         return str(value)
 
+    def check_loops(
+        self, kernel, reference: Reference, grid: np.ndarray, counts: dict[str, int], bound: float
+    ) -> list[str]:
+        """Problems of a kernel's loops on a loop-check scene (see verify._check_loops).
+
+        grid: the grid loop's answers, flattened like reference; counts: what each count
+        loop returned.  Returns one line per loop that is wrong beyond rounding.
+        """
+        raise NotImplementedError
+
 
 class BooleanFamily(Family):
     """A predicate family: the answer is inside (1) or outside (0) per pair.
 
-    A subclass gives its arrays and scenes, `case_generator(count, seed)`, and its exact
-    oracle as `exact_rows(columns, kernel) -> (inside, mismatch margin)` on the columns
-    of its own `oracle_arrays` (float32, one row per pair), plus `self_check`.
+    A subclass gives its arrays and scenes, `case_parts(count)`, and its exact oracle as
+    `exact_rows(columns, kernel)` on the case set's columns (float32, one row per pair)
+    returning (inside, mismatch margin) or, with exact-evaluable rows
+    worked out (see exact.exactness_margins), (inside, margin, exact, exact_evaluable);
+    plus `self_check`.
     """
 
     oracle_arrays: tuple[str, ...]
 
-    def case_generator(self, count: int, seed: int) -> CaseSet:
+    def exact_rows(self, columns: dict[str, np.ndarray], kernel) -> tuple:
         raise NotImplementedError
-
-    def exact_rows(self, columns: dict[str, np.ndarray], kernel) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
-
-    def cases(self, count: int, seed: int) -> CaseSet:
-        return self.case_generator(count, seed)
 
     def input_cases(self, path: Path) -> CaseSet:
-        from ..cases import Builder
-
         data = read_npz(path)
         required, extra_missing = self.required_input(data)
         check_input_arrays(path, self.name, data, required, extra_missing)
-        builder = Builder(self)
         keep = set(self.shape_arrays) | set(self.point_arrays)
-        builder.add("input", {k: v for k, v in data.items() if k in keep})
-        return builder.build()
+        return cases.case_set(self, [("input", {k: v for k, v in data.items() if k in keep})])
 
     def required_input(self, data: dict) -> tuple[tuple[str, ...], list[str]]:
         """The arrays a case file must have, and any missing alternative groups to report."""
         return (*self.shape_arrays, *self.point_arrays), []
 
     def reference(self, case_set: CaseSet, kernel) -> Reference:
-        columns = {name: case_set.columns[name] for name in self.oracle_arrays}
         with np.errstate(all="ignore"):
-            inside, margin = self.exact_rows(columns, kernel)
-        return Reference(inside, margin)
+            rows = self.exact_rows(case_set.columns, kernel)
+        if len(rows) == 2:  # no exact-evaluable rows worked out
+            nothing = np.zeros(len(rows[0]), dtype=bool)
+            rows = (*rows, nothing, nothing)
+        return Reference(*rows)
 
     def answers(self, raw: np.ndarray) -> np.ndarray:
         return raw.astype(bool)
 
     def compare(self, kernel, case_set, reference, answers):
-        return answers != reference.answer, reference.margin
-
-    def exact_boundary(self, kernel, case_set):
-        if kernel.tolerance:  # the tolerant predicate's boundary lies elsewhere
-            return np.zeros(len(case_set), dtype=bool)
-        return super().exact_boundary(kernel, case_set)
+        return answers != reference.answer
 
     def describe_answer(self, value) -> str:
         return "inside" if value else "outside"
+
+    def check_loops(self, kernel, reference, grid, counts, bound):
+        """The grid loop pair by pair, and each count loop's hits, against the oracle.
+
+        A pair float32 may get wrong by rounding (margin <= bound, not exact-evaluable)
+        may differ; so may a count, by at most the number of such pairs.
+        """
+        band = (reference.margin <= bound) & ~reference.exact
+        problems = []
+        beyond = (grid.astype(bool) != reference.answer) & ~band
+        if beyond.any():
+            problems.append(f"eval_grid wrong on {int(beyond.sum())} pairs beyond rounding")
+        expected, allowed = int(reference.answer.sum()), int(band.sum())
+        for loop, hits in counts.items():
+            if abs(hits - expected) > allowed:
+                problems.append(f"{loop} counts {hits} hits, the oracle {expected} (rounding allows ±{allowed})")
+        return problems
 
 
 def strict_all_positive(nan_rows, signs, margins) -> tuple[np.ndarray, np.ndarray]:

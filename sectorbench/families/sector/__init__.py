@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...cases import DEFAULT
 from ...exact import has_special_input
+from ...scenes import make_scene
 from .. import register
 from ..base import BooleanFamily
-from .cases import R_THETA, sector_cases
-from .oracle import self_check_sector, verify_rows
+from .cases import TRANSFORMS, case_parts, random_sectors
+from .oracle import judged_rows, self_check_sector
 from .scenes import SCENES
+
+#: How far |u|^2 may be from 1 for a kernel taking theta to be judged (see applicable).
+UNIT_TOLERANCE = 2.0**-20
 
 
 class SectorFamily(BooleanFamily):
@@ -25,8 +28,21 @@ class SectorFamily(BooleanFamily):
     oracle_arrays = ("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py")
     scenes = SCENES
 
-    def case_generator(self, count, seed):
-        return sector_cases(self, count, seed)
+    transforms = TRANSFORMS
+
+    def case_parts(self, count):
+        return case_parts(count)
+
+    def loop_scene(self, n, m, rng):
+        """Half the sectors wide (theta in (2.6, 3.1), r = 4, apex near the origin): they hold
+        nearly all of [-1, 1]^2; the other half random."""
+        wide = n // 2
+        columns = {k: np.asarray(v) for k, v in random_sectors(rng, n).items()}
+        columns["cx"][:wide], columns["cy"][:wide] = rng.uniform(-0.2, 0.2, (2, wide))
+        columns["r"][:wide], columns["theta"][:wide] = 4.0, rng.uniform(2.6, 3.1, wide)
+        columns = self.complete_columns({k: v.astype(np.float32) for k, v in columns.items()})
+        points = rng.uniform(-1, 1, (2, m)).astype(np.float32)
+        return make_scene("loop check", self.name, {**columns, "px": points[0], "py": points[1]})
 
     def complete_columns(self, columns):
         """Fill whichever of (r, theta) / (r2, cos_theta) is missing from the other, in float32."""
@@ -46,28 +62,30 @@ class SectorFamily(BooleanFamily):
         pair_given = {"r2", "cos_theta"} <= data.keys() or {"r", "theta"} <= data.keys()
         return ("cx", "cy", "ux", "uy", "px", "py"), [] if pair_given else ["r2 and cos_theta (or r and theta)"]
 
+    def reference_key(self, kernel):
+        return "theta" in kernel.takes, kernel.tolerance
+
     def exact_rows(self, columns, kernel):
-        return verify_rows(*columns.values())
+        return judged_rows(columns, takes_theta="theta" in kernel.takes)
 
     def applicable(self, kernel, case_set):
         """Rows on which a kernel can be judged against the (r2, cos_theta) oracle.
 
         A kernel taking (r, theta) is judged through r2 = r*r and cos_theta = cos(theta);
         that translation is faithful only inside its contract (0 < r < inf, 0 < theta < pi,
-        nothing special in r, theta, r2, cos_theta).  Outside it (e.g. theta = inf: every
-        angle is smaller, yet cos(inf) is NaN) the row says nothing about the kernel.
+        |u| = 1 to within 2^-20, nothing special in r, theta, r2, cos_theta).  Outside it
+        (theta = inf: every angle is smaller, yet cos(inf) is NaN; u of length 1000: the
+        angle to u is unchanged, D·u is not) the row says nothing about the kernel.
         """
         rows = np.ones(len(case_set), dtype=bool)
         if "theta" in kernel.takes:
             c = case_set.columns
             rows &= ~has_special_input(c["r"], c["theta"], c["r2"], c["cos_theta"])
             rows &= (c["r"] > 0) & (c["theta"] > 0) & (c["theta"] < np.pi)
+            with np.errstate(all="ignore"):
+                length2 = c["ux"].astype(np.float64) ** 2 + c["uy"].astype(np.float64) ** 2
+            rows &= np.abs(length2 - 1) <= UNIT_TOLERANCE
         return rows
-
-    def exact_boundary(self, kernel, case_set):
-        if kernel.tolerance:
-            return np.zeros(len(case_set), dtype=bool)
-        return case_set.exact_boundary[R_THETA if "theta" in kernel.takes else DEFAULT]
 
     def self_check(self, case_set, rng, size):
         self_check_sector(*(case_set.columns[name] for name in self.oracle_arrays), rng=rng, size=size)

@@ -131,28 +131,72 @@ def sector_mismatch_margin(radius_ok, angle_ok, radius_margin, angle_margin, *, 
     return exact.mismatch_margin(margins, [~np.stack([radius_ok, angle_ok], axis=1)], nan_rows)
 
 
-def verify_rows(cx, cy, ux, uy, r2, cos_theta, px, py) -> tuple[np.ndarray, np.ndarray]:
-    """(inside, mismatch margin) for verify: margins with float32 underflow's error included.
+def exactly_evaluable(columns: dict[str, np.ndarray], takes_theta: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(radius, angle): rows where float32 evaluates each constraint without any rounding.
 
-    |D|² and D·u underflow to absolute errors of 2^-150 per product; sqrt(s) turns
-    s's absolute error into sqrt(2·2^-150) on |D|.
+    Kernels taking (r2, cos_theta): D = p − c, its squares and s, D·u's products and sum,
+    a², cos²θ, s·cos²θ, and — for kernels that take sqrt(s) rather than squaring —
+    sqrt(s) and sqrt(s)·cos θ must all be exact float32 values.  Kernels taking (r, theta)
+    compare sqrt(s) with r and an angle with theta: their radius test is exact when D, s,
+    sqrt(s) and r·r are; their angle test only at the apex (D = 0 exactly), since cos θ of
+    a float32 θ is never a float32.
     """
-    result = sector_exact(cx, cy, ux, uy, r2, cos_theta, px, py)
-    c = {
-        name: v.astype(np.float64)
-        for name, v in zip(
-            ("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py"), (cx, cy, ux, uy, r2, cos_theta, px, py)
-        )
-    }
+    c = {name: v.astype(np.float64) for name, v in columns.items()}
+    dx, dx_ok = exact.exact_sub(c["px"], c["cx"])
+    dy, dy_ok = exact.exact_sub(c["py"], c["cy"])
+    dx2, dx2_ok = exact.exact_mul(dx, dx)
+    dy2, dy2_ok = exact.exact_mul(dy, dy)
+    s, s_ok = exact.exact_add(dx2, dy2)
+    root, root_ok = exact.exact_sqrt(s)
+    d_ok = dx_ok & dy_ok & dx2_ok & dy2_ok & s_ok
+    if takes_theta:
+        rr, rr_ok = exact.exact_mul(c["r"], c["r"])
+        radius = d_ok & root_ok & rr_ok & (rr == c["r2"])
+        return radius, d_ok & (dx == 0) & (dy == 0)
+    k = c["cos_theta"]
+    tx, tx_ok = exact.exact_mul(dx, c["ux"])
+    ty, ty_ok = exact.exact_mul(dy, c["uy"])
+    a, a_ok = exact.exact_add(tx, ty)
+    k2, k2_ok = exact.exact_mul(k, k)
+    steps = (exact.exact_mul(a, a)[1], exact.exact_mul(s, k2)[1], exact.exact_mul(root, k)[1])
+    angle = d_ok & tx_ok & ty_ok & a_ok & k2_ok & root_ok & np.logical_and.reduce(steps)
+    # At the apex every product has a zero factor: 0 > 0 exactly, whatever cos²θ rounds to.
+    apex = d_ok & (s == 0) & np.isfinite(k) & np.isfinite(c["ux"]) & np.isfinite(c["uy"])
+    return d_ok & np.isfinite(c["r2"]), angle | apex
+
+
+def judged_rows(columns: dict[str, np.ndarray], takes_theta: bool):
+    """(inside, mismatch margin, exact, exact_evaluable) per row, for verify.
+
+    Margins include float32 underflow's absolute error: |D|² and D·u underflow to
+    2^-150 per product, and sqrt(s) turns s's absolute error into sqrt(2·2^-150) on |D|.
+    A kernel taking theta works in angles: one rounding of an angle near theta moves
+    the angle test by about |D|·|sin θ|·|θ|·2^-24, so that term joins the angle's scale.
+    A constraint float32 evaluates exactly gets margin +inf; `exact` marks rows whose
+    mismatch only such constraints could explain; `exact_evaluable` rows where both are.
+    """
+    names = ("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py")
+    result = sector_exact(*(columns[name] for name in names))
+    c = {name: columns[name].astype(np.float64) for name in names}
     dx, dy, k = c["px"] - c["cx"], c["py"] - c["cy"], np.abs(c["cos_theta"])
     s = dx * dx + dy * dy
     radius = exact.with_underflow(result.radius_margin, np.abs(c["r2"]) + s, 2 * UNDERFLOW_ERROR)
     angle_scale = np.abs(dx * c["ux"]) + np.abs(dy * c["uy"]) + np.sqrt(s) * k
-    angle = exact.with_underflow(
-        result.angle_margin, angle_scale, 3 * UNDERFLOW_ERROR + k * np.sqrt(2 * UNDERFLOW_ERROR)
+    angle_margin = result.angle_margin
+    if takes_theta:  # |g| / (2^-24 G) becomes |g| / (2^-24 (G + |D| |sin θ| |θ|))
+        theta = columns["theta"].astype(np.float64)
+        angle_term = np.sqrt(s) * np.abs(np.sin(theta) * theta)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            shrink = np.where(angle_scale > 0, angle_scale / (angle_scale + angle_term), 1.0)
+        angle_margin, angle_scale = angle_margin * shrink, angle_scale + angle_term
+    angle = exact.with_underflow(angle_margin, angle_scale, 3 * UNDERFLOW_ERROR + k * np.sqrt(2 * UNDERFLOW_ERROR))
+    radius_exact, angle_exact = exactly_evaluable(columns, takes_theta)
+    margins = np.stack([radius, angle], axis=1)
+    violations = [~np.stack([result.radius_ok, result.angle_ok], axis=1)]
+    margin, exact_rows = exact.exactness_margins(
+        margins, np.stack([radius_exact, angle_exact], axis=1), violations, result.nan_rows
     )
-    margin = sector_mismatch_margin(result.radius_ok, result.angle_ok, radius, angle, nan_rows=result.nan_rows)
-    return result.inside, margin
+    return result.inside, margin, exact_rows, radius_exact & angle_exact
 
 
 # ---------------------------------------------------------------- Fraction reference

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...scenes import make_scene
 from .. import register
 from ..base import BooleanFamily
-from .cases import TRIANGLE_ARRAYS, triangle_cases
-from .oracle import self_check_triangle, verify_rows
+from .cases import TRANSFORMS, TRIANGLE_ARRAYS, case_parts, random_triangles
+from .oracle import judged_rows, self_check_triangle
 from .scenes import SCENES
 
 #: The tolerance of the recastnavigation kernels, which the self-check also covers.
@@ -27,11 +28,29 @@ class TriangleFamily(BooleanFamily):
     oracle_arrays = (*TRIANGLE_ARRAYS, "px", "py")
     scenes = SCENES
 
-    def case_generator(self, count, seed):
-        return triangle_cases(self, count, seed)
+    transforms = TRANSFORMS
+
+    def case_parts(self, count):
+        return case_parts(count)
+
+    def loop_scene(self, n, m, rng):
+        """Half the triangles large (circumradius 4 about the origin: they hold [-1, 1]^2,
+        either winding); the other half random."""
+        columns = {k: np.asarray(v, dtype=np.float64) for k, v in random_triangles(rng, n).items()}
+        large = n // 2
+        turn = rng.uniform(0, 2 * np.pi, large)
+        winding = np.where(rng.random(large) < 0.5, 1.0, -1.0)
+        for vertex, name in enumerate("abc"):
+            angle = turn + winding * vertex * 2 * np.pi / 3
+            columns[name + "x"][:large], columns[name + "y"][:large] = 4 * np.cos(angle), 4 * np.sin(angle)
+        points = rng.uniform(-1, 1, (2, m))
+        shapes = {k: v.astype(np.float32) for k, v in columns.items() if k in TRIANGLE_ARRAYS}
+        return make_scene(
+            "loop check", self.name, {**shapes, "px": points[0].astype(np.float32), "py": points[1].astype(np.float32)}
+        )
 
     def exact_rows(self, columns, kernel):
-        return verify_rows(*columns.values(), tolerance=kernel.tolerance)
+        return judged_rows(columns, kernel.tolerance)
 
     def self_check(self, case_set, rng, size):
         columns = [case_set.columns[name] for name in self.oracle_arrays]

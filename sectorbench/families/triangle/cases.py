@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ...cases import (
-    Builder,
-    CaseSet,
-    add_random_groups,
+    Part,
     coordinate_transforms,
     exactly_float32,
     f32,
+    fixed,
     random_bits,
+    random_parts,
     ulp_grid,
     ulp_moves,
     ulp_step,
-    with_metamorphic,
     with_special_values,
 )
 
@@ -100,28 +101,64 @@ TRANSFORMS = {
 }
 
 
-def triangle_cases(family, count: int, seed: int) -> CaseSet:
-    rng = np.random.default_rng(seed)
-    b = Builder(family)
+def _signed_zero_edge_rows() -> dict:
+    """Edge vectors b − a, c − a, p − a with ±0.0 components in every sign combination.
+
+    The unit right triangle with its zero coordinates signed every way (and its mirror
+    image, the other winding), against points inside, outside, and on each edge with
+    signed-zero coordinates: an orientation of ±0 must be outside, whatever its sign bit.
+    """
+    rows = {k: [] for k in (*TRIANGLE_ARRAYS, "px", "py")}
+    z = (0.0, -0.0)
+    points = [(0.25, 0.25), (-0.25, 0.25), (0.25, -0.25), (0.5, 0.5)]
+    points += [(zx, 0.5) for zx in z] + [(0.5, zy) for zy in z]
+    for ax, ay, bx, cy in itertools.product(z, z, z, z):
+        for a, b, c in (((ax, ay), (bx, 1.0), (1.0, cy)), ((ax, ay), (1.0, cy), (bx, 1.0))):
+            for px, py in points:
+                for key, value in zip((*TRIANGLE_ARRAYS, "px", "py"), (*a, *b, *c, px, py)):
+                    rows[key].append(value)
+    return rows
+
+
+def _thin(rng, n):
+    base = 1000 + rng.uniform(-4, 4, (4, n))
+    t = rng.random(n)
+    thin = {"ax": base[0], "ay": base[1], "bx": base[2], "by": base[3]}
+    thin["cx"] = ulp_step(F32(thin["ax"] + t * (thin["bx"] - thin["ax"])), rng.integers(-4, 5, n))
+    thin["cy"] = ulp_step(F32(thin["ay"] + t * (thin["by"] - thin["ay"])), rng.integers(-4, 5, n))
+    thin["px"], thin["py"] = 1000 + rng.uniform(-4, 4, (2, n))
+    return thin
+
+
+def _near_edge(rng, units):
+    base = _on_triangle_edge(rng, units)
+    moved = (ulp_moves(base, "px"), ulp_moves(base, "py"))
+    return {k: np.concatenate([m[k] for m in moved]) for k in moved[0]}
+
+
+def case_parts(count: int) -> list[Part]:
     near = max(1, count // 258)
-    add_random_groups(b, rng, count, random_triangles)
-    b.add("bit patterns", {k: random_bits(rng, count) for k in (*TRIANGLE_ARRAYS, "px", "py")})
-    thin_base = 1000 + rng.uniform(-4, 4, (4, count))
-    t = rng.random(count)
-    thin = {"ax": thin_base[0], "ay": thin_base[1], "bx": thin_base[2], "by": thin_base[3]}
-    thin["cx"] = ulp_step(F32(thin["ax"] + t * (thin["bx"] - thin["ax"])), rng.integers(-4, 5, count))
-    thin["cy"] = ulp_step(F32(thin["ay"] + t * (thin["by"] - thin["ay"])), rng.integers(-4, 5, count))
-    thin["px"], thin["py"] = 1000 + rng.uniform(-4, 4, (2, count))
-    b.add("thin at 1e3", thin)
-    base = _on_triangle_edge(rng, near)
-    b.add("near edge ±64 ulp", ulp_moves(base, "px"))
-    b.add("near edge ±64 ulp", ulp_moves(base, "py"))
-    b.add("near edge grid", ulp_grid({k: v[0] for k, v in _on_triangle_edge(rng, 1).items()}))
     on_boundary, degenerate = _exact_triangle_rows()
-    b.add("exact vertex/edge", on_boundary, exact=True)
-    b.add("exact degenerate", degenerate, exact=True)
-    b.add("article case", {k: [v] for k, v in ARTICLE_TRIANGLE.items()})
-    b.add("article typo case", {k: [v] for k, v in ARTICLE_TRIANGLE_TYPO.items()})
-    special = f32(random_triangles(rng, 8))
-    b.add("special values", with_special_values(special, (*TRIANGLE_ARRAYS, "px", "py")))
-    return with_metamorphic(b.build(), rng, count, TRANSFORMS)
+    return [
+        *random_parts(count, random_triangles),
+        Part("bit patterns", count, lambda rng, n: {k: random_bits(rng, n) for k in (*TRIANGLE_ARRAYS, "px", "py")}),
+        Part("thin at 1e3", count, _thin),
+        Part("near edge ±64 ulp", near, _near_edge, unit_rows=258),
+        Part(
+            "near edge grid",
+            1,
+            lambda rng, _: ulp_grid({k: v[0] for k, v in _on_triangle_edge(rng, 1).items()}),
+            256**2,
+        ),
+        fixed("exact vertex/edge", on_boundary),
+        fixed("exact degenerate", degenerate),
+        fixed("signed-zero edges", _signed_zero_edge_rows()),
+        fixed("article case", {k: [v] for k, v in ARTICLE_TRIANGLE.items()}),
+        fixed("article typo case", {k: [v] for k, v in ARTICLE_TRIANGLE_TYPO.items()}),
+        Part(
+            "special values",
+            8,
+            lambda rng, n: with_special_values(f32(random_triangles(rng, n)), (*TRIANGLE_ARRAYS, "px", "py")),
+            40,
+        ),
+    ]

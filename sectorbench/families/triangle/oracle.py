@@ -162,26 +162,47 @@ def triangle_mismatch_margin(signs, margins, tolerance: float = 0.0, *, nan_rows
     return exact.mismatch_margin(margins, [(signs < 0) | np.isnan(margins)], nan_rows)
 
 
-def verify_rows(ax, ay, bx, by, cx, cy, px, py, tolerance: float) -> tuple[np.ndarray, np.ndarray]:
-    """(inside, mismatch margin) for verify; strict orientations count float32 underflow too.
+def exactly_evaluable(columns: dict[str, np.ndarray]) -> np.ndarray:
+    """(rows, 3): where float32 evaluates each orientation (x1−x0)(py−y0) − (y1−y0)(px−x0) exactly."""
+    c = {name: v.astype(np.float64) for name, v in columns.items()}
+    edges = []
+    for p, q in EDGES:
+        ex, ex_ok = exact.exact_sub(c[q + "x"], c[p + "x"])
+        vy, vy_ok = exact.exact_sub(c["py"], c[p + "y"])
+        ey, ey_ok = exact.exact_sub(c[q + "y"], c[p + "y"])
+        vx, vx_ok = exact.exact_sub(c["px"], c[p + "x"])
+        left, left_ok = exact.exact_mul(ex, vy)
+        right, right_ok = exact.exact_mul(ey, vx)
+        edges.append(ex_ok & vy_ok & ey_ok & vx_ok & left_ok & right_ok & exact.exact_sub(left, right)[1])
+    return np.stack(edges, axis=1)
 
-    Each orientation is a difference of two products, each of which may underflow
-    (2^-150 absolute each, plus the subtraction); tolerant slacks keep the plain margins.
+
+def judged_rows(columns: dict[str, np.ndarray], tolerance: float):
+    """(inside, mismatch margin, exact, exact_evaluable) per row, for verify.
+
+    Strict orientations count float32 underflow too: each is a difference of two
+    products, each of which may underflow (2^-150 absolute each, plus the subtraction),
+    and an orientation float32 evaluates exactly gets margin +inf.  The tolerant
+    predicates keep their plain margins: the recastnavigation kernels reach them through
+    other expressions, so exactness of the slacks says nothing about theirs.
     """
-    result = triangle_exact(ax, ay, bx, by, cx, cy, px, py, tolerance=tolerance)
+    names = ("ax", "ay", "bx", "by", "cx", "cy", "px", "py")
+    result = triangle_exact(*(columns[name] for name in names), tolerance=tolerance)
     margins = result.margins.copy()
+    evaluable = np.zeros(margins.shape, dtype=bool)
     if not tolerance:
-        c = {
-            name: v.astype(np.float64)
-            for name, v in zip(("ax", "ay", "bx", "by", "cx", "cy", "px", "py"), (ax, ay, bx, by, cx, cy, px, py))
-        }
+        c = {name: columns[name].astype(np.float64) for name in names}
         for edge, (p, q) in enumerate(EDGES):
             scale = np.abs((c[q + "x"] - c[p + "x"]) * (c["py"] - c[p + "y"])) + np.abs(
                 (c[q + "y"] - c[p + "y"]) * (c["px"] - c[p + "x"])
             )
             margins[:, edge] = exact.with_underflow(margins[:, edge], scale, 4 * UNDERFLOW_ERROR)
-    margin = triangle_mismatch_margin(result.signs, margins, result.tolerance, nan_rows=result.nan_rows)
-    return result.inside, margin
+        evaluable = exactly_evaluable({name: columns[name] for name in names})
+        violations = [result.signs <= 0, result.signs >= 0]
+    else:
+        violations = [(result.signs < 0) | np.isnan(margins)]
+    margin, exact_rows = exact.exactness_margins(margins, evaluable, violations, result.nan_rows)
+    return result.inside, margin, exact_rows, evaluable.all(axis=1)
 
 
 # ---------------------------------------------------------------- Fraction reference
