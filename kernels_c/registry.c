@@ -1,6 +1,13 @@
 /* The kernel table: every row registered with SB_REGISTER in any linked file,
- * plus the CPU checks and the clock loop the harness needs. */
+ * plus the CPU checks, the clock loop and the hardware counters the harness needs. */
 #include "sb_common.h"
+
+#include <errno.h>
+#if defined(__linux__)
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 /* Defined by the linker around the "sb_kernels" section. */
 extern const sb_kernel *__start_sb_kernels[] __attribute__((visibility("hidden")));
@@ -52,3 +59,45 @@ uint64_t sb_dependent_adds(uint64_t iterations) {
         __asm__ volatile("add $1, %0" : "+r"(accumulator)); /* one cycle, dependent */
     return accumulator;
 }
+
+#if defined(__linux__)
+static int sb_cycles_fd = -1, sb_instructions_fd = -1;
+
+static int open_counter(uint64_t config) {
+    struct perf_event_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.type = PERF_TYPE_HARDWARE;
+    attr.size = sizeof attr;
+    attr.config = config;
+    attr.exclude_kernel = 1; /* user space only: what the kernel's loop costs */
+    attr.exclude_hv = 1;
+    return (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+}
+
+int sb_counters_open(void) {
+    if (sb_cycles_fd >= 0)
+        return 0;
+    sb_cycles_fd = open_counter(PERF_COUNT_HW_CPU_CYCLES);
+    if (sb_cycles_fd < 0)
+        return errno;
+    sb_instructions_fd = open_counter(PERF_COUNT_HW_INSTRUCTIONS);
+    if (sb_instructions_fd < 0) {
+        const int error = errno;
+        close(sb_cycles_fd);
+        sb_cycles_fd = -1;
+        return error;
+    }
+    return 0;
+}
+
+void sb_counters_read(uint64_t *cycles, uint64_t *instructions) {
+    *cycles = *instructions = 0;
+    if (sb_cycles_fd < 0 || read(sb_cycles_fd, cycles, sizeof *cycles) != sizeof *cycles ||
+        read(sb_instructions_fd, instructions, sizeof *instructions) != sizeof *instructions)
+        *cycles = *instructions = 0;
+}
+#else
+int sb_counters_open(void) { return ENOSYS; }
+
+void sb_counters_read(uint64_t *cycles, uint64_t *instructions) { *cycles = *instructions = 0; }
+#endif

@@ -64,3 +64,9 @@ int sb_cpu_supports(const char *features);
 
 /* Runs `iterations` dependent integer additions (about one cycle each) to measure the clock. */
 uint64_t sb_dependent_adds(uint64_t iterations);
+
+/* Hardware counters of the calling thread (Linux perf_event_open): 0 when the cycles and
+ * instructions counters are open, else the errno that refused them. */
+int sb_counters_open(void);
+/* Their running totals. */
+void sb_counters_read(uint64_t *cycles, uint64_t *instructions);

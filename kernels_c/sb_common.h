@@ -51,6 +51,17 @@
 /* Hides a function pointer's target so calls through it stay indirect calls. */
 #define SB_LAUNDER(p) __asm__("" : "+r"(p))
 
+/* Pins a vector product so the compiler cannot fuse it into a multiply-add: gcc
+ * contracts a*b + c into FMA (another rounding) wherever the target has FMA, even at
+ * -O2 inside target("avx512f") functions.  Emits no instruction. */
+#define SB_NO_CONTRACT(v) __asm__("" : "+v"(v))
+
+/* A float the compiler cannot see through: each call is a distinct unknown value. */
+static inline float sb_opaque(float x) {
+    __asm__("" : "+x"(x));
+    return x;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Arity: a kernel's `takes` tuple, e.g. (cx, cy, ux, uy, r2, cos_theta),    */
 /* gives K, the number of shape values it receives before (px, py).          */
@@ -178,19 +189,22 @@
 /* ON_STEP(X, i, j) consumes them.  Shapes left over after the last whole    */
 /* block go one at a time through the same body.                             */
 
-#define SB_LOOP(X, B, K, s, CALL, SHAPE_VALUE, ON_STEP)                         \
+#define SB_LOOP(X, B, K, s, CALL, SHAPE_VALUE, ON_STEP, ON_BLOCK_END)           \
     const int64_t full_end_ = (s)->n_points - (s)->n_points % SB_ISA(X, W);     \
     const unsigned tail_bits_ = (1u << ((s)->n_points % SB_ISA(X, W))) - 1u;    \
     const float *const px_ = (s)->point[0], *const py_ = (s)->point[1];         \
     int64_t i = (s)->shape_begin;                                               \
     for (; i + (B) <= (s)->shape_end; i += (B))                                 \
-        SB_BLOCK(X, B, K, s, CALL, SHAPE_VALUE, ON_STEP)                        \
+        SB_BLOCK(X, B, K, s, CALL, SHAPE_VALUE, ON_STEP, ON_BLOCK_END)          \
     for (; i < (s)->shape_end; i++)                                             \
-        SB_BLOCK(X, 1, K, s, CALL, SHAPE_VALUE, ON_STEP)
+        SB_BLOCK(X, 1, K, s, CALL, SHAPE_VALUE, ON_STEP, ON_BLOCK_END)
 
-#define SB_BLOCK(X, B, K, s, CALL, SHAPE_VALUE, ON_STEP)                        \
+/* block_hits_ counts one block's hits in 32 bits (B * M < 2^32, see MAX_POINTS in
+ * scenes.py): a 64-bit counter would halve the lanes of a compiler-vectorised loop. */
+#define SB_BLOCK(X, B, K, s, CALL, SHAPE_VALUE, ON_STEP, ON_BLOCK_END)          \
     {                                                                           \
         SB_ISA(X, VEC) q_[B][K];                                                \
+        __attribute__((unused)) uint32_t block_hits_ = 0;                       \
         _Pragma("GCC unroll 8") for (int b_ = 0; b_ < (B); b_++)                \
             _Pragma("GCC unroll 8") for (int k_ = 0; k_ < (K); k_++)            \
                 q_[b_][k_] = SB_ISA(X, SET1)(SHAPE_VALUE(k_, i + b_));          \
@@ -212,11 +226,15 @@
                 ON_STEP(X, i + b_, j);                                          \
             }                                                                   \
         }                                                                       \
+        ON_BLOCK_END;                                                           \
     }
 
 #define SB_SHAPE_VALUE(k, i) (s->shape[k][i])
-#define SB_NEVER_VALUE(k, i) (s->never)
-#define SB_COUNT_STEP(X, i_, j_) hits += SB_ISA(X, COUNT)(bits)
+/* Opaque per shape, so a blocked NoOperation keeps B compare-and-count chains (one
+ * `never` for all B would be merged into one by common-subexpression elimination). */
+#define SB_NEVER_VALUE(k, i) sb_opaque(s->never)
+#define SB_COUNT_STEP(X, i_, j_) block_hits_ += (uint32_t)SB_ISA(X, COUNT)(bits)
+#define SB_COUNT_BLOCK_END hits += block_hits_
 /* lane k of a step is point j + k; a tail's masked lanes write 0 into the row's padding */
 #define SB_STORE_STEP(X, i_, j_)                                                \
     for (int k_ = 0; k_ < SB_ISA(X, W); k_++)                                   \
@@ -225,7 +243,7 @@
 #define SB_DEFINE_COUNT(fname, X, B, K, PRED, SHAPE_VALUE)                      \
     SB_ISA(X, ATTR) __attribute__((unused)) static uint64_t fname(const sb_scene *s) { \
         uint64_t hits = 0;                                                      \
-        SB_LOOP(X, B, K, s, PRED, SHAPE_VALUE, SB_COUNT_STEP)                   \
+        SB_LOOP(X, B, K, s, PRED, SHAPE_VALUE, SB_COUNT_STEP, SB_COUNT_BLOCK_END)                   \
         return hits;                                                            \
     }
 
@@ -234,7 +252,7 @@
         uint64_t hits = 0;                                                      \
         __typeof__(&PRED) fn = PRED;                                            \
         SB_LAUNDER(fn);                                                         \
-        SB_LOOP(X, B, K, s, fn, SHAPE_VALUE, SB_COUNT_STEP)                     \
+        SB_LOOP(X, B, K, s, fn, SHAPE_VALUE, SB_COUNT_STEP, SB_COUNT_BLOCK_END)                     \
         return hits;                                                            \
     }
 
@@ -252,7 +270,7 @@
     SB_DEFINE_COUNT_CALL(kname##_noop_call, X, B, SB_ARITY(TAKES), kname##_noop_, SB_NEVER_VALUE) \
     SB_ISA(X, ATTR) __attribute__((unused)) static void kname##_eval_grid(const sb_scene *s, void *out_) { \
         uint8_t *const out = out_;                                              \
-        SB_LOOP(X, B, SB_ARITY(TAKES), s, kname, SB_SHAPE_VALUE, SB_STORE_STEP) \
+        SB_LOOP(X, B, SB_ARITY(TAKES), s, kname, SB_SHAPE_VALUE, SB_STORE_STEP, (void)0) \
     }                                                                           \
     SB_ISA(X, ATTR) __attribute__((unused)) static void kname##_eval_pairs(const sb_scene *s, void *out_) { \
         uint8_t *const out = out_;                                              \

@@ -185,6 +185,7 @@ class RowKey(NamedTuple):
     cc: str
     flags: str
     mode: str
+    threads: int = 1
 
 
 @dataclass(frozen=True)
@@ -210,10 +211,11 @@ class GateRow:
     threshold: float
     base_dropped: int = 0  # upward outliers stats.compare left out
     current_dropped: int = 0
+    threads: int = 1
 
     @property
     def key(self) -> RowKey:
-        return RowKey(self.kernel, self.cc, self.flags, self.mode)
+        return RowKey(self.kernel, self.cc, self.flags, self.mode, self.threads)
 
 
 @dataclass(frozen=True)
@@ -251,11 +253,12 @@ class GateReport:
 
 
 def _key(row: KernelResult) -> RowKey:
-    return RowKey(row.kernel, row.cc, row.flags, row.mode)
+    return RowKey(row.kernel, row.cc, row.flags, row.mode, row.threads)
 
 
 def row_label(key: RowKey, show_cc: bool) -> str:
-    return f"{key.kernel} [{build_label(key.cc, key.flags, show_cc)}, {key.mode}]"
+    threads = f", {key.threads} threads" if key.threads > 1 else ""
+    return f"{key.kernel} [{build_label(key.cc, key.flags, show_cc)}, {key.mode}{threads}]"
 
 
 def _index(run: RunResult, side: str, show_cc: bool) -> dict[RowKey, KernelResult]:
@@ -310,7 +313,7 @@ def _reference(
         if not row.overhead_samples_s:
             raise IncompatibleResults(f"cannot normalize by overhead: {label} has no NoOperation samples in {side}")
         return row.overhead_samples_s
-    ref_key = RowKey(normalize, row.cc, row.flags, row.mode)
+    ref_key = RowKey(normalize, row.cc, row.flags, row.mode, row.threads)
     ref = rows.get(ref_key)
     if ref is None:
         raise IncompatibleResults(f"cannot normalize by {normalize}: no {row_label(ref_key, show_cc)} in {side}")
@@ -381,6 +384,7 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
                 cc=key.cc,
                 flags=key.flags,
                 mode=key.mode,
+                threads=key.threads,
                 baseline_median_s=statistics.median(base.samples_s),
                 current_median_s=statistics.median(cur.samples_s),
                 ratio=outcome.ratio,

@@ -15,6 +15,30 @@ from .results import KernelResult, RunResult, scene_shapes
 from .stats import paired_ratio_if_defined
 
 
+def _number(value: float | None, spec: str = ".3f") -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def run_notes(run: RunResult) -> list[str]:
+    """What a reader needs to read the cycles columns: the clock, the bound's model, the counters."""
+    notes = []
+    cpu = (run.env.get("machine") or {}).get("cpu") or {}
+    if cpu.get("measured_mhz"):
+        notes.append(
+            f"cyc/test: gross (whole loop) median time x {cpu['measured_mhz']:.0f} MHz, the fastest "
+            f"clock reading of the run; bound: llvm-mca's cycles/test for the kernel's hot loop, one core"
+            + (
+                f" ({models})"
+                if (models := ", ".join(sorted({r.bound_model for r in run.results if r.bound_model})))
+                else ""
+            )
+        )
+    counters = run.env.get("counters") or {}
+    if counters and not counters.get("available"):
+        notes.append(f"counters: unavailable ({counters.get('reason')})")
+    return notes
+
+
 def _ms(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds * 1e3:.2f}"
 
@@ -27,6 +51,9 @@ def majority_hits(results: list[KernelResult]) -> int | None:
 def run_table(run: RunResult) -> Table:
     results = run.results
     show_mode = len({r.mode for r in results}) > 1
+    show_threads = len({r.threads for r in results}) > 1 or any(r.threads > 1 for r in results)
+    show_bound = any(r.bound_cycles_per_test for r in results)
+    show_counters = any(r.ipc for r in results)
     scene = run.scene
     shapes = scene_shapes(scene)
     table = Table(
@@ -39,7 +66,12 @@ def run_table(run: RunResult) -> Table:
     table.add_column("flags", no_wrap=True)
     if show_mode:
         table.add_column("mode")
-    for name in ("hit %", "median ms", "min ms", "spread", "NoOp ms", "net ms", "ns/test", "speedup"):
+    if show_threads:
+        table.add_column("threads", justify="right")
+    numbers = ["hit %", "median ms", "min ms", "spread", "NoOp ms", "net ms", "ns/test", "speedup", "cyc/test"]
+    numbers += ["bound", "% bound"] if show_bound else []
+    numbers += ["IPC"] if show_counters else []
+    for name in numbers:
         table.add_column(name, justify="right")
     table.add_column("notes")
     majority = majority_hits(results)
@@ -48,9 +80,11 @@ def run_table(run: RunResult) -> Table:
         cells = [r.kernel, build_label(r.cc, r.flags, show_cc=r.cc != results[0].cc)]
         if show_mode:
             cells.append(r.mode)
+        if show_threads:
+            cells.append(str(r.threads))
         if r.status != "ok":
             style = "yellow" if r.status == "skipped" else "red"
-            cells += ["–"] * 8 + [Text(f"{r.status}: {r.reason}", style=style)]
+            cells += ["–"] * len(numbers) + [Text(f"{r.status}: {r.reason}", style=style)]
             table.add_row(*cells)
             continue
         hit = Text(f"{r.hit_rate * 100:.4f}")
@@ -70,9 +104,13 @@ def run_table(run: RunResult) -> Table:
             _ms(r.net_s),
             "–" if r.ns_per_test is None else f"{r.ns_per_test:.3f}",
             "–" if r.speedup is None else f"{r.speedup:.1f}x",
-            " ".join(row_notes),
+            _number(r.cycles_per_test),
         ]
-        table.add_row(*cells)
+        if show_bound:
+            cells += [_number(r.bound_cycles_per_test), _number(r.percent_of_bound, ".0f")]
+        if show_counters:
+            cells.append(_number(r.ipc, ".2f"))
+        table.add_row(*cells, " ".join(row_notes))
     captions = []
     if majority is not None and any(r.hits != majority for r in results if r.status == "ok"):
         captions.append(
@@ -80,6 +118,7 @@ def run_table(run: RunResult) -> Table:
             f"pairs (float32 rounding near the boundary, or a logic difference; see `sectorbench verify`)."
         )
     captions += [f"[{i + 1}] {note}" for i, note in enumerate(notes)]
+    captions += run_notes(run)
     if captions:
         table.caption = "\n".join(captions)
         table.caption_justify = "left"

@@ -2,6 +2,9 @@
 
 Schema history:
   1  first version: scene, env, config, results[] with raw samples.
+  2  results[] gain threads, cycles_per_test, loop_vector, bound_*, counted_*, ipc;
+     env gains counters and the clock of every round; overhead_kernel names a
+     NoOperation loop shape ("noop[scalar b1, 6 arrays]").  Version 1 files still load.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from typing import BinaryIO
 
 from . import SectorbenchError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Versions this sectorbench reads (older ones lack fields, which take their defaults).
+READABLE_SCHEMAS = (1, 2)
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
 
@@ -56,6 +61,22 @@ class KernelResult:
     ns_per_test: float | None = None
     speedup: float | None = None  # naive's net time / this net time, same build and mode
     warnings: list[str] = field(default_factory=list)
+    threads: int = 1
+    cycles_per_test: float | None = None  # gross (the whole loop), at the clock measured each round
+    loop_vector: str | None = None  # the hot loop as compiled: scalar, xmm, ymm or zmm (machine_code.py)
+    bound_cycles_per_test: float | None = None  # llvm-mca's lower bound for that loop, one core
+    bound_model: str | None = None
+    bound_reason: str | None = None  # why there is no bound
+    counted_cycles_per_test: float | None = None  # hardware counters, where perf_event_open works
+    instructions_per_test: float | None = None
+    ipc: float | None = None
+
+    @property
+    def percent_of_bound(self) -> float | None:
+        """bound / measured gross cycles per test, as a percentage (100 = at the bound)."""
+        if self.bound_cycles_per_test and self.cycles_per_test:
+            return 100 * self.bound_cycles_per_test / self.cycles_per_test
+        return None
 
     @property
     def build_key(self) -> tuple[str, str]:

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import statistics
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import SectorbenchError, environment, scenes
+from . import SectorbenchError, environment, machine_code, scenes
 from .build import BuildConfig, build
 from .kernels import Kernel, select
 from .results import KernelResult, RunResult
 from .stats import summarize
 from .timing import MODES, Series, TimingConfig, net_time, run_rounds
 from .worker import BuildSession, WorkerCrashed, save_scene
+
+#: --threads all: the CPUs this process may run on.
+ALL_THREADS = "all"
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,7 @@ class RunConfig:
     timing: TimingConfig = field(default_factory=TimingConfig)
     disable_isa: tuple[str, ...] = ()
     reference: str = "naive"  # speedups are against this kernel's net time (else the first kernel's)
+    threads: tuple[int, ...] = (1,)  # 1 by default, so that figures stay comparable across machines
 
     def to_dict(self) -> dict:
         return {
@@ -43,7 +49,23 @@ class RunConfig:
             "repeat": self.timing.repeat,
             "min_sample_s": self.timing.min_sample_s,
             "disable_isa": list(self.disable_isa),
+            "threads": list(self.threads),
         }
+
+
+def available_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def parse_threads(values) -> tuple[int, ...]:
+    """--threads values (N or "all", repeatable) as thread counts, in order, each once."""
+    counts = []
+    for value in values:
+        count = available_cpus() if str(value) == ALL_THREADS else int(value)
+        if count < 1:
+            raise SectorbenchError(f"--threads must be at least 1 or 'all' (got {value})")
+        counts.append(count)
+    return tuple(dict.fromkeys(counts))
 
 
 #: progress(what, total): one step done; `total`, when given, is the number of steps to come.
@@ -72,63 +94,100 @@ def run(config: RunConfig, progress: Progress = lambda what, total=None: None) -
 
 
 def _measure(config: RunConfig, scene: scenes.Scene, sessions: list[BuildSession], progress: Progress) -> RunResult:
-    plan = []  # (session, kernel, mode)
+    plan = []  # (session, kernel, mode, threads)
     series: dict[tuple, Series] = {}
     for session in sessions:
         for kernel in select(session.kernels, list(config.kernels), scene.family):
             for mode in config.modes:
-                plan.append((session, kernel, mode))
-                if kernel.runnable:
-                    # The NoOperation twin of the first kernel of each loop shape stands for all of them.
-                    series.setdefault(
-                        (session.config, kernel.overhead_key, mode),
-                        _series(session, kernel, mode, config.timing, noop=True),
-                    )
-                    series.setdefault(
-                        (session.config, kernel.name, mode), _series(session, kernel, mode, config.timing, noop=False)
-                    )
+                for threads in config.threads:
+                    plan.append((session, kernel, mode, threads))
+                    if kernel.runnable:
+                        # The NoOperation twin of the first kernel of each loop shape stands for all of them.
+                        for noop in (True, False):
+                            name = kernel.overhead_key if noop else kernel.name
+                            series.setdefault(
+                                (session.config, name, mode, threads),
+                                _series(session, kernel, mode, threads, config.timing, noop),
+                            )
 
     def restart_crashed_worker(failed: Series, exc: Exception) -> None:
         """The failed series is marked by run_rounds; its build's other kernels need a live worker."""
         if isinstance(exc, WorkerCrashed):
             next(s for s in sessions if s.config == failed.key[0]).restart()
 
+    clock_mhz: list[float] = []
+
+    def read_clock() -> None:
+        try:
+            clock_mhz.append(sessions[0].worker.request("clock")["mhz"])
+        except SectorbenchError:
+            clock_mhz.append(float("nan"))
+
     progress(f"measuring {len(series)} series", len(series) * (config.timing.repeat + 1))
-    run_rounds(list(series.values()), config.timing, progress, restart_crashed_worker)
-    results = [_result(scene, session, kernel, mode, series) for session, kernel, mode in plan]
+    run_rounds(list(series.values()), config.timing, progress, restart_crashed_worker, read_clock)
+    loops = {id(session): _loops(session) for session in sessions}
+    results = [
+        _result(scene, session, kernel, mode, threads, series, clock_mhz, loops[id(session)])
+        for session, kernel, mode, threads in plan
+    ]
     results = _with_speedups(results, config.reference)
-    env = _environment(sessions)
+    env = _environment(sessions, clock_mhz)
     return RunResult(scene=scene.describe(), env=env, config=config.to_dict(), results=results)
 
 
-def _series(session: BuildSession, kernel: Kernel, mode: str, timing: TimingConfig, noop: bool) -> Series:
-    def calibrate() -> int:
-        return session.worker.request(
-            "calibrate", kernel=kernel.name, mode=mode, noop=noop, min_time_s=timing.min_sample_s
-        )["calls"]
+def _series(session: BuildSession, kernel: Kernel, mode: str, threads: int, timing: TimingConfig, noop: bool) -> Series:
+    fields = dict(kernel=kernel.name, mode=mode, noop=noop, threads=threads)
 
-    def take(calls: int) -> tuple[float, int]:
-        reply = session.worker.request("sample", kernel=kernel.name, mode=mode, noop=noop, calls=calls)
-        return reply["seconds"], reply["hits"]
+    def calibrate() -> int:
+        return session.worker.request("calibrate", min_time_s=timing.min_sample_s, **fields)["calls"]
+
+    def take(calls: int) -> dict:
+        return session.worker.request("sample", calls=calls, **fields)
 
     name = kernel.overhead_key if noop else kernel.name
-    return Series(key=(session.config, name, mode), calibrate=calibrate, take=take)
+    label = f"{name} [{session.config.label}, {mode}" + (f", {threads} threads]" if threads > 1 else "]")
+    return Series(key=(session.config, name, mode, threads), label=label, calibrate=calibrate, take=take)
 
 
-def _result(scene, session: BuildSession, kernel: Kernel, mode: str, series: dict) -> KernelResult:
+def _loops(session: BuildSession) -> dict:
+    """Each kernel's and NoOperation's hot loop in this build (machine_code.analyze), by function."""
+    functions = {
+        f"{k.name}_{loop}_{mode}": k.block
+        for k in session.kernels
+        if k.runnable
+        for loop in ("count", "noop")
+        for mode in ("inline", "call")
+    }
+    try:
+        return machine_code.analyze(session.library, functions)
+    except (OSError, ValueError) as exc:  # no objdump, an unreadable library: no analysis, said once per row
+        return {name: machine_code.LoopAnalysis(name, "none", reason=f"objdump: {exc}") for name in functions}
+
+
+def _result(
+    scene,
+    session: BuildSession,
+    kernel: Kernel,
+    mode: str,
+    threads: int,
+    series: dict,
+    clock_mhz: list[float],
+    loops: dict,
+) -> KernelResult:
     base = dict(
         kernel=kernel.name,
         family=kernel.family,
         flags=" ".join(session.config.flags),
         cc=session.config.cc,
         mode=mode,
+        threads=threads,
         tests=scene.tests,
         overhead_kernel=kernel.overhead_key,
     )
     if not kernel.runnable:
         return KernelResult(status="skipped", reason=kernel.skip_reason, **base)
-    mine = series[(session.config, kernel.name, mode)]
-    overhead = series[(session.config, kernel.overhead_key, mode)]
+    mine = series[(session.config, kernel.name, mode, threads)]
+    overhead = series[(session.config, kernel.overhead_key, mode, threads)]
     if mine.failure is not None:
         return KernelResult(status="crashed", reason=mine.failure, **base)
     warnings = []
@@ -136,8 +195,19 @@ def _result(scene, session: BuildSession, kernel: Kernel, mode: str, series: dic
         warnings.append(f"hit count changed between samples: {sorted(set(mine.hits))}")
     hits = mine.hits[0]
     summary = summarize(mine.samples)
+    loop, noop_loop = loops.get(f"{kernel.name}_count_{mode}"), loops.get(f"{kernel.name}_noop_{mode}")
+    if loop and noop_loop and loop.vector != noop_loop.vector:
+        warnings.append(
+            f"the kernel's loop was compiled {loop.vector}, its NoOperation's {noop_loop.vector}: "
+            f"the overhead subtracted is that of a {noop_loop.vector} loop"
+        )
     timing = dict(
-        calls=mine.calls, samples_s=mine.samples, median_s=summary.median, min_s=summary.min, spread=summary.spread
+        calls=mine.calls,
+        samples_s=mine.samples,
+        median_s=summary.median,
+        min_s=summary.min,
+        spread=summary.spread,
+        **_cycles(mine, clock_mhz, scene.tests, loop, threads),
     )
     if overhead.failure is not None or not overhead.samples:
         warnings.append(f"NoOperation loop {kernel.overhead_key} failed: {overhead.failure}")
@@ -158,33 +228,61 @@ def _result(scene, session: BuildSession, kernel: Kernel, mode: str, series: dic
     )
 
 
+def _cycles(series: Series, clock_mhz: list[float], tests: int, loop, threads: int) -> dict:
+    """Gross cycles per test, the loop's bound and vector class, and counted cycles and
+    instructions where hardware counters work.
+
+    Cycles are the median time times the fastest clock reading of the run: a shared or
+    virtual machine can only make the dependent-add loop look slower (it loses the CPU
+    now and then), so its fastest reading is the closest to the true clock, and pairing a
+    slow reading with a sample would claim cycles the core never ran.
+    """
+    clock = max((mhz for mhz in clock_mhz if mhz == mhz), default=None)
+    cycles = statistics.median(series.samples) * clock * 1e6 / tests if clock and series.samples else None
+    out = {"cycles_per_test": cycles}
+    if loop is not None:
+        out["loop_vector"] = loop.vector
+        if threads == 1:  # the bound is one core's
+            out["bound_cycles_per_test"], out["bound_model"] = loop.bound_cycles_per_test, loop.model
+        out["bound_reason"] = loop.reason
+    if series.counted:
+        cycles = statistics.median(c for c, _ in series.counted) / tests
+        instructions = statistics.median(i for _, i in series.counted) / tests
+        out.update(
+            counted_cycles_per_test=cycles,
+            instructions_per_test=instructions,
+            ipc=instructions / cycles if cycles else None,
+        )
+    return out
+
+
 def _with_speedups(results: list[KernelResult], reference: str) -> list[KernelResult]:
     """Speedup against `reference`, or against the first kernel when it was not measured."""
     if results and reference not in {r.kernel for r in results}:
         reference = results[0].kernel
-    reference_net = {(r.cc, r.flags, r.mode): r.net_s for r in results if r.kernel == reference and r.net_s}
+    reference_net = {(r.cc, r.flags, r.mode, r.threads): r.net_s for r in results if r.kernel == reference and r.net_s}
     return [
-        replace(r, speedup=reference_net[(r.cc, r.flags, r.mode)] / r.net_s)
-        if r.net_s and (r.cc, r.flags, r.mode) in reference_net
+        replace(r, speedup=reference_net[(r.cc, r.flags, r.mode, r.threads)] / r.net_s)
+        if r.net_s and (r.cc, r.flags, r.mode, r.threads) in reference_net
         else r
         for r in results
     ]
 
 
-def _environment(sessions: list[BuildSession]) -> dict:
+def _environment(sessions: list[BuildSession], clock_mhz: list[float]) -> dict:
     machine = environment.machine_fingerprint()
-    try:
-        machine["cpu"]["measured_mhz"] = round(sessions[0].worker.request("clock")["mhz"], 1)
-    except (SectorbenchError, IndexError, KeyError):
-        pass
+    measured = [mhz for mhz in clock_mhz if mhz == mhz]
+    machine["cpu"]["measured_mhz"] = round(max(measured), 1) if measured else None  # the fastest: see _cycles
+    machine["cpu"]["measured_mhz_per_round"] = [round(mhz, 1) for mhz in measured]
     compilers = {s.config.cc: environment.compiler_fingerprint(s.config.cc) for s in sessions}
     builds = [
         {
             "cc": s.config.cc,
             "flags": list(s.config.flags),
             "library": s.library.name,
-            "fp_environment": s.fp_environment,
+            "fp_environment": s.info.get("fp_environment"),
         }
         for s in sessions
     ]
-    return {"machine": machine, "compilers": compilers, "builds": builds}
+    counters = sessions[0].info.get("counters") if sessions else None
+    return {"machine": machine, "compilers": compilers, "builds": builds, "counters": counters}

@@ -24,6 +24,9 @@ PAD_FLOATS = 16
 ALIGN_BYTES = 64
 #: Arrays per shape the size check assumes when it cannot ask the family.
 MAX_SHAPE_ARRAYS = 8
+#: Most points a scene may have: the count loops add one block's hits (up to 8 shapes
+#: times M) in a 32-bit counter, which keeps compiler-vectorised loops at full width.
+MAX_POINTS = 2**28
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,8 @@ def check_size(n: int, m: int, shape_arrays: int = MAX_SHAPE_ARRAYS, point_array
     """Reject sizes that are not positive or whose arrays would not fit in memory."""
     if n <= 0 or m <= 0:
         raise SectorbenchError(f"--sectors and --points must be positive (got N={n}, M={m})")
+    if m > MAX_POINTS:
+        raise SectorbenchError(f"--points is at most {MAX_POINTS} (2^28) per scene (got M={m})")
     needed = 4 * (shape_arrays * padded_length(n) + point_arrays * padded_length(m))
     available = physical_memory_bytes()
     if available and needed > available // 2:

@@ -8,8 +8,10 @@ this process (FTZ/DAZ from a fast-math library, a crash) stays here.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -43,8 +45,10 @@ class Server:
             self.rows[kernel.name] = row
             self.kernels[kernel.name] = kernel
         self.scene = None
-        self._c_scenes: dict[tuple[str, ...], object] = {}
+        self._c_scenes: dict[tuple, object] = {}
         self._keep_alive: list = []
+        self._pools: dict[int, ThreadPoolExecutor] = {}
+        self.counters_error = self.lib.sb_counters_open()
 
     def _text(self, pointer) -> str:
         return self.ffi.string(pointer).decode() if pointer != self.ffi.NULL else ""
@@ -85,24 +89,32 @@ class Server:
             raise RuntimeError(f"kernel {name} is not runnable here: {kernel.skip_reason}")
         return self.rows[name]
 
-    def _c_scene(self, kernel: Kernel):
-        """The scene as the kernel reads it: its shape arrays in the order of its `takes`."""
-        takes = kernel.takes
-        if takes not in self._c_scenes:
+    def _c_scenes_for(self, kernel: Kernel, threads: int = 1) -> list:
+        """The scene as the kernel reads it (its shape arrays in the order of its `takes`),
+        as one sb_scene per thread, each testing a contiguous share of the shapes."""
+        key = (kernel.takes, threads)
+        if key not in self._c_scenes:
             scene = self.scene
-            c_scene = self.ffi.new("sb_scene *")
-            c_scene.n_shapes = scene.n_shapes
-            c_scene.n_points = scene.n_points
-            c_scene.stride = scene.stride
-            c_scene.shape_begin, c_scene.shape_end = 0, scene.n_shapes
-            c_scene.never = float("inf")  # loaded at run time, so no compiler can fold the NoOperation
-            for k, name in enumerate(scene.point_arrays):
-                c_scene.point[k] = self._pointer(scene.arrays[name])
-            for k, name in enumerate(takes):
-                c_scene.shape[k] = self._pointer(scene.arrays[name])
-            self._keep_alive.append(c_scene)
-            self._c_scenes[takes] = c_scene
-        return self._c_scenes[takes]
+            bounds = [scene.n_shapes * t // threads for t in range(threads + 1)]
+            parts = []
+            for begin, end in zip(bounds, bounds[1:]):
+                c_scene = self.ffi.new("sb_scene *")
+                c_scene.n_shapes = scene.n_shapes
+                c_scene.n_points = scene.n_points
+                c_scene.stride = scene.stride
+                c_scene.shape_begin, c_scene.shape_end = begin, end
+                c_scene.never = float("inf")  # loaded at run time, so no compiler can fold the NoOperation
+                for k, name in enumerate(scene.point_arrays):
+                    c_scene.point[k] = self._pointer(scene.arrays[name])
+                for k, name in enumerate(kernel.takes):
+                    c_scene.shape[k] = self._pointer(scene.arrays[name])
+                self._keep_alive.append(c_scene)
+                parts.append(c_scene)
+            self._c_scenes[key] = parts
+        return self._c_scenes[key]
+
+    def _c_scene(self, kernel: Kernel):
+        return self._c_scenes_for(kernel)[0]
 
     def _pointer(self, array):
         pointer = self.ffi.from_buffer("float[]", array)
@@ -112,22 +124,52 @@ class Server:
     # ---------------------------------------------------------------- requests
 
     def describe(self, msg):
-        return {"kernels": [k.to_dict() for k in self.kernels.values()], "fp_environment": fp_environment()}
+        return {
+            "kernels": [k.to_dict() for k in self.kernels.values()],
+            "fp_environment": fp_environment(),
+            "counters": {
+                "available": self.counters_error == 0,
+                "reason": None if self.counters_error == 0 else f"perf_event_open: {os.strerror(self.counters_error)}",
+            },
+            "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        }
 
     def load(self, msg):
         self.scene = load_scene(Path(msg["path"]))
         self._c_scenes, self._keep_alive = {}, [self.scene]
         return {"tests": self.scene.tests}
 
-    def _time(self, function, c_scene, calls: int) -> tuple[float, int]:
+    def _time(self, function, c_scenes: list, calls: int) -> dict:
+        """Seconds per call and the hits, over `calls` calls; with several scenes, one
+        thread per scene (cffi releases the GIL around each call), all joined per call."""
+        pool = self._pool(len(c_scenes)) if len(c_scenes) > 1 else None
+        cycles0, instructions0 = self._counters()
         start = time.perf_counter_ns()
         for _ in range(calls):
-            hits = function(c_scene)
+            if pool is None:
+                hits = function(c_scenes[0])
+            else:
+                hits = sum(pool.map(function, c_scenes))
         elapsed = time.perf_counter_ns() - start
-        return elapsed / 1e9 / calls, int(hits)
+        cycles1, instructions1 = self._counters()
+        reply = {"seconds": elapsed / 1e9 / calls, "hits": int(hits)}
+        if self.counters_error == 0 and pool is None:
+            reply["cycles"] = (cycles1 - cycles0) / calls
+            reply["instructions"] = (instructions1 - instructions0) / calls
+        return reply
+
+    def _counters(self) -> tuple[int, int]:
+        cycles, instructions = self.ffi.new("uint64_t *"), self.ffi.new("uint64_t *")
+        self.lib.sb_counters_read(cycles, instructions)
+        return cycles[0], instructions[0]
+
+    def _pool(self, threads: int) -> ThreadPoolExecutor:
+        if threads not in self._pools:
+            self._pools[threads] = ThreadPoolExecutor(threads, thread_name_prefix="sectorbench")
+        return self._pools[threads]
 
     def _count(self, msg):
-        """The loop to time and its scene: the kernel's, or its NoOperation twin (msg["noop"])."""
+        """The loop to time and its scenes: the kernel's, or its NoOperation twin (msg["noop"])."""
         row = self._runnable_row(msg["kernel"])
         loops = {
             ("inline", False): row.count_inline,
@@ -135,24 +177,24 @@ class Server:
             ("inline", True): row.noop_inline,
             ("call", True): row.noop_call,
         }
-        return loops[(msg["mode"], bool(msg.get("noop")))], self._c_scene(self.kernels[msg["kernel"]])
+        scenes = self._c_scenes_for(self.kernels[msg["kernel"]], msg.get("threads", 1))
+        return loops[(msg["mode"], bool(msg.get("noop")))], scenes
 
     def calibrate(self, msg):
         """The smallest call count whose total lasts >= min_time_s, growing like pyperf's."""
-        function, c_scene = self._count(msg)
+        function, c_scenes = self._count(msg)
         calls = 1
         while True:
-            per_call, hits = self._time(function, c_scene, calls)
-            total = per_call * calls
+            reply = self._time(function, c_scenes, calls)
+            total = reply["seconds"] * calls
             if total >= msg["min_time_s"] or calls >= 2**30:
-                return {"calls": calls, "seconds": per_call, "hits": hits}
+                return {**reply, "calls": calls}
             growth = msg["min_time_s"] * 1.2 / total if total > 0 else 10
             calls = int(calls * min(max(growth, 2), 10))
 
     def sample(self, msg):
-        function, c_scene = self._count(msg)
-        seconds, hits = self._time(function, c_scene, msg["calls"])
-        return {"seconds": seconds, "hits": hits}
+        function, c_scenes = self._count(msg)
+        return self._time(function, c_scenes, msg["calls"])
 
     def evaluate(self, msg):
         from .families import get
@@ -173,9 +215,9 @@ class Server:
         return {"answers": int(result.size)}
 
     def clock(self, msg):
-        """Clock in MHz from dependent adds (one per cycle); best of a few tries."""
-        iterations = 20_000_000
-        best = min(self._timed_adds(iterations) for _ in range(5))
+        """Clock in MHz from dependent adds (one per cycle): the best of three ~3 ms runs."""
+        iterations = 10_000_000
+        best = min(self._timed_adds(iterations) for _ in range(3))
         return {"mhz": iterations / best / 1e6}
 
     def _timed_adds(self, iterations: int) -> float:

@@ -28,14 +28,17 @@ class TimingConfig:
 
 @dataclass
 class Series:
-    """One thing to time: `take(calls)` returns (seconds per pass, hits)."""
+    """One thing to time: `take(calls)` returns the worker's reply (seconds per pass, hits,
+    and cycles and instructions where hardware counters work)."""
 
     key: Hashable
+    label: str  # how progress names it, e.g. "basic [-O2, inline]"
     calibrate: Callable[[], int]
-    take: Callable[[int], tuple[float, int]]
+    take: Callable[[int], dict]
     calls: int = 0
     samples: list[float] | None = None
     hits: list[int] | None = None
+    counted: list[tuple[float, float]] | None = None  # (cycles, instructions) per pass, where counters work
     failure: str | None = None
 
 
@@ -44,11 +47,13 @@ def run_rounds(
     config: TimingConfig,
     on_step: Callable[[str], None] = lambda what: None,
     on_failure: Callable[[Series, Exception], None] | None = None,
+    each_round: Callable[[], None] = lambda: None,
 ) -> None:
     """Calibrate every series, then take `config.repeat` interleaved rounds.
 
     A series whose call raises is marked failed (on_failure decides what that
     means, e.g. restarting a crashed worker) and skipped from then on.
+    each_round runs before every round (the runner reads the clock there).
     """
 
     def attempt(s: Series, action: Callable[[], None]) -> None:
@@ -63,22 +68,25 @@ def run_rounds(
             on_failure(s, exc)
 
     for s in series:
-        on_step(f"calibrating {s.key}")
-        s.samples, s.hits = [], []
+        on_step(f"calibrating {s.label}")
+        s.samples, s.hits, s.counted = [], [], []
 
         def calibrate(s=s):
             s.calls = s.calibrate()
 
         attempt(s, calibrate)
     for round_index in range(config.repeat):
+        each_round()
         order = series if round_index % 2 == 0 else list(reversed(series))
         for s in order:
-            on_step(f"round {round_index + 1}/{config.repeat}")
+            on_step(f"round {round_index + 1}/{config.repeat}: {s.label}")
 
             def take(s=s):
-                seconds, hits = s.take(s.calls)
-                s.samples.append(seconds)
-                s.hits.append(hits)
+                reply = s.take(s.calls)
+                s.samples.append(reply["seconds"])
+                s.hits.append(reply["hits"])
+                if "cycles" in reply:
+                    s.counted.append((reply["cycles"], reply["instructions"]))
 
             attempt(s, take)
 

@@ -195,6 +195,7 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                 progress(f"building {build_config.label}")
                 sessions.append(BuildSession(build_config, build(build_config), disable_isa=config.disable_isa))
             chosen = {id(s): select(s.kernels, list(config.kernels), config.family) for s in sessions}
+            clock_mhz = round(max(sessions[0].worker.request("clock")["mhz"] for _ in range(3)), 1)
             for session in sessions:
                 for kernel in chosen[id(session)]:
                     tally = _Tally(kernel, session.config, kernel.rounding_bound or family.default_rounding_bound)
@@ -233,6 +234,7 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
         "machine": environment.machine_fingerprint(),
         "compilers": {b.cc: environment.compiler_fingerprint(b.cc) for b in config.builds},
     }
+    env["machine"]["cpu"]["measured_mhz"] = clock_mhz
     seed = None if config.input_path else config.seed
     return VerifyResult(config.family, seed, total, dict(sorted(groups.items())), env, verdicts, evaluable)
 

@@ -86,8 +86,9 @@ class Worker:
         return answers
 
     def describe(self) -> tuple[list[Kernel], dict]:
+        """The build's kernels, and what else the worker found: fp_environment, counters, cpus."""
         reply = self.request("describe")
-        return [Kernel.from_dict(row) for row in reply["kernels"]], reply["fp_environment"]
+        return [Kernel.from_dict(row) for row in reply.pop("kernels")], reply
 
     def close(self) -> None:
         if self._process.poll() is None:
@@ -114,7 +115,7 @@ class BuildSession:
         self.disable_isa = disable_isa
         self.worker: Worker | None = None
         self.kernels: list[Kernel] = []
-        self.fp_environment: dict = {}
+        self.info: dict = {}  # fp_environment, counters, cpus: see server.Server.describe
         self.restart()
 
     def restart(self) -> None:
@@ -122,7 +123,7 @@ class BuildSession:
         if self.worker is not None:
             self.worker.close()
         self.worker = Worker(self.library, self.disable_isa)
-        self.kernels, self.fp_environment = self.worker.describe()
+        self.kernels, self.info = self.worker.describe()
         if self.scene_path is not None:
             self.worker.request("scene", path=str(self.scene_path))
 

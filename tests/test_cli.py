@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from sectorbench.cli import main
+from sectorbench.results import SCHEMA_VERSION
 
 DATA = Path(__file__).parent / "data"
 SMALL = ["-n", "20", "-m", "500", "--repeat", "2", "--min-time", "0.001"]
@@ -34,7 +35,7 @@ def test_run_two_flag_sets_in_one_run(tmp_path):
     for kernel in ("naive", "basic", "nosqrt", "bittrick", "sse2", "sse2_nosqrt"):
         assert kernel in result.output
     data = json.loads(out.read_text())
-    assert data["schema"] == 1
+    assert data["schema"] == SCHEMA_VERSION
     assert data["scene"] == {"kind": "uniform", "family": "sector", "seed": 0, "sectors": 20, "points": 500}
     rows = data["results"]
     assert {r["flags"] for r in rows} == {"-O2", "-O1 -ffast-math"}
@@ -55,7 +56,7 @@ def test_existing_json_is_not_overwritten(tmp_path):
     assert_one_line_error(result, "exists", "--force")
     assert out.read_text() == "precious"
     result = invoke("run", *SMALL, "--flags", "-O2", "--kernels", "basic", "--json", str(out), "--force")
-    assert result.exit_code == 0 and json.loads(out.read_text())["schema"] == 1
+    assert result.exit_code == 0 and json.loads(out.read_text())["schema"] == SCHEMA_VERSION
 
 
 def test_call_mode_and_selection():

@@ -16,6 +16,7 @@ from sectorbench.cases import ulp_step
 from sectorbench.cli import main
 from sectorbench.families.sector import oracle as sector_oracle
 from sectorbench.families.triangle.cases import ARTICLE_TRIANGLE
+from sectorbench.results import SCHEMA_VERSION
 from sectorbench.verify import VerifyConfig, verify
 
 DATA = Path(__file__).parent / "data"
@@ -107,7 +108,7 @@ def test_cli_exit_codes_and_hex_output(tmp_path):
     assert failed.exit_code == 1, failed.output
     assert "FAIL" in failed.output and "0x1." in failed.output  # exact hex floats
     data = json.loads(out.read_text())
-    assert data["kind"] == "verify" and data["schema"] == 1
+    assert data["kind"] == "verify" and data["schema"] == SCHEMA_VERSION
     failing = next(k for k in data["kernels"] if k["kernel"] == "radius_le")["failing"]
     assert len(failing) == 2
     # the hex floats are the row's exact float32 inputs: the same cases, regenerated, hold them

@@ -21,6 +21,7 @@ from .options import (
     make_gate_config,
     output_options,
     refuse_existing,
+    threads_option,
 )
 
 #: `run` compares the article's pair by default: plain -O2 and -O2 with fast math
@@ -57,6 +58,7 @@ DEFAULT_RUN_FLAGS = ("-O2", "-O2 -ffast-math")
     type=click.Choice(MODES),
     help="inline: predicate inlined in the loop; call: called through a pointer per test (repeatable).",
 )
+@threads_option
 @click.option("--repeat", default=DEFAULT_REPEAT, show_default=True, help="Samples (rounds) per kernel.")
 @click.option(
     "--min-time",
@@ -84,6 +86,7 @@ def run_command(
     sources,
     disable_isa,
     modes,
+    threads,
     repeat,
     min_sample_s,
     json_path,
@@ -110,6 +113,7 @@ def run_command(
         modes=modes,
         timing=TimingConfig(repeat=repeat, min_sample_s=min_sample_s),
         disable_isa=disable_isa,
+        threads=threads,
     )
     result = measure_with_progress(config)
     from ..report import run_table
@@ -154,6 +158,7 @@ COMPARE_REPEAT = 10  # 10 paired rounds give a 95 % interval that is not just mi
 @click.option("--kernels", multiple=True, callback=comma_list)
 @build_options(COMPARE_FLAGS)
 @click.option("--mode", "modes", multiple=True, type=click.Choice(MODES), help="Loop mode(s) [default: inline].")
+@threads_option
 @click.option("--repeat", default=COMPARE_REPEAT, show_default=True)
 @click.option("--min-time", "min_sample_s", default=DEFAULT_MIN_SAMPLE_S, show_default=True)
 @output_options
@@ -170,6 +175,7 @@ def compare_command(
     sources,
     disable_isa,
     modes,
+    threads,
     repeat,
     min_sample_s,
     json_path,
@@ -204,6 +210,7 @@ def compare_command(
         modes=modes or RunConfig.modes,
         timing=TimingConfig(repeat=repeat, min_sample_s=min_sample_s),
         disable_isa=disable_isa,
+        threads=threads,
     )
     result = measure_with_progress(config)
     console = stdout()

@@ -126,3 +126,18 @@ def refuse_existing(path: Path | None, force: bool) -> None:
     """Fail before measuring, not after, when the output file would be refused."""
     if path is not None:
         check_output(path, force)
+
+
+def threads_option(command):
+    """--threads N|all, repeatable: each kernel is timed at each thread count, in the same rounds."""
+    from ..runner import parse_threads
+
+    return click.option(
+        "--threads",
+        "threads",
+        multiple=True,
+        default=("1",),
+        show_default=True,
+        callback=lambda ctx, param, values: parse_threads(values),
+        help="Threads, shapes split among them: a number or 'all' (the CPUs this process may use); repeatable.",
+    )(command)

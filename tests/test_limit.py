@@ -1,0 +1,111 @@
+"""Kernels at the limit: AVX2/AVX-512 rows, threads, machine-code analysis, honest NoOperations."""
+
+from __future__ import annotations
+
+import pytest
+
+from sectorbench.build import BuildConfig, build
+from sectorbench.machine_code import analyze, find_llvm_mca
+from sectorbench.runner import RunConfig, run
+from sectorbench.timing import TimingConfig
+from sectorbench.verify import VerifyConfig, verify
+
+FAST = TimingConfig(repeat=3, min_sample_s=0.002)
+EXACT_SIMD = ("sse2_nosqrt", "avx2_nosqrt", "avx512_nosqrt", "avx512_nosqrt_b4")
+
+
+def test_hits_identical_for_every_thread_count_and_dispatch_path():
+    """Shapes split across 1, 2 and 3 threads count the same; the exact SIMD kernels of
+    every instruction set (no FMA anywhere) count the same as one another."""
+    result = run(
+        RunConfig(
+            sectors=37,
+            points=1003,
+            kernels=EXACT_SIMD,
+            threads=(1, 2, 3),
+            builds=(BuildConfig.parse("-O3 -march=native"),),
+            timing=FAST,
+        )
+    )
+    assert {r.status for r in result.results} == {"ok"}
+    assert len({r.hits for r in result.results}) == 1 and {r.threads for r in result.results} == {1, 2, 3}
+
+
+def test_a_missing_isa_is_skipped_never_run():
+    result = run(
+        RunConfig(
+            sectors=8,
+            points=100,
+            kernels=("avx2_nosqrt", "avx512_nosqrt", "sse2_nosqrt"),
+            disable_isa=("avx512f",),
+            timing=FAST,
+        )
+    )
+    status = {r.kernel: r for r in result.results}
+    assert status["avx512_nosqrt"].status == "skipped" and "avx512f" in status["avx512_nosqrt"].reason
+    assert not status["avx512_nosqrt"].samples_s
+    assert status["avx2_nosqrt"].status == "ok" and status["sse2_nosqrt"].status == "ok"
+
+
+def test_noop_never_exceeds_the_kernel_at_O3_native():
+    """The NoOperation follows the kernel's loop as compiled: at -O3 -march=native every
+    default kernel's net time is above 0 (the scalar barrier NoOperation of old made the
+    vectorised bittrick's net 0)."""
+    result = run(
+        RunConfig(
+            sectors=100,
+            points=20_000,
+            builds=(BuildConfig.parse("-O3 -march=native"),),
+            timing=TimingConfig(repeat=5, min_sample_s=0.005),
+        )
+    )
+    for r in result.results:
+        assert r.status == "ok" and r.net_s > 0, (r.kernel, r.net_s, r.warnings)
+        assert min(r.samples_s) > min(r.overhead_samples_s), r.kernel
+        assert not any("net time <= 0" in w for w in r.warnings), (r.kernel, r.warnings)
+
+
+@pytest.mark.parametrize("flags", ["-O2", "-O3 -march=native", "-O3 -march=native -ffast-math"])
+def test_the_new_kernels_pass_verify(flags):
+    kernels = ("avx2", "avx2_nosqrt", "avx2_nosqrt_fma", "avx512", "avx512_nosqrt", "avx512_nosqrt_b4")
+    result = verify(VerifyConfig(kernels=kernels, builds=(BuildConfig.parse(flags),), cases=2000))
+    assert result.passed, [(k.kernel, k.verdict, k.mismatches) for k in result.kernels]
+    assert all(k.loop_checks > 0 for k in result.kernels)
+
+
+def test_machine_code_says_which_loops_are_vectorised():
+    library = build(BuildConfig.parse("-O2"))
+    loops = analyze(
+        library,
+        {
+            "basic_count_inline": 1,
+            "sse2_nosqrt_count_inline": 1,
+            "avx512_nosqrt_count_inline": 1,
+            "avx512_nosqrt_b4_count_inline": 4,
+            "basic_noop_inline": 1,
+        },
+    )
+    assert [loops[f"{k}_count_inline"].vector for k in ("basic", "sse2_nosqrt", "avx512_nosqrt")] == [
+        "scalar",
+        "xmm",
+        "zmm",
+    ]
+    assert loops["avx512_nosqrt_count_inline"].tests_per_iteration == 16
+    assert loops["avx512_nosqrt_b4_count_inline"].tests_per_iteration == 64
+    assert loops["basic_noop_inline"].vector == "scalar"  # gcc folds identical NoOperations: followed
+    if find_llvm_mca() is None:
+        assert "llvm-mca not installed" in loops["avx512_nosqrt_count_inline"].reason
+    else:  # 6 multiplies + 2 mask compares per 16 tests on two 512-bit multiply pipes: about 0.5
+        assert 0.3 < loops["avx512_nosqrt_count_inline"].bound_cycles_per_test < 0.8
+
+
+def test_counters_are_reported_honestly(o2_worker, scratch):
+    from sectorbench.scenes import generate
+
+    o2_worker.load(generate("uniform", 5, 100, 0), scratch)
+    _, info = o2_worker.describe()
+    counters = info["counters"]
+    assert isinstance(counters["available"], bool)
+    assert counters["available"] or counters["reason"].startswith("perf_event_open: ")
+    reply = o2_worker.request("sample", kernel="basic", mode="inline", calls=1)
+    assert ("cycles" in reply) == counters["available"]
