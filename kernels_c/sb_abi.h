@@ -33,6 +33,8 @@ typedef struct sb_kernel {
     const char *loop;          /* loop shape, e.g. "scalar", "sse2 x4", "avx512 x16 b4": kernels with the
                                   same loop shape and arity share one NoOperation measurement */
     const char *summary;
+    const char *contract;      /* preconditions beyond the family's, e.g. "unit u": verify judges the
+                                  kernel only on rows that meet them (the family says what they mean) */
     const char *source;        /* file and line of the row, which also give the listing order */
     int line;
     int lanes;                 /* points tested per step */

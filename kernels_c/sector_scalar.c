@@ -19,6 +19,9 @@ static inline int naive(float cx, float cy, float ux, float uy, float r,
      * acosf is NaN and the point would wrongly fall outside. */
     if (cosine > 1.0f)
         cosine = 1.0f;
+    /* clang -ffast-math folds the divide so a cosine can round below -1 too: NaN again */
+    if (cosine < -1.0f)
+        cosine = -1.0f;
     return acosf(cosine) < theta;
 }
 

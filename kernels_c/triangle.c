@@ -1,5 +1,7 @@
 /* Point strictly inside triangle abc (2D), the family of the point-in-triangle
  * precision article (recastnavigation's dtClosestHeightPointTriangle). */
+#include <float.h>
+
 #include "sb_common.h"
 
 /* recastnavigation's test as quoted in the article: barycentric coordinates
@@ -40,7 +42,7 @@ static inline int recast_cross(float ax, float ay, float bx, float by, float cx,
     }
     /* An infinite vertex makes the area infinite and eps = -inf, which would
      * accept points the exact (extended-real) test leaves undefined. */
-    if (!(denominator < INFINITY))
+    if (!(denominator <= FLT_MAX)) /* not INFINITY: clang -ffast-math warns on it (and so fails -Werror) */
         return 0;
     const float eps = -1e-4f * denominator;
     return u >= eps && v >= eps && (u + v) <= denominator - eps;

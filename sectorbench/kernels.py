@@ -30,10 +30,18 @@ class Kernel:
     tolerance: float  # declared tolerance, 0 for a strict kernel
     #: Why this kernel cannot run here (a missing CPU feature), or None.
     skip_reason: str | None = None
+    #: "C" for a row of the library, "python" for a peer (sectorbench/peers.py).
+    language: str = "C"
+    #: Preconditions beyond the family's (the row's .contract, e.g. "unit u"), which verify honours.
+    contract: str = ""
 
     @property
     def is_default(self) -> bool:
         return not self.known_bad
+
+    @property
+    def is_peer(self) -> bool:
+        return self.language != "C"
 
     @property
     def runnable(self) -> bool:
@@ -72,11 +80,26 @@ def skip_reason(isa: tuple[str, ...], cpu_has: dict[str, bool], disabled: frozen
     return None
 
 
+def peer_names(family) -> set[str]:
+    """The names of a family's peers (kernels in Python), which a peer worker runs."""
+    return {peer.name for peer in family.peers()}
+
+
+def split_names(names, family) -> tuple[list[str], list[str]]:
+    """--kernels split into C kernel names and peer names, each in the user's order."""
+    peers = peer_names(family)
+    return [n for n in names if n not in peers], [n for n in names if n in peers]
+
+
 def select(kernels: list[Kernel], names: list[str] | None, family: str) -> list[Kernel]:
-    """The kernels to measure: the family's default set, or exactly `names` in that order."""
+    """The kernels to measure: the family's default set, or exactly `names` in that order.
+
+    The default set is the family's C kernels that are not known-bad; peers run only
+    when named.
+    """
     by_name = {k.name: k for k in kernels}
     if not names:
-        return [k for k in kernels if k.family == family and k.is_default]
+        return [k for k in kernels if k.family == family and k.is_default and not k.is_peer]
     unknown = [n for n in names if n not in by_name]
     if unknown:
         known = ", ".join(k.name for k in kernels)

@@ -14,6 +14,9 @@ from .kernels import Kernel
 from .results import KernelResult, RunResult, scene_shapes
 from .stats import paired_ratio_if_defined
 
+#: A peer's "compiler" in results (runner.py): its flags cell shows its flags ("—") alone.
+PEER_CC = "python"
+
 
 def _number(value: float | None, spec: str = ".3f") -> str:
     return "–" if value is None else format(value, spec)
@@ -77,7 +80,8 @@ def run_table(run: RunResult) -> Table:
     majority = majority_hits(results)
     notes: list[str] = []
     for r in results:
-        cells = [r.kernel, build_label(r.cc, r.flags, show_cc=r.cc != results[0].cc)]
+        flags = r.flags if r.cc == PEER_CC else build_label(r.cc, r.flags, show_cc=r.cc != results[0].cc)
+        cells = [r.kernel, flags]
         if show_mode:
             cells.append(r.mode)
         if show_threads:

@@ -62,6 +62,7 @@ class KernelResult:
     speedup: float | None = None  # naive's net time / this net time, same build and mode
     warnings: list[str] = field(default_factory=list)
     threads: int = 1
+    jit_s: float | None = None  # a peer's first call (its JIT compilation), not in the timing
     cycles_per_test: float | None = None  # gross (the whole loop), at the clock measured each round
     loop_vector: str | None = None  # the hot loop as compiled: scalar, xmm, ymm or zmm (machine_code.py)
     bound_cycles_per_test: float | None = None  # llvm-mca's lower bound for that loop, one core

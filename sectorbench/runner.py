@@ -11,7 +11,8 @@ from pathlib import Path
 
 from . import SectorbenchError, environment, machine_code, scenes
 from .build import BuildConfig, build
-from .kernels import Kernel, select
+from .families import family_of_scene
+from .kernels import Kernel, select, split_names
 from .results import KernelResult, RunResult
 from .stats import summarize
 from .timing import MODES, Series, TimingConfig, net_time, run_rounds
@@ -19,6 +20,11 @@ from .worker import BuildSession, WorkerCrashed, save_scene
 
 #: --threads all: the CPUs this process may run on.
 ALL_THREADS = "all"
+#: The peers' worker: a plain build (never fast-math), so their floating-point environment
+#: is IEEE's, as in a user's Python process; its library serves only the clock.
+PEER_BUILD = BuildConfig(("-O2",))
+#: What a peer's row shows for flags: compiler flags do not apply to it.
+PEER_FLAGS = "—"
 
 
 @dataclass(frozen=True)
@@ -80,28 +86,38 @@ def run(config: RunConfig, progress: Progress = lambda what, total=None: None) -
     if config.timing.repeat < 1:
         raise SectorbenchError("--repeat must be at least 1")
     scene = scenes.generate(config.scene, config.sectors, config.points, config.seed)
+    c_names, peer_names = split_names(config.kernels, family_of_scene(config.scene))
     with tempfile.TemporaryDirectory(prefix="sectorbench-") as scratch:
         scene_path = save_scene(scene, Path(scratch))
         sessions = []
         try:
-            for build_config in config.builds:
+            for build_config in config.builds if c_names or not config.kernels else ():
                 progress(f"building {build_config.label}")
                 sessions.append(BuildSession(build_config, build(build_config), scene_path, config.disable_isa))
-            return _measure(config, scene, sessions, progress)
+            if peer_names:
+                progress("starting the peers' worker")
+                sessions.append(BuildSession(PEER_BUILD, build(PEER_BUILD), scene_path, config.disable_isa, peers=True))
+            return _measure(config, scene, sessions, progress, {False: c_names, True: peer_names})
         finally:
             for session in sessions:
                 session.close()
 
 
-def _measure(config: RunConfig, scene: scenes.Scene, sessions: list[BuildSession], progress: Progress) -> RunResult:
+def _measure(
+    config: RunConfig,
+    scene: scenes.Scene,
+    sessions: list[BuildSession],
+    progress: Progress,
+    names: dict[bool, list[str]],
+) -> RunResult:
     plan = []  # (session, kernel, mode, threads)
     series: dict[tuple, Series] = {}
     for session in sessions:
-        for kernel in select(session.kernels, list(config.kernels), scene.family):
+        for kernel in select(session.kernels, names[session.peers], scene.family):
             for mode in config.modes:
                 for threads in config.threads:
                     plan.append((session, kernel, mode, threads))
-                    if kernel.runnable:
+                    if kernel.runnable and not _peer_mode_mismatch(kernel, mode):
                         # The NoOperation twin of the first kernel of each loop shape stands for all of them.
                         for noop in (True, False):
                             name = kernel.overhead_key if noop else kernel.name
@@ -135,18 +151,26 @@ def _measure(config: RunConfig, scene: scenes.Scene, sessions: list[BuildSession
     return RunResult(scene=scene.describe(), env=env, config=config.to_dict(), results=results)
 
 
+def _peer_mode_mismatch(kernel: Kernel, mode: str) -> str | None:
+    return "a peer has one loop: it runs in --mode inline" if kernel.is_peer and mode != "inline" else None
+
+
 def _series(session: BuildSession, kernel: Kernel, mode: str, threads: int, timing: TimingConfig, noop: bool) -> Series:
     fields = dict(kernel=kernel.name, mode=mode, noop=noop, threads=threads)
 
     def calibrate() -> int:
-        return session.worker.request("calibrate", min_time_s=timing.min_sample_s, **fields)["calls"]
+        reply = session.worker.request("calibrate", min_time_s=timing.min_sample_s, **fields)
+        series.jit_s = reply.get("jit_s")
+        return reply["calls"]
 
     def take(calls: int) -> dict:
         return session.worker.request("sample", calls=calls, **fields)
 
     name = kernel.overhead_key if noop else kernel.name
-    label = f"{name} [{session.config.label}, {mode}" + (f", {threads} threads]" if threads > 1 else "]")
-    return Series(key=(session.config, name, mode, threads), label=label, calibrate=calibrate, take=take)
+    build_text = "python" if session.peers else session.config.label
+    label = f"{name} [{build_text}, {mode}" + (f", {threads} threads]" if threads > 1 else "]")
+    series = Series(key=(session.config, name, mode, threads), label=label, calibrate=calibrate, take=take)
+    return series
 
 
 def _loops(session: BuildSession) -> dict:
@@ -154,7 +178,7 @@ def _loops(session: BuildSession) -> dict:
     functions = {
         f"{k.name}_{loop}_{mode}": k.block
         for k in session.kernels
-        if k.runnable
+        if k.runnable and not k.is_peer
         for loop in ("count", "noop")
         for mode in ("inline", "call")
     }
@@ -174,18 +198,19 @@ def _result(
     clock_mhz: list[float],
     loops: dict,
 ) -> KernelResult:
+    flags, cc = (PEER_FLAGS, "python") if kernel.is_peer else (" ".join(session.config.flags), session.config.cc)
     base = dict(
         kernel=kernel.name,
         family=kernel.family,
-        flags=" ".join(session.config.flags),
-        cc=session.config.cc,
+        flags=flags,
+        cc=cc,
         mode=mode,
         threads=threads,
         tests=scene.tests,
         overhead_kernel=kernel.overhead_key,
     )
-    if not kernel.runnable:
-        return KernelResult(status="skipped", reason=kernel.skip_reason, **base)
+    if not kernel.runnable or _peer_mode_mismatch(kernel, mode):
+        return KernelResult(status="skipped", reason=kernel.skip_reason or _peer_mode_mismatch(kernel, mode), **base)
     mine = series[(session.config, kernel.name, mode, threads)]
     overhead = series[(session.config, kernel.overhead_key, mode, threads)]
     if mine.failure is not None:
@@ -207,8 +232,11 @@ def _result(
         median_s=summary.median,
         min_s=summary.min,
         spread=summary.spread,
+        jit_s=getattr(mine, "jit_s", None),
         **_cycles(mine, clock_mhz, scene.tests, loop, threads),
     )
+    if getattr(mine, "jit_s", None):
+        warnings.append(f"{kernel.name}: its first call (JIT compilation) took {mine.jit_s:.2f} s, before timing")
     if overhead.failure is not None or not overhead.samples:
         warnings.append(f"NoOperation loop {kernel.overhead_key} failed: {overhead.failure}")
         return KernelResult(status="ok", hits=hits, hit_rate=hits / scene.tests, warnings=warnings, **timing, **base)

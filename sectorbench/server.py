@@ -27,7 +27,10 @@ def fp_environment() -> dict:
 
 
 class Server:
-    def __init__(self, library: str):
+    """One build's kernels, or, with peers=True, the families' peers (the library then only
+    serves the clock and counters: a plain -O2 build, never fast-math)."""
+
+    def __init__(self, library: str, peers: bool = False):
         import cffi
 
         from .build import cdef_source
@@ -40,10 +43,18 @@ class Server:
         rows = sorted((table[i] for i in range(count[0])), key=lambda row: (self.ffi.string(row.source), row.line))
         self.rows = {}
         self.kernels: dict[str, Kernel] = {}
-        for row in rows:
-            kernel = self._kernel(row)
-            self.rows[kernel.name] = row
-            self.kernels[kernel.name] = kernel
+        self.peers: dict[str, object] = {}
+        if peers:
+            from .families import all_families
+
+            for peer in (p for family in all_families() for p in family.peers()):
+                self.peers[peer.name] = peer
+                self.kernels[peer.name] = peer_kernel(peer)
+        else:
+            for row in rows:
+                kernel = self._kernel(row)
+                self.rows[kernel.name] = row
+                self.kernels[kernel.name] = kernel
         self.scene = None
         self._c_scenes: dict[tuple, object] = {}
         self._keep_alive: list = []
@@ -69,6 +80,7 @@ class Server:
             lanes=row.lanes,
             block=row.block,
             known_bad=bool(row.known_bad),
+            contract=self._text(row.contract),
             rounding_bound=row.rounding_bound,
             tolerance=row.tolerance,
             skip_reason=skip_reason(isa, cpu_has, disabled_features()),
@@ -87,7 +99,7 @@ class Server:
             raise KeyError(f"no kernel {name!r} in this build")
         if not kernel.runnable:
             raise RuntimeError(f"kernel {name} is not runnable here: {kernel.skip_reason}")
-        return self.rows[name]
+        return self.peers[name] if kernel.is_peer else self.rows[name]
 
     def _c_scenes_for(self, kernel: Kernel, threads: int = 1) -> list:
         """The scene as the kernel reads it (its shape arrays in the order of its `takes`),
@@ -171,6 +183,8 @@ class Server:
     def _count(self, msg):
         """The loop to time and its scenes: the kernel's, or its NoOperation twin (msg["noop"])."""
         row = self._runnable_row(msg["kernel"])
+        if self.kernels[msg["kernel"]].is_peer:
+            return self._peer_count(row, msg)
         loops = {
             ("inline", False): row.count_inline,
             ("call", False): row.count_call,
@@ -180,15 +194,32 @@ class Server:
         scenes = self._c_scenes_for(self.kernels[msg["kernel"]], msg.get("threads", 1))
         return loops[(msg["mode"], bool(msg.get("noop")))], scenes
 
+    def _peer_count(self, peer, msg):
+        """A peer's loop over each thread's share of the shapes (the "scenes" are ranges)."""
+        if msg["mode"] != "inline":
+            raise ValueError(f"{peer.name} has one loop, not a {msg['mode']} loop (peers run in --mode inline)")
+        arrays = {name: self.scene.column(name) for name in self.scene.arrays}
+        threads, n = msg.get("threads", 1), self.scene.n_shapes
+        ranges = [(n * t // threads, n * (t + 1) // threads) for t in range(threads)]
+        if msg.get("noop"):
+            return (lambda part: peer.noop(arrays, *part, float("inf"))), ranges
+        return (lambda part: peer.count(arrays, *part)), ranges
+
     def calibrate(self, msg):
-        """The smallest call count whose total lasts >= min_time_s, growing like pyperf's."""
+        """The smallest call count whose total lasts >= min_time_s, growing like pyperf's.
+
+        A peer is first called on a tiny slice: its JIT compilation, reported as jit_s."""
+        jit = {}
+        if self.kernels[msg["kernel"]].is_peer and not msg.get("noop"):
+            arrays = {name: self.scene.column(name) for name in self.scene.arrays}
+            jit["jit_s"] = self._runnable_row(msg["kernel"]).warm(arrays)
         function, c_scenes = self._count(msg)
         calls = 1
         while True:
             reply = self._time(function, c_scenes, calls)
             total = reply["seconds"] * calls
             if total >= msg["min_time_s"] or calls >= 2**30:
-                return {**reply, "calls": calls}
+                return {**reply, **jit, "calls": calls}
             growth = msg["min_time_s"] * 1.2 / total if total > 0 else 10
             calls = int(calls * min(max(growth, 2), 10))
 
@@ -201,8 +232,13 @@ class Server:
 
         row = self._runnable_row(msg["kernel"])
         kernel, scene = self.kernels[msg["kernel"]], self.scene
-        c_scene = self._c_scene(kernel)
         dtype = get(scene.family).answer_dtype
+        if kernel.is_peer:
+            arrays = {name: scene.column(name) for name in scene.arrays}
+            result = row.pairs(arrays) if scene.layout == "pairs" else row.grid(arrays, scene.n_shapes)
+            np.save(msg["out"], result.astype(dtype))
+            return {"answers": int(result.size)}
+        c_scene = self._c_scene(kernel)
         if scene.layout == "pairs":
             out = np.zeros(scene.stride, dtype=dtype)
             row.eval_pairs(c_scene, self.ffi.from_buffer(out))
@@ -215,9 +251,12 @@ class Server:
         return {"answers": int(result.size)}
 
     def clock(self, msg):
-        """Clock in MHz from dependent adds (one per cycle): the best of three ~3 ms runs."""
-        iterations = 10_000_000
-        best = min(self._timed_adds(iterations) for _ in range(3))
+        """Clock in MHz from dependent adds (one per cycle): the best of twelve ~0.3 ms runs.
+
+        Short runs: on a shared or virtual machine one of them is likely to run
+        undisturbed, and the undisturbed one is the clock (see runner._cycles)."""
+        iterations = 1_000_000
+        best = min(self._timed_adds(iterations) for _ in range(12))
         return {"mhz": iterations / best / 1e6}
 
     def _timed_adds(self, iterations: int) -> float:
@@ -237,8 +276,28 @@ class Server:
         return handler(msg)
 
 
+def peer_kernel(peer) -> Kernel:
+    """A peer as a kernel record: one loop, no CPU feature, skipped if a module is missing."""
+    return Kernel(
+        name=peer.name,
+        family=peer.family,
+        takes=peer.takes,
+        isa=(),
+        loop=peer.loop,
+        summary=peer.summary,
+        source=type(peer).__module__,
+        lanes=1,
+        block=1,
+        known_bad=False,
+        rounding_bound=0.0,
+        tolerance=0.0,
+        skip_reason=peer.unavailable(),
+        language="python",
+    )
+
+
 def main(argv: list[str]) -> int:
-    server = Server(argv[0])
+    server = Server(argv[0], peers="--peers" in argv[1:])
     for line in sys.stdin:
         try:
             reply = server.handle(json.loads(line))

@@ -34,8 +34,9 @@ import numpy as np
 from . import SectorbenchError, cases, environment, exact, families
 from .build import BuildConfig, build
 from .cases import BATCH_ROWS
-from .kernels import Kernel, select
+from .kernels import Kernel, select, split_names
 from .results import SCHEMA_VERSION
+from .runner import PEER_BUILD, PEER_FLAGS
 from .scenes import make_scene
 from .worker import BuildSession, WorkerCrashed, save_scene
 
@@ -134,9 +135,8 @@ class _Tally:
     any_failure: bool = False
 
     def verdict(self) -> KernelVerdict:
-        base = dict(
-            kernel=self.kernel.name, flags=" ".join(self.build.flags), cc=self.build.cc, rounding_bound=self.bound
-        )
+        flags, cc = (PEER_FLAGS, "python") if self.kernel.is_peer else (" ".join(self.build.flags), self.build.cc)
+        base = dict(kernel=self.kernel.name, flags=flags, cc=cc, rounding_bound=self.bound)
         if self.status != "ok":
             return KernelVerdict(status=self.status, reason=self.reason, **base)
         verdict = "FAIL" if self.any_failure else "rounding-band" if self.any_mismatch else "exact"
@@ -191,10 +191,14 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
     with tempfile.TemporaryDirectory(prefix="sectorbench-verify-") as scratch:
         scratch = Path(scratch)
         try:
-            for build_config in config.builds:
+            c_names, peer_names = split_names(config.kernels, family)
+            for build_config in config.builds if c_names or not config.kernels else ():
                 progress(f"building {build_config.label}")
                 sessions.append(BuildSession(build_config, build(build_config), disable_isa=config.disable_isa))
-            chosen = {id(s): select(s.kernels, list(config.kernels), config.family) for s in sessions}
+            if peer_names:  # one run for the peers, in a plain -O2 worker: flags do not apply to them
+                sessions.append(BuildSession(PEER_BUILD, build(PEER_BUILD), disable_isa=config.disable_isa, peers=True))
+            names = {False: c_names, True: peer_names}
+            chosen = {id(s): select(s.kernels, names[s.peers], config.family) for s in sessions}
             clock_mhz = round(max(sessions[0].worker.request("clock")["mhz"] for _ in range(3)), 1)
             for session in sessions:
                 for kernel in chosen[id(session)]:
@@ -397,7 +401,7 @@ def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, s
                     f"count_{mode}": session.worker.request("sample", kernel=tally.kernel.name, mode=mode, calls=1)[
                         "hits"
                     ]
-                    for mode in ("inline", "call")
+                    for mode in (("inline",) if tally.kernel.is_peer else ("inline", "call"))
                 }
             except WorkerCrashed as exc:
                 tally.status, tally.reason = "crashed", str(exc)

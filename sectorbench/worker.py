@@ -35,7 +35,7 @@ class WorkerError(SectorbenchError):
 class Worker:
     """A running worker for one shared library."""
 
-    def __init__(self, library: Path, disable_isa: tuple[str, ...] = ()):
+    def __init__(self, library: Path, disable_isa: tuple[str, ...] = (), peers: bool = False):
         self.library = Path(library)
         self._stderr = tempfile.TemporaryFile(mode="w+")
         env = {
@@ -44,7 +44,7 @@ class Worker:
             DISABLE_ISA_ENV: ",".join(sorted(disabled_features(disable_isa))),
         }
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "sectorbench.server", str(self.library)],
+            [sys.executable, "-m", "sectorbench.server", str(self.library), *(["--peers"] if peers else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -110,9 +110,16 @@ class Worker:
 class BuildSession:
     """A build's library and its worker on one scene, restarted after a crash."""
 
-    def __init__(self, config, library: Path, scene_path: Path | None = None, disable_isa: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        config,
+        library: Path,
+        scene_path: Path | None = None,
+        disable_isa: tuple[str, ...] = (),
+        peers: bool = False,
+    ):
         self.config, self.library, self.scene_path = config, library, scene_path
-        self.disable_isa = disable_isa
+        self.disable_isa, self.peers = disable_isa, peers
         self.worker: Worker | None = None
         self.kernels: list[Kernel] = []
         self.info: dict = {}  # fp_environment, counters, cpus: see server.Server.describe
@@ -122,7 +129,7 @@ class BuildSession:
         """A fresh worker with this session's scene loaded (the previous one, if any, is closed)."""
         if self.worker is not None:
             self.worker.close()
-        self.worker = Worker(self.library, self.disable_isa)
+        self.worker = Worker(self.library, self.disable_isa, self.peers)
         self.kernels, self.info = self.worker.describe()
         if self.scene_path is not None:
             self.worker.request("scene", path=str(self.scene_path))

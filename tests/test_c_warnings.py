@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,10 +11,23 @@ from sectorbench.build import BuildConfig, build
 
 DATA = Path(__file__).parent / "data"
 #: Test-only kernel files that must compile (syntax_error.c must not).
-EXTRA = (DATA / "broken_kernels.c", DATA / "crash_kernel.c", DATA / "missing_isa_kernel.c")
+EXTRA = tuple(
+    DATA / name
+    for name in (
+        "broken_kernels.c",
+        "crash_kernel.c",
+        "missing_isa_kernel.c",
+        "mutants.c",
+        "correct_variants.c",
+        "tolerant_kernels.c",
+    )
+)
 STRICT = "-Wall -Wextra -Werror"
 
 
+@pytest.mark.parametrize("cc", ["cc", "clang-19"])
 @pytest.mark.parametrize("flags", ["-O2", "-O3 -march=native", "-O3 -march=native -ffast-math", "-O0"])
-def test_kernels_compile_without_warnings(flags):
-    build(BuildConfig.parse(f"{flags} {STRICT}", extra_sources=EXTRA))
+def test_kernels_compile_without_warnings(flags, cc):
+    if shutil.which(cc) is None:
+        pytest.skip(f"{cc} not installed (apt-get install {cc})")
+    build(BuildConfig.parse(f"{flags} {STRICT}", cc=cc, extra_sources=EXTRA))

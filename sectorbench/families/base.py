@@ -126,6 +126,10 @@ class Family:
     def describe_answer(self, value) -> str:
         return str(value)
 
+    def peers(self) -> tuple:
+        """Kernels in Python (numpy, numba) a user would write instead (peers.Peer)."""
+        return ()
+
     def check_loops(
         self, kernel, reference: Reference, grid: np.ndarray, counts: dict[str, int], bound: float
     ) -> list[str]:

@@ -3,6 +3,8 @@
  * `.known_bad` row of this file and of broken_kernels.c and prints the score; the test
  * suite asserts each is caught, at the default --cases and at five seeds.
  * D = p - c, s = |D|^2, a = D.u, k = cos(theta), as in kernels_c/sector_scalar.c. */
+#include <float.h>
+
 #include "sb_common.h"
 
 #define SECTOR_R2 (cx, cy, ux, uy, r2, cos_theta)
@@ -215,8 +217,9 @@ static inline float orient(float x0, float y0, float x1, float y1, float px, flo
 }
 
 static inline int t_one_winding(float ax, float ay, float bx, float by, float cx, float cy, float px, float py) {
-    return (orient(ax, ay, bx, by, px, py) > 0) & (orient(bx, by, cx, cy, px, py) > 0) &
-           (orient(cx, cy, ax, ay, px, py) > 0);
+    const float o1 = orient(ax, ay, bx, by, px, py), o2 = orient(bx, by, cx, cy, px, py),
+                o3 = orient(cx, cy, ax, ay, px, py);
+    return (o1 > 0) & (o2 > 0) & (o3 > 0);
 }
 MUTANT(t_one_winding, SCALAR, TRIANGLE, "triangle", "only counter-clockwise triangles contain anything");
 
@@ -238,7 +241,8 @@ MUTANT(t_top_left, SCALAR, TRIANGLE, "triangle", "one edge inclusive (a rasteris
 static inline int t_any_edge(float ax, float ay, float bx, float by, float cx, float cy, float px, float py) {
     const float o1 = orient(ax, ay, bx, by, px, py), o2 = orient(bx, by, cx, cy, px, py),
                 o3 = orient(cx, cy, ax, ay, px, py);
-    return ((o1 > 0) | (o2 > 0) | (o3 > 0)) & ((o1 < 0) | (o2 < 0) | (o3 < 0)) ? 0 : (o1 != 0) | (o2 != 0);
+    const int mixed = ((o1 > 0) | (o2 > 0) | (o3 > 0)) && ((o1 < 0) | (o2 < 0) | (o3 < 0));
+    return mixed ? 0 : (o1 != 0) | (o2 != 0);
 }
 MUTANT(t_any_edge, SCALAR, TRIANGLE, "triangle", "no mixed signs taken as inside: zeros let edge points in");
 
@@ -276,7 +280,7 @@ static inline int t_unscaled_tolerance(float ax, float ay, float bx, float by, f
     const float v0x = cx - ax, v0y = cy - ay, v1x = bx - ax, v1y = by - ay, v2x = px - ax, v2y = py - ay;
     float denominator = v0x * v1y - v0y * v1x, u = v1y * v2x - v1x * v2y, v = v0x * v2y - v0y * v2x;
     if (denominator < 0) denominator = -denominator, u = -u, v = -v;
-    if (!(denominator < INFINITY)) return 0;
+    if (!(denominator <= FLT_MAX)) return 0;
     const float eps = -1e-4f; /* the article's tolerance, not scaled by the area */
     return u >= eps && v >= eps && (u + v) <= denominator - eps;
 }

@@ -19,6 +19,24 @@ from .scenes import SCENES
 
 #: How far |u|^2 may be from 1 for a kernel taking theta to be judged (see applicable).
 UNIT_TOLERANCE = 2.0**-20
+#: A row's .contract for kernels that test the angle to u, ignoring |u|.
+UNIT_U = "unit u"
+
+
+def angle_to_u(columns) -> np.ndarray:
+    """The angle between p − c and u, in float64 (NaN at the apex or for NaN input)."""
+    c = {name: columns[name].astype(np.float64) for name in ("cx", "cy", "ux", "uy", "px", "py")}
+    dx, dy = c["px"] - c["cx"], c["py"] - c["cy"]
+    with np.errstate(all="ignore"):
+        return np.arctan2(np.abs(c["ux"] * dy - c["uy"] * dx), c["ux"] * dx + c["uy"] * dy)
+
+
+def half_angle(columns, kernel) -> np.ndarray:
+    """theta as the kernel takes it: its theta column, or acos of its cos_theta."""
+    if "theta" in kernel.takes:
+        return columns["theta"].astype(np.float64)
+    with np.errstate(all="ignore"):
+        return np.arccos(np.clip(columns["cos_theta"].astype(np.float64), -1, 1))
 
 
 class SectorFamily(BooleanFamily):
@@ -66,7 +84,14 @@ class SectorFamily(BooleanFamily):
         return "theta" in kernel.takes, kernel.tolerance
 
     def exact_rows(self, columns, kernel):
-        return judged_rows(columns, takes_theta="theta" in kernel.takes)
+        """The oracle's verdict; for a tolerant kernel (its row's .tolerance, an angle in
+        radians) either answer is right for a point whose angle to u lies within the
+        tolerance of theta: those rows' margin is 0 and they are never exact."""
+        inside, margin, exact_rows, evaluable = judged_rows(columns, takes_theta="theta" in kernel.takes)
+        if kernel.tolerance:
+            band = np.abs(angle_to_u(columns) - half_angle(columns, kernel)) <= kernel.tolerance
+            margin, exact_rows = np.where(band, 0.0, margin), exact_rows & ~band
+        return inside, margin, exact_rows, evaluable
 
     def applicable(self, kernel, case_set):
         """Rows on which a kernel can be judged against the (r2, cos_theta) oracle.
@@ -75,17 +100,25 @@ class SectorFamily(BooleanFamily):
         that translation is faithful only inside its contract (0 < r < inf, 0 < theta < pi,
         |u| = 1 to within 2^-20, nothing special in r, theta, r2, cos_theta).  Outside it
         (theta = inf: every angle is smaller, yet cos(inf) is NaN; u of length 1000: the
-        angle to u is unchanged, D·u is not) the row says nothing about the kernel.
+        angle to u is unchanged, D·u is not) the row says nothing about the kernel.  A
+        kernel that tests the angle to u whatever it takes says so with .contract =
+        "unit u", and is judged on unit-u rows only.
         """
         rows = np.ones(len(case_set), dtype=bool)
+        c = case_set.columns
         if "theta" in kernel.takes:
-            c = case_set.columns
             rows &= ~has_special_input(c["r"], c["theta"], c["r2"], c["cos_theta"])
             rows &= (c["r"] > 0) & (c["theta"] > 0) & (c["theta"] < np.pi)
+        if "theta" in kernel.takes or UNIT_U in kernel.contract:
             with np.errstate(all="ignore"):
                 length2 = c["ux"].astype(np.float64) ** 2 + c["uy"].astype(np.float64) ** 2
             rows &= np.abs(length2 - 1) <= UNIT_TOLERANCE
         return rows
+
+    def peers(self):
+        from .peers import PEERS
+
+        return PEERS
 
     def self_check(self, case_set, rng, size):
         self_check_sector(*(case_set.columns[name] for name in self.oracle_arrays), rng=rng, size=size)
