@@ -8,7 +8,7 @@ SB     := $(BIN)/sectorbench
 # The CI gate's scene: small enough for a CI job, large enough that samples are >= 10 ms.
 GATE_RUN := run -n 300 -m 30000 --flags -O2 --repeat 15
 
-.PHONY: run test lint bench verify mutation baseline regress gate-selftest clean
+.PHONY: run test lint bench bench-article verify mutation baseline regress gate-selftest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,9 +29,18 @@ lint: $(STAMP)
 	$(BIN)/ruff check sectorbench tests tools
 	$(BIN)/ruff format --check sectorbench tests tools
 
-## bench: the article's experiment on this machine (its data, its call loop, its flag pairs)
-##        and the flags x kernels matrix; both saved under results/
+# make bench's kernels: the article's SSE2 pair, the compiler's best scalar, the limit, the peers.
+BENCH_KERNELS := sse2,sse2_nosqrt,bittrick,avx2_nosqrt,avx2_nosqrt_fma,avx512_nosqrt,avx512_nosqrt_b4,numpy,numba,numba_parallel
+
+## bench: kernels at this CPU's limit: the default scene at -O3 -march=native and -O2, with the
+##        numpy and numba peers, on 1 thread and all; cycles/test and % of the bound derived from
+##        each kernel's machine code (llvm-mca); the JSON is saved under results/
 bench: $(STAMP)
+	$(SB) run --flags "-O3 -march=native" --flags -O2 --kernels $(BENCH_KERNELS) --threads 1 --threads all --repeat 7 --save
+
+## bench-article: the article's experiment on this machine (its data, its call loop, its flag
+##        pairs) and the flags x kernels matrix; both saved under results/
+bench-article: $(STAMP)
 	$(SB) compare --preset article --save
 	$(SB) compare --save
 

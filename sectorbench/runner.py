@@ -25,6 +25,8 @@ ALL_THREADS = "all"
 PEER_BUILD = BuildConfig(("-O2",))
 #: What a peer's row shows for flags: compiler flags do not apply to it.
 PEER_FLAGS = "—"
+#: A peer's first call worth a note (a JIT compiling); below it, nothing was compiled.
+JIT_NOTE_S = 0.01
 
 
 @dataclass(frozen=True)
@@ -235,7 +237,7 @@ def _result(
         jit_s=getattr(mine, "jit_s", None),
         **_cycles(mine, clock_mhz, scene.tests, loop, threads),
     )
-    if getattr(mine, "jit_s", None):
+    if (getattr(mine, "jit_s", None) or 0) >= JIT_NOTE_S:
         warnings.append(f"{kernel.name}: its first call (JIT compilation) took {mine.jit_s:.2f} s, before timing")
     if overhead.failure is not None or not overhead.samples:
         warnings.append(f"NoOperation loop {kernel.overhead_key} failed: {overhead.failure}")

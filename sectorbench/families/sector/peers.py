@@ -111,32 +111,14 @@ def _numba_kernels():
             hits = np.int32(hits + ((s < r2) & (a * abs(a) > s * kk)))
         return hits
 
-    @njit(nogil=True)
+    # numba runs prange as range when parallel is off: one source for both variants.
     def count(cx, cy, ux, uy, r2, k, px, py, begin, end):
-        total = 0
-        for i in range(begin, end):
-            total += sector_hits(cx[i], cy[i], ux[i], uy[i], r2[i], k[i], px, py)
-        return total
-
-    @njit(nogil=True, parallel=True)
-    def count_parallel(cx, cy, ux, uy, r2, k, px, py, begin, end):
         total = 0
         for i in prange(begin, end):
             total += sector_hits(cx[i], cy[i], ux[i], uy[i], r2[i], k[i], px, py)
         return total
 
-    @njit(nogil=True)
     def noop(px, py, begin, end, never):
-        total = 0
-        for _ in range(begin, end):
-            hits = np.int32(0)
-            for j in range(px.shape[0]):
-                hits = np.int32(hits + (px[j] + py[j] > never))
-            total += hits
-        return total
-
-    @njit(nogil=True, parallel=True)
-    def noop_parallel(px, py, begin, end, never):
         total = 0
         for _ in prange(begin, end):
             hits = np.int32(0)
@@ -155,10 +137,10 @@ def _numba_kernels():
             out[j] = (s < r2[j]) & (a * abs(a) > s * (k[j] * abs(k[j])))
 
     _NUMBA = {
-        "count": count,
-        "count_parallel": count_parallel,
-        "noop": noop,
-        "noop_parallel": noop_parallel,
+        "count": njit(nogil=True)(count),
+        "count_parallel": njit(nogil=True, parallel=True)(count),
+        "noop": njit(nogil=True)(noop),
+        "noop_parallel": njit(nogil=True, parallel=True)(noop),
         "pairs": pairs,
     }
     return _NUMBA
