@@ -18,11 +18,25 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from functools import cache
+from importlib import resources
 from pathlib import Path
 
 from . import SectorbenchError
 
-KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels_c"
+
+def _kernels_dir() -> Path:
+    """The C sources: package data of `sectorbench.kernels_c`, the repository's kernels_c/.
+
+    pyproject.toml maps that package onto the top-level kernels_c/ directory, so an
+    editable install reads the checkout's files and a wheel carries its own copy.
+    """
+    try:
+        return Path(str(resources.files("sectorbench.kernels_c")))
+    except ModuleNotFoundError:  # a bare checkout on PYTHONPATH, not installed
+        return Path(__file__).resolve().parent.parent / "kernels_c"
+
+
+KERNELS_DIR = _kernels_dir()
 ABI_HEADER = KERNELS_DIR / "sb_abi.h"
 
 #: Default compiler: $CC, else the system's `cc`.

@@ -23,7 +23,9 @@ from . import SectorbenchError
 SCHEMA_VERSION = 2
 #: Versions this sectorbench reads (older ones lack fields, which take their defaults).
 READABLE_SCHEMAS = (1, 2)
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+#: Where --save writes and a trend plot reads: results/ of the current directory, the same
+#: rule for a checkout (run from its top, as the Makefile does) and an installed package.
+RESULTS_DIR = Path("results")
 
 
 #: The keys of a result's scene description other than its shape count, which each
