@@ -143,6 +143,9 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
         if completed.returncode != 0:
             message = (completed.stderr or completed.stdout).strip()
             raise BuildError(f"compiling with {config.label!r} failed:\n{message}")
+        with open(partial, "rb") as output:
+            if output.read(4) != b"\x7fELF":  # nothing, or not a shared library: never cache it
+                raise BuildError(f"{config.cc!r} exited 0 but wrote no shared library: is it a C compiler?")
         os.replace(partial, library)
     finally:
         if os.path.exists(partial):
