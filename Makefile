@@ -8,7 +8,7 @@ SB     := $(BIN)/sectorbench
 # The CI gate's scene: small enough for a CI job, large enough that samples are >= 10 ms.
 GATE_RUN := run -n 300 -m 30000 --flags -O2 --repeat 15
 
-.PHONY: run test lint bench bench-article verify mutation baseline regress gate-selftest clean
+.PHONY: run test lint wheel-check bench bench-article verify mutation baseline regress gate-selftest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check sectorbench tests tools
 	$(BIN)/ruff format --check sectorbench tests tools
+
+## wheel-check: build the wheel, install it into a fresh environment, run it outside the checkout
+wheel-check: $(STAMP)
+	PYTHON=$(PYTHON) PIP=$(BIN)/pip bash tools/wheel-check.sh
 
 # make bench's kernels: the article's SSE2 pair, the compiler's best scalar, the limit, the peers.
 BENCH_KERNELS := sse2,sse2_nosqrt,bittrick,avx2_nosqrt,avx2_nosqrt_fma,avx512_nosqrt,avx512_nosqrt_b4,numpy,numba,numba_parallel

@@ -18,27 +18,34 @@ const sb_kernel *const *sb_kernel_table(size_t *count) {
     return (const sb_kernel *const *)__start_sb_kernels;
 }
 
-/* __builtin_cpu_supports needs a literal, so each feature we use is listed. */
+/* Every CPU feature a kernel row may name in .isa (and --disable-isa may mask), listed
+ * once: __builtin_cpu_supports needs each as a literal, and sb_cpu_features() names them. */
+#if defined(SB_X86)
+#define SB_CPU_FEATURES(X)                                                     \
+    X("sse2") X("popcnt") X("sse4.1") X("avx") X("avx2") X("fma") X("bmi2")   \
+    X("avx512f") X("avx512dq") X("avx512bw") X("avx512vl")
+#else
+#define SB_CPU_FEATURES(X)
+#endif
+
 static int supports_one(const char *feature, size_t length) {
 #define SB_FEATURE(name)                                                       \
     if (length == sizeof(name) - 1 && memcmp(feature, name, length) == 0)      \
         return __builtin_cpu_supports(name) != 0;
 #if defined(SB_X86)
     __builtin_cpu_init();
-    SB_FEATURE("sse2")
-    SB_FEATURE("popcnt")
-    SB_FEATURE("sse4.1")
-    SB_FEATURE("avx")
-    SB_FEATURE("avx2")
-    SB_FEATURE("fma")
-    SB_FEATURE("bmi2")
-    SB_FEATURE("avx512f")
-    SB_FEATURE("avx512dq")
-    SB_FEATURE("avx512bw")
-    SB_FEATURE("avx512vl")
 #endif
+    SB_CPU_FEATURES(SB_FEATURE)
 #undef SB_FEATURE
+    (void)feature;
+    (void)length;
     return 0; /* unknown to this build: never claim it */
+}
+
+const char *sb_cpu_features(void) {
+#define SB_NAME(name) name ","
+    return "" SB_CPU_FEATURES(SB_NAME);
+#undef SB_NAME
 }
 
 int sb_cpu_supports(const char *features) {

@@ -64,6 +64,9 @@ const sb_kernel *const *sb_kernel_table(size_t *count);
 /* 1 if the running CPU has every feature of a comma-separated list, else 0. */
 int sb_cpu_supports(const char *features);
 
+/* The features sb_cpu_supports knows, each followed by a comma ("" off x86). */
+const char *sb_cpu_features(void);
+
 /* Runs `iterations` dependent integer additions (about one cycle each) to measure the clock. */
 uint64_t sb_dependent_adds(uint64_t iterations);
 

@@ -18,11 +18,25 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from functools import cache
+from importlib import resources
 from pathlib import Path
 
 from . import SectorbenchError
 
-KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels_c"
+
+def _kernels_dir() -> Path:
+    """The C sources: package data of `sectorbench.kernels_c`, the repository's kernels_c/.
+
+    pyproject.toml maps that package onto the top-level kernels_c/ directory, so an
+    editable install reads the checkout's files and a wheel carries its own copy.
+    """
+    try:
+        return Path(str(resources.files("sectorbench.kernels_c")))
+    except ModuleNotFoundError:  # a bare checkout on PYTHONPATH, not installed
+        return Path(__file__).resolve().parent.parent / "kernels_c"
+
+
+KERNELS_DIR = _kernels_dir()
 ABI_HEADER = KERNELS_DIR / "sb_abi.h"
 
 #: Default compiler: $CC, else the system's `cc`.
@@ -129,6 +143,9 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
         if completed.returncode != 0:
             message = (completed.stderr or completed.stdout).strip()
             raise BuildError(f"compiling with {config.label!r} failed:\n{message}")
+        with open(partial, "rb") as output:
+            if output.read(4) != b"\x7fELF":  # nothing, or not a shared library: never cache it
+                raise BuildError(f"{config.cc!r} exited 0 but wrote no shared library: is it a C compiler?")
         os.replace(partial, library)
     finally:
         if os.path.exists(partial):

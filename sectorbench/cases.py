@@ -309,18 +309,64 @@ def normal_or_zero(columns: Mapping) -> np.ndarray:
 # ---------------------------------------------------------------------------- user input
 
 
+#: What np.savez writes: a zip archive (an empty one starts with the end-of-archive record).
+NPZ_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+NPY_MAGIC = b"\x93NUMPY"
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def read_npz(path) -> dict[str, np.ndarray]:
-    """The arrays of a user's .npz case file, flattened; SectorbenchError naming the file."""
+    """The arrays of a user's .npz case file, flattened; SectorbenchError naming the file and the problem."""
+    import zipfile
+
     try:
-        return {k: np.ravel(v) for k, v in np.load(path).items()}
-    except (OSError, ValueError) as exc:
-        raise SectorbenchError(f"{path}: cannot read cases ({exc})") from None
+        with open(path, "rb") as stream:
+            head = stream.read(6)
+    except OSError as exc:
+        raise SectorbenchError(f"{path}: cannot read cases ({exc.strerror})") from None
+    if not head:
+        raise SectorbenchError(f"{path}: the file is empty; cases come as an .npz file (numpy.savez)")
+    if head.startswith(NPY_MAGIC):
+        raise SectorbenchError(f"{path}: a single .npy array; cases come as an .npz file of named arrays (numpy.savez)")
+    if not head.startswith(NPZ_MAGIC):
+        raise SectorbenchError(f"{path}: not an .npz file (numpy.savez writes a zip archive of named arrays)")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            data = {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        raise SectorbenchError(f"{path}: a damaged .npz file ({message})") from None
+    out = {}
+    for name, values in data.items():
+        if not isinstance(values, np.ndarray):
+            raise SectorbenchError(f"{path}: a damaged .npz file (its member {name!r} is not a numpy array)")
+        if sum(1 for size in values.shape if size != 1) > 1:
+            raise SectorbenchError(f"{path}: array {name!r} has shape {values.shape}; each array is one column")
+        out[name] = np.ravel(values)
+    return out
 
 
 def check_input_arrays(path, family: str, data: dict, required: tuple[str, ...], extra_missing=()) -> None:
+    """The case file's arrays: none missing, equal non-zero lengths, real numbers that fit float32."""
     missing = [k for k in required if k not in data] + list(extra_missing)
     if missing:
         raise SectorbenchError(f"{path}: missing arrays for the {family} family: {', '.join(missing)}")
-    lengths = {len(data[k]) for k in required}
-    if len(lengths) != 1 or 0 in lengths:
-        raise SectorbenchError(f"{path}: arrays must be one-dimensional, non-empty and of equal length")
+    lengths = {k: len(v) for k, v in data.items()}
+    if len(set(lengths.values())) != 1:
+        listed = ", ".join(f"{k} {n}" for k, n in lengths.items())
+        raise SectorbenchError(f"{path}: arrays of different lengths ({listed}); one row per pair needs equal lengths")
+    if 0 in lengths.values():
+        raise SectorbenchError(f"{path}: the arrays are empty; give at least one row")
+    for name, values in data.items():
+        if values.dtype.kind not in "fiu":  # bool, complex, strings, dates, objects: not coordinates
+            raise SectorbenchError(
+                f"{path}: array {name!r} holds {values.dtype} values; cases are real numbers (float32 or wider)"
+            )
+        wide = values.astype(np.float64)
+        too_big = np.isfinite(wide) & (np.abs(wide) > FLOAT32_MAX)
+        if too_big.any():
+            row = int(np.flatnonzero(too_big)[0])
+            raise SectorbenchError(
+                f"{path}: array {name!r} row {row} is {wide[row]:g}, beyond float32's range (±{FLOAT32_MAX:.4g}); "
+                f"write inf if you mean it"
+            )

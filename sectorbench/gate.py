@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import statistics
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
@@ -41,7 +42,7 @@ from typing import NamedTuple
 from . import SectorbenchError
 from .build import build_label
 from .environment import compare_fingerprints
-from .results import KernelResult, RunResult
+from .results import SCHEMA_VERSION, KernelResult, RunResult
 from .stats import Comparison, compare, normalized
 
 __all__ = [
@@ -52,6 +53,8 @@ __all__ = [
     "GateRow",
     "IncompatibleResults",
     "RowKey",
+    "check_rows",
+    "check_scene",
     "gate",
     "load_thresholds",
     "row_label",
@@ -271,12 +274,14 @@ def _index(run: RunResult, side: str, show_cc: bool) -> dict[RowKey, KernelResul
     return rows
 
 
-def _check_scene(baseline: RunResult, current: RunResult) -> None:
-    if baseline.schema != current.schema:
-        raise IncompatibleResults(
-            f"different results schema: {baseline.schema!r} in {_BASE}, {current.schema!r} in {_CURRENT}"
-        )
-    a, b = baseline.scene or {}, current.scene or {}
+def check_scene(baseline: RunResult, scene: dict, schema: int = SCHEMA_VERSION) -> None:
+    """A run of `scene` (a result's scene description) can be gated against `baseline`.
+
+    Raises IncompatibleResults; the CLI calls it before measuring, gate() again after.
+    """
+    if baseline.schema != schema:
+        raise IncompatibleResults(f"different results schema: {baseline.schema!r} in {_BASE}, {schema!r} in {_CURRENT}")
+    a, b = baseline.scene or {}, scene or {}
     names = [*a, *(name for name in b if name not in a)]
     differ = [
         f"{name} {a.get(name)!r} in {_BASE} vs {b.get(name)!r} in {_CURRENT}"
@@ -285,6 +290,34 @@ def _check_scene(baseline: RunResult, current: RunResult) -> None:
     ]
     if differ:
         raise IncompatibleResults("different scene: " + "; ".join(differ))
+
+
+def check_rows(baseline: RunResult, rows: Iterable[tuple], normalize: str | None = None) -> None:
+    """A run of these (kernel, cc, flags, mode, threads) rows can be gated against `baseline`.
+
+    Every row ok in the baseline must be among them, and so must the rows --normalize
+    divides by.  Raises IncompatibleResults; the CLI calls it once a run's kernels are
+    known, before they are timed, and gate() checks the same on the results.
+    """
+    current = {RowKey(*row) for row in rows}
+    show_cc = len({r.cc for r in baseline.results} | {key.cc for key in current}) > 1
+    base_rows = _index(baseline, _BASE, show_cc)
+    _check_missing(base_rows, current, show_cc)
+    if normalize not in (None, OVERHEAD):
+        for key, row in base_rows.items():
+            reference = RowKey(normalize, key.cc, key.flags, key.mode, key.threads)
+            if row.status == "ok" and reference not in current:
+                raise IncompatibleResults(
+                    f"cannot normalize by {normalize}: no {row_label(reference, show_cc)} in {_CURRENT}"
+                )
+
+
+def _check_missing(base_rows: dict[RowKey, KernelResult], current: Iterable[RowKey], show_cc: bool) -> None:
+    current = set(current)
+    missing = [key for key, row in base_rows.items() if row.status == "ok" and key not in current]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise IncompatibleResults(f"missing kernel {row_label(missing[0], show_cc)} in {_CURRENT}{more}")
 
 
 def _environment_warnings(baseline: RunResult, current: RunResult, used_ccs: set[str]) -> list[str]:
@@ -346,15 +379,11 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
     IncompatibleResults); rows not ok on one side are skipped with a warning,
     rows only in the current run are listed in ``new_kernels``.
     """
-    _check_scene(baseline, current)
+    check_scene(baseline, current.scene, current.schema)
     show_cc = len({r.cc for r in (*baseline.results, *current.results)}) > 1
     base_rows = _index(baseline, _BASE, show_cc)
     cur_rows = _index(current, _CURRENT, show_cc)
-
-    missing = [key for key, row in base_rows.items() if row.status == "ok" and key not in cur_rows]
-    if missing:
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise IncompatibleResults(f"missing kernel {row_label(missing[0], show_cc)} in {_CURRENT}{more}")
+    _check_missing(base_rows, cur_rows, show_cc)
 
     rows: list[GateRow] = []
     row_warnings: list[str] = []

@@ -47,6 +47,7 @@ __all__ = [
     "PlotUnavailable",
     "INSTALL_HINT",
     "FORMATS",
+    "check_out",
     "DPI",
     "median_interval",
     "bar_chart",
@@ -212,14 +213,15 @@ def _figure_size(width_px: int, height_px: int) -> tuple[float, float]:
     return ((width_px + 0.01) / DPI, (height_px + 0.01) / DPI)
 
 
-def _check_out(out: Path, overwrite: bool) -> tuple[Path, str]:
+def check_out(out: Path, overwrite: bool) -> tuple[Path, str]:
+    """The image path to write and its format; SectorbenchError for a format or path that would fail."""
     out = Path(out)
     fmt = out.suffix.lower()
     if fmt not in FORMATS:
         raise SectorbenchError(
             f"{out}: unknown image format {out.suffix or '(no suffix)'!r}; use {' or '.join(FORMATS)}"
         )
-    check_output(out, overwrite)
+    out = check_output(out, overwrite, create_dir=True)
     return out, fmt[1:]
 
 
@@ -263,7 +265,7 @@ def bar_chart(result: RunResult, out: Path, confidence: float = 0.95, overwrite:
     rows = [(r, p) for r in result.results if (p := _point(r, confidence)) is not None]
     if not rows:
         raise SectorbenchError("no measured kernels to plot (every row is skipped, crashed or has no net time)")
-    out, fmt = _check_out(out, overwrite)
+    out, fmt = check_out(out, overwrite)
 
     label = _build_labeller([r for r, _ in rows])
     builds = list(dict.fromkeys(_series_key(r) for r, _ in rows))
@@ -345,7 +347,7 @@ def heatmap(result: RunResult, out: Path, overwrite: bool = False) -> Path:
         raise SectorbenchError("no kernels to plot: the result is empty")
     if all(_point(r, 0.95) is None for r in rows):
         raise SectorbenchError("no measured kernels to plot (every row is skipped, crashed or has no net time)")
-    out, fmt = _check_out(out, overwrite)
+    out, fmt = check_out(out, overwrite)
 
     label = _build_labeller(rows)
     kernels = list(dict.fromkeys(r.kernel for r in rows))
@@ -455,7 +457,7 @@ def trend_chart(
             + f"; its flags: {', '.join(repr(f) for f in dict.fromkeys(r.flags for r in mine))}"
             + f"; its modes: {', '.join(dict.fromkeys(r.mode for r in mine))}"
         )
-    out, fmt = _check_out(out, overwrite)
+    out, fmt = check_out(out, overwrite)
 
     label = _build_labeller(mine)
     series = list(dict.fromkeys(_series_key(r) for r in chosen))

@@ -129,8 +129,10 @@ def run_table(run: RunResult) -> Table:
     return table
 
 
-def kernels_table(kernels: list[Kernel]) -> Table:
-    table = Table(title="kernels", title_justify="left")
+def kernels_table(kernels: list[Kernel], builds: list[str] = ()) -> Table:
+    """The kernels of a build; `builds` names the builds the listing is for, when not all."""
+    title = "kernels" + (f" ({', '.join(builds)})" if builds else "")
+    table = Table(title=title, title_justify="left")
     for name in ("name", "family", "loop", "needs", "here", "takes", "about"):
         table.add_column(name)
     for k in kernels:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -23,7 +24,9 @@ from . import SectorbenchError
 SCHEMA_VERSION = 2
 #: Versions this sectorbench reads (older ones lack fields, which take their defaults).
 READABLE_SCHEMAS = (1, 2)
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+#: Where --save writes and a trend plot reads: results/ of the current directory, the same
+#: rule for a checkout (run from its top, as the Makefile does) and an installed package.
+RESULTS_DIR = Path("results")
 
 
 #: The keys of a result's scene description other than its shape count, which each
@@ -98,9 +101,10 @@ class RunResult:
 
     @classmethod
     def from_dict(cls, data: dict) -> RunResult:
-        if data.get("schema") != SCHEMA_VERSION:
+        if data.get("schema") not in READABLE_SCHEMAS:
+            readable = ", ".join(map(str, READABLE_SCHEMAS))
             raise SectorbenchError(
-                f"unsupported results schema {data.get('schema')!r} (this sectorbench reads schema {SCHEMA_VERSION})"
+                f"unsupported results schema {data.get('schema')!r} (this sectorbench reads schemas {readable})"
             )
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         fields["results"] = [
@@ -125,20 +129,24 @@ def write_text_atomic(path: Path, text: str, overwrite: bool = False) -> Path:
 def write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: bool = False) -> Path:
     """Write a file through a temporary name in the same directory, then rename.
 
-    Readers never see a half-written file; an existing file is replaced only with
-    `overwrite` (otherwise a hard link claims the name, which fails if it exists,
-    even if the file appeared while we were writing).
+    Readers never see a half-written file.  Only a regular file is ever replaced, and only
+    with `overwrite` (otherwise a hard link claims the name, which fails if it exists, even
+    if the file appeared while we were writing); a replaced file keeps its permission
+    bits, a new one gets 0666 less the umask, as any program's new file does.  A symbolic
+    link is written through: its target is what gets replaced.
     """
-    path = Path(path)
-    check_output(path, overwrite)
+    path = check_output(path, overwrite, create_dir=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as stream:
             write(stream)
             stream.flush()
+            existing = _regular_or_none(path, overwrite)
+            os.fchmod(stream.fileno(), stat.S_IMODE(existing.st_mode) if existing else 0o666 & ~_umask())
             os.fsync(stream.fileno())
         if overwrite:
+            _regular_or_none(path, overwrite)  # what sits there now, just before the rename
             os.replace(partial, path)
         else:
             os.link(partial, path)
@@ -153,15 +161,91 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: boo
     return path
 
 
-def check_output(path: Path, overwrite: bool) -> None:
-    """Refuse to write `path` if it exists and `overwrite` is not set."""
-    if Path(path).exists() and not overwrite:
+def _umask() -> int:
+    """The process's umask (reading it means setting it: set it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _regular_or_none(path: Path, overwrite: bool) -> os.stat_result | None:
+    """The stat of the regular file at `path`, None if nothing is there; else SectorbenchError."""
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):  # the latter: check_directory says which is a file
+        return None
+    except OSError as exc:
+        raise SectorbenchError(f"{path}: cannot write here ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+        raise SectorbenchError(f"{path} is {kind}: sectorbench writes only regular files, even with --force")
+    if not overwrite:
         raise SectorbenchError(f"{path} exists; choose another path or pass --force to replace it")
+    return info
+
+
+def check_output(path: Path, overwrite: bool, create_dir: bool = False) -> Path:
+    """Refuse, before any work, an output path the final write would refuse or fail on.
+
+    What exists there must be a regular file, and `overwrite` set; its directory must
+    exist (or, with `create_dir`, be creatable) and take a new file, which is tried: a
+    temporary file is made and removed there.  Returns the path to write: a symbolic
+    link's target.
+    """
+    path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    _regular_or_none(path, overwrite)
+    check_directory(path.parent, create=create_dir, what=f"{path}: ")
+    return path
+
+
+def check_directory(directory: Path, create: bool = False, what: str = "") -> None:
+    """`directory` takes new files (or, with `create`, can be made and would); else SectorbenchError."""
+    directory = Path(directory)
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():  # a dangling link in the way
+            raise SectorbenchError(f"{what}{existing} is a broken symbolic link")
+        existing = existing.parent
+    if not existing.is_dir():
+        raise SectorbenchError(f"{what}{existing} is a file, not a directory")
+    if existing != directory and not create:
+        raise SectorbenchError(f"{what}directory {directory} does not exist")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".sectorbench-probe-", dir=existing)
+    except OSError as exc:
+        raise SectorbenchError(f"{what}cannot create files in {existing} ({exc.strerror})") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def timestamped_path(directory: Path = RESULTS_DIR, label: str = "run") -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return Path(directory) / f"{label}-{stamp}.json"
+
+
+def save_new(result: RunResult, directory: Path = RESULTS_DIR, label: str = "run") -> Path:
+    """Save under a new timestamped name in `directory` (suffixed -2, -3, ... if that second is taken)."""
+    first = timestamped_path(directory, label)
+    for attempt in range(1, 100):
+        path = first if attempt == 1 else first.with_name(f"{first.stem}-{attempt}.json")
+        if not os.path.lexists(path):
+            try:
+                return save(result, path)
+            except SectorbenchError:
+                if not os.path.lexists(path):
+                    raise
+    raise SectorbenchError(f"no free name for {first} (tried -2 to -99)")
 
 
 def load(path: Path) -> RunResult:

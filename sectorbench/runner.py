@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import tempfile
@@ -15,7 +16,18 @@ from .families import family_of_scene
 from .kernels import Kernel, select, split_names
 from .results import KernelResult, RunResult
 from .stats import summarize
-from .timing import MODES, Series, TimingConfig, net_time, run_rounds
+from .timing import (
+    CALIBRATION_SAMPLES,
+    MODES,
+    TYPICAL_NS_PER_TEST,
+    Series,
+    TimingConfig,
+    duration,
+    estimate_s,
+    net_time,
+    run_rounds,
+    sample_s,
+)
 from .worker import BuildSession, WorkerCrashed, save_scene
 
 #: --threads all: the CPUs this process may run on.
@@ -27,6 +39,10 @@ PEER_BUILD = BuildConfig(("-O2",))
 PEER_FLAGS = "—"
 #: A peer's first call worth a note (a JIT compiling); below it, nothing was compiled.
 JIT_NOTE_S = 0.01
+#: A run expected to take longer is refused before it starts (and stopped after calibration
+#: if the calibrated rounds would): longer than any preset (compare --preset article takes
+#: about 3.5 min here), so past it a slip in -n/-m/--repeat is likelier than intent.
+MAX_RUN_MINUTES = 60.0
 
 
 @dataclass(frozen=True)
@@ -44,6 +60,16 @@ class RunConfig:
     disable_isa: tuple[str, ...] = ()
     reference: str = "naive"  # speedups are against this kernel's net time (else the first kernel's)
     threads: tuple[int, ...] = (1,)  # 1 by default, so that figures stay comparable across machines
+    max_minutes: float = MAX_RUN_MINUTES
+
+    def __post_init__(self):
+        minutes = self.max_minutes
+        if (
+            isinstance(minutes, bool)
+            or not isinstance(minutes, (int, float))
+            or not (math.isfinite(minutes) and minutes > 0)
+        ):
+            raise SectorbenchError(f"--max-minutes must be a number above 0 (got {self.max_minutes!r})")
 
     def to_dict(self) -> dict:
         return {
@@ -56,6 +82,7 @@ class RunConfig:
             "modes": list(self.modes),
             "repeat": self.timing.repeat,
             "min_sample_s": self.timing.min_sample_s,
+            "max_minutes": self.max_minutes,
             "disable_isa": list(self.disable_isa),
             "threads": list(self.threads),
         }
@@ -76,17 +103,77 @@ def parse_threads(values) -> tuple[int, ...]:
     return tuple(dict.fromkeys(counts))
 
 
-#: progress(what, total): one step done; `total`, when given, is the number of steps to come.
+#: progress(what, left_s): what is being done, and the seconds expected to be left (None: unknown).
 Progress = Callable[..., None]
 
+#: A result row's identity: (kernel, cc, flags, mode, threads), as gate.RowKey.
+Row = tuple[str, str, str, str, int]
 
-def run(config: RunConfig, progress: Progress = lambda what, total=None: None) -> RunResult:
-    """Measure every selected kernel of every build; never raises for a crashing kernel."""
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run will measure, known once its builds are listed, before anything is timed."""
+
+    builds: int
+    kernels: int  # selected kernels per build (the most of any build)
+    modes: int
+    threads: int
+    series: int  # kernels and NoOperation loops, times builds, modes and thread counts, runnable ones only
+    noops: int
+    tests: int  # per pass
+    repeat: int
+    rows: tuple[Row, ...]  # every result row
+    estimate_s: float  # at TYPICAL_NS_PER_TEST
+
+    def describe(self) -> str:
+        def plural(count: int, word: str) -> str:
+            return f"{count} {word}{'' if count == 1 else 's'}"
+
+        counts = [plural(self.builds, "build"), plural(self.kernels, "kernel"), plural(self.modes, "mode")]
+        if self.threads > 1:
+            counts.append(plural(self.threads, "thread count"))
+        return (
+            f"plan: {' × '.join(counts)} (+ {plural(self.noops, 'NoOperation loop')}), "
+            f"{plural(self.repeat, 'round')} after calibration, {self.tests:,} tests a pass; "
+            f"about {duration(self.estimate_s)} (assuming {TYPICAL_NS_PER_TEST:g} ns a test until calibrated)"
+        )
+
+
+def check_time(config: RunConfig) -> None:
+    """Refuse, before anything is generated or built, a run expected to outlast config.max_minutes.
+
+    Estimated at TYPICAL_NS_PER_TEST for the fewest series it can have (the named
+    kernels, or one, plus a NoOperation loop, per build, mode and thread count); once
+    the kernels are known and calibrated, the run is checked again with what was measured.
+    """
+    tests = config.sectors * config.points
+    series = len(config.builds) * len(config.modes) * len(config.threads) * (max(1, len(config.kernels)) + 1)
+    expected = estimate_s(series, tests, config.timing, TYPICAL_NS_PER_TEST)
+    if expected > config.max_minutes * 60:
+        raise SectorbenchError(
+            f"this run would take about {duration(expected)} (N={config.sectors:,} x M={config.points:,} = "
+            f"{tests:,} tests a pass, {config.timing.repeat} rounds, {series} or more series, at "
+            f"{TYPICAL_NS_PER_TEST:g} ns a test), over the limit of {config.max_minutes:g} min: "
+            f"use a smaller scene or fewer rounds, or raise --max-minutes"
+        )
+
+
+def run(
+    config: RunConfig,
+    progress: Progress = lambda what, left_s=None: None,
+    on_plan: Callable[[Plan], None] = lambda plan: None,
+) -> RunResult:
+    """Measure every selected kernel of every build; never raises for a crashing kernel.
+
+    on_plan(plan) is called once the kernels are known, before anything is timed; it may
+    raise to stop the run there (the CLI checks a --baseline against plan.rows).
+    """
     for mode in config.modes:
         if mode not in MODES:
             raise SectorbenchError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
-    if config.timing.repeat < 1:
-        raise SectorbenchError("--repeat must be at least 1")
+    family = family_of_scene(config.scene)
+    scenes.check_size(config.sectors, config.points, len(family.shape_arrays), len(family.point_arrays))
+    check_time(config)
     scene = scenes.generate(config.scene, config.sectors, config.points, config.seed)
     c_names, peer_names = split_names(config.kernels, family_of_scene(config.scene))
     with tempfile.TemporaryDirectory(prefix="sectorbench-") as scratch:
@@ -99,7 +186,11 @@ def run(config: RunConfig, progress: Progress = lambda what, total=None: None) -
             if peer_names:
                 progress("starting the peers' worker")
                 sessions.append(BuildSession(PEER_BUILD, build(PEER_BUILD), scene_path, config.disable_isa, peers=True))
-            return _measure(config, scene, sessions, progress, {False: c_names, True: peer_names})
+            return _measure(config, scene, sessions, progress, {False: c_names, True: peer_names}, on_plan)
+        except BaseException:  # interrupted or failed: do not wait for workers in the middle of a sample
+            for session in sessions:
+                session.worker.kill()
+            raise
         finally:
             for session in sessions:
                 session.close()
@@ -111,11 +202,15 @@ def _measure(
     sessions: list[BuildSession],
     progress: Progress,
     names: dict[bool, list[str]],
+    on_plan: Callable[[Plan], None],
 ) -> RunResult:
     plan = []  # (session, kernel, mode, threads)
     series: dict[tuple, Series] = {}
+    kernels_per_build = 0
     for session in sessions:
-        for kernel in select(session.kernels, names[session.peers], scene.family):
+        selected = select(session.kernels, names[session.peers], scene.family)
+        kernels_per_build = max(kernels_per_build, len(selected))
+        for kernel in selected:
             for mode in config.modes:
                 for threads in config.threads:
                     plan.append((session, kernel, mode, threads))
@@ -127,6 +222,22 @@ def _measure(
                                 (session.config, name, mode, threads),
                                 _series(session, kernel, mode, threads, config.timing, noop),
                             )
+
+    noops = {key for key in series if key[1] not in {kernel.name for _, kernel, _, _ in plan}}
+    on_plan(
+        Plan(
+            builds=len(sessions),
+            kernels=kernels_per_build,
+            modes=len(config.modes),
+            threads=len(config.threads),
+            series=len(series),
+            noops=len(noops),
+            tests=scene.tests,
+            repeat=config.timing.repeat,
+            rows=tuple(_row(session, kernel, mode, threads) for session, kernel, mode, threads in plan),
+            estimate_s=estimate_s(len(series), scene.tests, config.timing, TYPICAL_NS_PER_TEST),
+        )
+    )
 
     def restart_crashed_worker(failed: Series, exc: Exception) -> None:
         """The failed series is marked by run_rounds; its build's other kernels need a live worker."""
@@ -141,8 +252,24 @@ def _measure(
         except SectorbenchError:
             clock_mhz.append(float("nan"))
 
-    progress(f"measuring {len(series)} series", len(series) * (config.timing.repeat + 1))
-    run_rounds(list(series.values()), config.timing, progress, restart_crashed_worker, read_clock)
+    clock = _TimeLeft(list(series.values()), config.timing, scene.tests)
+
+    def check_calibrated_time() -> None:
+        left = clock.left_s()
+        if left > config.max_minutes * 60:
+            raise SectorbenchError(
+                f"calibrated: the {config.timing.repeat} rounds would take {duration(left)}, over the limit of "
+                f"{config.max_minutes:g} min: use a smaller scene or fewer rounds, or raise --max-minutes"
+            )
+
+    run_rounds(
+        list(series.values()),
+        config.timing,
+        lambda what: progress(what, clock.left_s()),
+        restart_crashed_worker,
+        read_clock,
+        on_calibrated=check_calibrated_time,
+    )
     loops = {id(session): _loops(session) for session in sessions}
     results = [
         _result(scene, session, kernel, mode, threads, series, clock_mhz, loops[id(session)])
@@ -157,13 +284,38 @@ def _peer_mode_mismatch(kernel: Kernel, mode: str) -> str | None:
     return "a peer has one loop: it runs in --mode inline" if kernel.is_peer and mode != "inline" else None
 
 
+def _row(session: BuildSession, kernel: Kernel, mode: str, threads: int) -> Row:
+    flags, cc = (PEER_FLAGS, "python") if kernel.is_peer else (" ".join(session.config.flags), session.config.cc)
+    return (kernel.name, cc, flags, mode, threads)
+
+
+class _TimeLeft:
+    """Seconds of measuring left: assumed per test until a series is calibrated, then its own."""
+
+    def __init__(self, series: list[Series], timing: TimingConfig, tests: int):
+        self.series, self.timing, self.tests = series, timing, tests
+
+    def left_s(self) -> float:
+        live = [s for s in self.series if s.failure is None]
+        calibrated = [s.calls * s.seconds_per_call for s in live if s.calls]
+        # An uncalibrated series is taken to cost what the calibrated ones do on average.
+        pass_s = sum(calibrated) / len(calibrated) if calibrated else self.tests * TYPICAL_NS_PER_TEST * 1e-9
+        left = 0.0
+        for s in live:
+            if not s.calls:
+                left += max(CALIBRATION_SAMPLES * self.timing.min_sample_s, pass_s)
+            sample = s.calls * s.seconds_per_call if s.calls else sample_s(self.timing, pass_s)
+            left += (self.timing.repeat - len(s.samples or ())) * sample
+        return left
+
+
 def _series(session: BuildSession, kernel: Kernel, mode: str, threads: int, timing: TimingConfig, noop: bool) -> Series:
     fields = dict(kernel=kernel.name, mode=mode, noop=noop, threads=threads)
 
-    def calibrate() -> int:
+    def calibrate() -> tuple[int, float]:
         reply = session.worker.request("calibrate", min_time_s=timing.min_sample_s, **fields)
         series.jit_s = reply.get("jit_s")
-        return reply["calls"]
+        return reply["calls"], reply["seconds"]
 
     def take(calls: int) -> dict:
         return session.worker.request("sample", calls=calls, **fields)

@@ -151,6 +151,14 @@ def kinds() -> dict[str, str]:
     return {kind: family.name for family in all_families() for kind in family.scenes}
 
 
+def describe(kind: str, n: int, m: int, seed: int = 0) -> dict:
+    """What generate(kind, n, m, seed).describe() is, without generating the scene."""
+    from .families import family_of_scene
+
+    family = family_of_scene(kind)
+    return {"kind": kind, "family": family.name, "seed": seed, family.shape_noun: n, "points": m}
+
+
 def generate(kind: str, n: int, m: int, seed: int = 0) -> Scene:
     """Generate a scene of `kind` with n shapes and m points from `seed`."""
     from .families import family_of_scene

@@ -144,6 +144,7 @@ class Server:
                 "reason": None if self.counters_error == 0 else f"perf_event_open: {os.strerror(self.counters_error)}",
             },
             "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "cpu_features": [f for f in self.ffi.string(self.lib.sb_cpu_features()).decode().split(",") if f],
         }
 
     def load(self, msg):
@@ -297,7 +298,11 @@ def peer_kernel(peer) -> Kernel:
 
 
 def main(argv: list[str]) -> int:
-    server = Server(argv[0], peers="--peers" in argv[1:])
+    try:
+        server = Server(argv[0], peers="--peers" in argv[1:])
+    except Exception as exc:  # one line for the parent's report, not a traceback
+        print(f"cannot load {Path(argv[0]).name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 3
     for line in sys.stdin:
         try:
             reply = server.handle(json.loads(line))

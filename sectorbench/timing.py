@@ -10,14 +10,27 @@ NoOperation_i, and the reported net is their median.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
+from . import SectorbenchError
+
 #: Each setting's one home, with its default and why.
 DEFAULT_REPEAT = 5  # rounds: 5 gives a median and, with MWU, p = 1/252 at best
 DEFAULT_MIN_SAMPLE_S = 0.01  # >= 10 ms per sample dwarfs the timer and the Python call
+MAX_REPEAT = 1000  # beyond this the drift of the machine, not the sample count, limits a result
+MAX_MIN_SAMPLE_S = 10.0  # a sample longer than 10 s only adds drift; take more rounds instead
 MODES = ("inline", "call")
+
+#: What a run's time is estimated from before anything is measured (see estimate_s): the
+#: default sector kernels take 0.6 to 12 ns per test at -O2 here, 4 on average.  After
+#: calibration the measured call counts replace it.
+TYPICAL_NS_PER_TEST = 4.0
+#: Calibration grows the call count until a sample lasts min_sample_s (x2 to x10 a step,
+#: aiming at 1.2 x): it costs about two samples' worth, or one pass when a pass is longer.
+CALIBRATION_SAMPLES = 2.0
 
 
 @dataclass(frozen=True)
@@ -25,17 +38,58 @@ class TimingConfig:
     repeat: int = DEFAULT_REPEAT
     min_sample_s: float = DEFAULT_MIN_SAMPLE_S
 
+    def __post_init__(self):
+        if isinstance(self.repeat, bool) or not isinstance(self.repeat, int) or not 1 <= self.repeat <= MAX_REPEAT:
+            raise SectorbenchError(f"--repeat must be an integer from 1 to {MAX_REPEAT} (got {self.repeat!r})")
+        seconds = self.min_sample_s
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not math.isfinite(seconds)
+            or not 0 < seconds <= MAX_MIN_SAMPLE_S
+        ):
+            raise SectorbenchError(
+                f"--min-time must be a number of seconds above 0 and at most {MAX_MIN_SAMPLE_S:g} (got {seconds!r})"
+            )
+
+
+def sample_s(timing: TimingConfig, pass_s: float) -> float:
+    """How long one calibrated sample lasts when one pass takes pass_s."""
+    return max(1.2 * timing.min_sample_s, pass_s)
+
+
+def estimate_s(series: int, tests: int, timing: TimingConfig, ns_per_test: float) -> float:
+    """Seconds to calibrate `series` series over `tests` tests a pass and take their rounds."""
+    pass_s = tests * ns_per_test * 1e-9
+    calibration = max(CALIBRATION_SAMPLES * timing.min_sample_s, pass_s)
+    return series * (calibration + timing.repeat * sample_s(timing, pass_s))
+
+
+def duration(seconds: float) -> str:
+    """A duration as a person reads it: 850 ms, 42 s, 3.5 min, 2.1 h, 3.0 days."""
+    if seconds < 1:
+        return f"{seconds * 1e3:.0f} ms"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
 
 @dataclass
 class Series:
     """One thing to time: `take(calls)` returns the worker's reply (seconds per pass, hits,
-    and cycles and instructions where hardware counters work)."""
+    and cycles and instructions where hardware counters work); `calibrate()` returns
+    (calls, seconds per call)."""
 
     key: Hashable
     label: str  # how progress names it, e.g. "basic [-O2, inline]"
-    calibrate: Callable[[], int]
+    calibrate: Callable[[], tuple[int, float]]
     take: Callable[[int], dict]
     calls: int = 0
+    seconds_per_call: float = 0.0
     samples: list[float] | None = None
     hits: list[int] | None = None
     counted: list[tuple[float, float]] | None = None  # (cycles, instructions) per pass, where counters work
@@ -48,12 +102,14 @@ def run_rounds(
     on_step: Callable[[str], None] = lambda what: None,
     on_failure: Callable[[Series, Exception], None] | None = None,
     each_round: Callable[[], None] = lambda: None,
+    on_calibrated: Callable[[], None] = lambda: None,
 ) -> None:
     """Calibrate every series, then take `config.repeat` interleaved rounds.
 
-    A series whose call raises is marked failed (on_failure decides what that
-    means, e.g. restarting a crashed worker) and skipped from then on.
-    each_round runs before every round (the runner reads the clock there).
+    on_step(what) comes before each step; on_calibrated() between calibration and the
+    rounds (it may raise to stop there).  A series whose call raises is marked failed
+    (on_failure decides what that means, e.g. restarting a crashed worker) and skipped
+    from then on.  each_round runs before every round (the runner reads the clock there).
     """
 
     def attempt(s: Series, action: Callable[[], None]) -> None:
@@ -72,9 +128,10 @@ def run_rounds(
         s.samples, s.hits, s.counted = [], [], []
 
         def calibrate(s=s):
-            s.calls = s.calibrate()
+            s.calls, s.seconds_per_call = s.calibrate()
 
         attempt(s, calibrate)
+    on_calibrated()
     for round_index in range(config.repeat):
         each_round()
         order = series if round_index % 2 == 0 else list(reversed(series))

@@ -37,11 +37,12 @@ class Worker:
 
     def __init__(self, library: Path, disable_isa: tuple[str, ...] = (), peers: bool = False):
         self.library = Path(library)
+        self.disabled = disabled_features(disable_isa)
         self._stderr = tempfile.TemporaryFile(mode="w+")
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")])),
-            DISABLE_ISA_ENV: ",".join(sorted(disabled_features(disable_isa))),
+            DISABLE_ISA_ENV: ",".join(sorted(self.disabled)),
         }
         self._process = subprocess.Popen(
             [sys.executable, "-m", "sectorbench.server", str(self.library), *(["--peers"] if peers else [])],
@@ -69,7 +70,9 @@ class Worker:
     def _death_notice(self) -> str:
         code = self._process.wait(timeout=30)
         self._stderr.seek(0)
-        tail = self._stderr.read().strip().splitlines()[-3:]
+        lines = self._stderr.read().strip().splitlines()
+        # A Python traceback: its last line says what happened; frames are for SECTORBENCH_DEBUG.
+        tail = lines[-1:] if any(line.startswith("Traceback") for line in lines) else lines[-3:]
         how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
         return f"worker {how}" + (f": {' / '.join(tail)}" if tail else "")
 
@@ -86,9 +89,24 @@ class Worker:
         return answers
 
     def describe(self) -> tuple[list[Kernel], dict]:
-        """The build's kernels, and what else the worker found: fp_environment, counters, cpus."""
+        """The build's kernels, and what else the worker found: fp_environment, counters, cpus.
+
+        SectorbenchError if a --disable-isa feature is not one the build knows."""
         reply = self.request("describe")
+        known = reply.pop("cpu_features")
+        unknown = sorted(self.disabled - set(known))
+        if unknown:
+            raise SectorbenchError(
+                f"unknown CPU feature {', '.join(unknown)} in --disable-isa/${DISABLE_ISA_ENV}; "
+                f"known: {', '.join(known) or 'none (not an x86 build)'}"
+            )
         return [Kernel.from_dict(row) for row in reply.pop("kernels")], reply
+
+    def kill(self) -> None:
+        """Stop the worker at once (the run was interrupted); close() still releases the rest."""
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
 
     def close(self) -> None:
         if self._process.poll() is None:

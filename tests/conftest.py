@@ -26,6 +26,20 @@ def private_cache(tmp_path_factory):
         os.environ["SECTORBENCH_CACHE"] = previous
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_heartbeat_in_process():
+    """In-process CLI tests read stderr line by line: no heartbeat lines during a cold build.
+
+    tests/test_progress.py tests the heartbeat itself, with its own interval; commands run
+    as subprocesses keep the real one.
+    """
+    from sectorbench.cli import app
+
+    previous, app.HEARTBEAT_S = app.HEARTBEAT_S, 3600.0
+    yield
+    app.HEARTBEAT_S = previous
+
+
 @pytest.fixture(scope="session")
 def o2_library(private_cache) -> Path:
     return build(BuildConfig.parse("-O2"))

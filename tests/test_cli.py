@@ -102,12 +102,9 @@ def test_kernels_lists_support():
     assert "sse2_nosqrt" in result.output and "yes" in result.output
 
 
-def test_save_writes_timestamped_file_under_results(monkeypatch, tmp_path):
-    import sectorbench.results as results
-
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
-    monkeypatch.setattr(results.timestamped_path, "__defaults__", (tmp_path, "run"))
+def test_save_writes_timestamped_file_under_results_of_the_current_directory(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
     result = invoke("run", *SMALL, "--flags", "-O2", "--kernels", "basic", "--save")
     assert result.exit_code == 0, result.output
-    saved = list(tmp_path.glob("run-*.json"))
+    saved = list((tmp_path / "results").glob("run-*.json"))
     assert len(saved) == 1 and json.loads(saved[0].read_text())["results"][0]["kernel"] == "basic"

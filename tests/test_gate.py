@@ -267,6 +267,17 @@ def test_different_schema():
         gate(make_run(17), current, GateConfig())
 
 
+def test_an_older_schema_loads_but_is_never_compared_with_a_newer_one():
+    """Schema 1 (before threads and the per-loop NoOperation) still loads, for trend plots;
+    its net times measured another thing, so the gate refuses to compare across schemas."""
+    old = RunResult.from_dict({**make_run(21).to_dict(), "schema": 1})
+    assert old.schema == 1
+    with pytest.raises(IncompatibleResults, match="different results schema: 1 .* 2"):
+        gate(old, make_run(22), GateConfig())
+    with pytest.raises(SectorbenchError, match="unsupported results schema 99 .*reads schemas 1, 2"):
+        RunResult.from_dict({**make_run(23).to_dict(), "schema": 99})
+
+
 def test_missing_kernel_in_current():
     current = make_run(20, kernels={k: v for k, v in KERNELS.items() if k != "naive"})
     with pytest.raises(IncompatibleResults, match=r"^missing kernel naive \[-O2, inline\] in CURRENT$"):

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import click
 
+from .. import SectorbenchError
 from ..build import BuildConfig
 from ..families import all_families
 from ..results import write_text_atomic
 from ..verify import VerifyConfig
-from .app import main, make_progress, stderr, stdout
-from .options import RegistryChoice, build_configs, build_options, comma_list, output_options, refuse_existing
+from .app import Reporter, main, note, stdout
+from .options import SEED, RegistryChoice, build_configs, build_options, check_outputs, comma_list, output_options
 
 
 @main.command("verify")
@@ -23,7 +24,12 @@ from .options import RegistryChoice, build_configs, build_options, comma_list, o
     show_default=True,
     help="The family whose kernels to check.",
 )
-@click.option("--kernels", multiple=True, callback=comma_list, help="Kernels to check (default: the family's).")
+@click.option(
+    "--kernels",
+    multiple=True,
+    callback=comma_list,
+    help="Kernels to check [default: the family's, known-bad ones left out].",
+)
 @build_options(("-O2",))
 @click.option(
     "--cases",
@@ -32,7 +38,13 @@ from .options import RegistryChoice, build_configs, build_options, comma_list, o
     type=click.IntRange(min=1),
     help="Rows per random generator (near-boundary, exact and special cases come on top).",
 )
-@click.option("--seed", default=VerifyConfig.seed, show_default=True)
+@click.option(
+    "--seed",
+    default=VerifyConfig.seed,
+    show_default=True,
+    type=SEED,
+    help="Seed of the generated cases (an integer >= 0).",
+)
 @click.option(
     "--show",
     default=0,
@@ -40,22 +52,27 @@ from .options import RegistryChoice, build_configs, build_options, comma_list, o
     type=click.IntRange(min=0),
     help="Print the first K wrong inputs of each kernel.",
 )
-@click.option("--strict-special", is_flag=True, help="Fail fast-math builds on NaN/inf/subnormal/-0.0 inputs too.")
+@click.option(
+    "--strict-special",
+    is_flag=True,
+    help="Fail fast-math builds on NaN/inf/subnormal/-0.0 inputs too [default: off].",
+)
 @click.option(
     "--input",
     "input_path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Check these cases (.npz, one row per pair) instead of generated ones.",
+    help="Check these cases (.npz, one row per pair) instead of generated ones [default: generated].",
 )
 @output_options
 def verify_command(
     family, kernels, flags, cc, sources, disable_isa, cases, seed, show, strict_special, input_path, json_path, force
 ):
     """Check kernels against the exact oracle; exit 1 if any fails."""
+    from ..families import get
     from ..report import failing_inputs_table, verify_table
     from ..verify import verify
 
-    refuse_existing(json_path, force)
+    check_outputs(force, json_path)
     config = VerifyConfig(
         family=family,
         kernels=kernels,
@@ -67,9 +84,14 @@ def verify_command(
         input_path=input_path,
         disable_isa=disable_isa,
     )
-    with make_progress() as bar:
-        task = bar.add_task("verify", total=None)
-        result = verify(config, lambda what, total=None: bar.update(task, description=what))
+    if input_path is not None:
+        get(family).input_cases(input_path)  # a bad file is refused before anything is built
+    with Reporter() as progress:
+        check_something_runs(config, progress)
+        result = verify(config, lambda what, total=None: progress(what))
+    skipped = [k for k in result.kernels if k.status == "skipped"]
+    if len(skipped) == len(result.kernels):
+        raise SectorbenchError(nothing_checked([(k.kernel, k.flags, k.reason) for k in skipped], family))
     console = stdout()
     console.print(verify_table(result))
     for verdict in result.kernels:
@@ -77,19 +99,51 @@ def verify_command(
             console.print(failing_inputs_table(verdict))
     if json_path is not None:
         write_text_atomic(json_path, json.dumps(result.to_dict(), indent=1) + "\n", overwrite=force)
-        stderr.print(f"saved {json_path}")
+        note(f"saved {json_path}")
     click.get_current_context().exit(0 if result.passed else 1)
+
+
+def check_something_runs(config: VerifyConfig, progress) -> None:
+    """Before any case is made: the names, the ISA list and that some selected kernel can run here.
+
+    Builds each flag set (cached afterwards for verify itself) and asks its worker for the kernels.
+    """
+    from ..build import build
+    from ..kernels import select
+    from ..worker import Worker
+
+    skipped = []
+    for build_config in config.builds:
+        progress(f"building {build_config.label}")
+        with Worker(build(build_config), config.disable_isa) as worker:
+            kernels, _ = worker.describe()
+        chosen = select(kernels, list(config.kernels), config.family)
+        if any(k.runnable for k in chosen):
+            return
+        skipped += [(k.name, build_config.label, k.skip_reason) for k in chosen]
+    raise SectorbenchError(nothing_checked(skipped, config.family))
+
+
+def nothing_checked(skipped: list[tuple[str, str, str | None]], family: str) -> str:
+    if not skipped:
+        return f"no kernel could be checked: the {family} family has no default kernels; name some with --kernels"
+    reasons = "; ".join(f"{name} [{flags}]: {reason}" for name, flags, reason in skipped)
+    return f"no kernel could be checked: {reasons}"
 
 
 @main.command("kernels")
 @build_options((BuildConfig().flags[0],))
 def kernels_command(flags, cc, sources, disable_isa):
-    """List the kernels, what each needs, and whether this CPU has it."""
+    """List the kernels, what each needs, and whether this CPU has it (for every build given)."""
     from ..build import build
     from ..report import kernels_table
     from ..worker import Worker
 
-    config = build_configs(flags[:1], cc[:1], sources)[0]
-    with Worker(build(config), disable_isa) as worker:
-        kernels, _ = worker.describe()
-    stdout().print(kernels_table(kernels))
+    listings: dict[tuple, list[str]] = {}  # identical listings are shown once, for all their builds
+    for config in build_configs(flags, cc, sources):
+        with Worker(build(config), disable_isa) as worker:
+            kernels, _ = worker.describe()
+        listings.setdefault(tuple(kernels), []).append(config.label)
+    console = stdout()
+    for kernels, labels in listings.items():
+        console.print(kernels_table(list(kernels), labels if len(labels) < len(flags) * len(cc) else []))

@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import click
 
 from .. import SectorbenchError
 from ..results import load
-from ..runner import RunConfig, run
+from ..runner import MAX_RUN_MINUTES, Plan, RunConfig, run
+from ..scenes import describe as describe_scene
 from ..scenes import kinds as scene_kinds
 from ..timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
-from .app import main, make_progress, run_gate, stderr, stdout, write_json
+from .app import Reporter, main, note, run_gate, stdout, write_json
 from .options import (
+    SEED,
     RegistryChoice,
     build_configs,
     build_options,
+    check_outputs,
     comma_list,
     gate_options,
     make_gate_config,
     output_options,
-    refuse_existing,
+    refuse_unused_gate_options,
     threads_option,
+    unique,
 )
 
 #: `run` compares the article's pair by default: plain -O2 and -O2 with fast math
@@ -29,12 +34,48 @@ from .options import (
 DEFAULT_RUN_FLAGS = ("-O2", "-O2 -ffast-math")
 
 
+def timing_options(default_repeat: int):
+    def decorate(command):
+        command = click.option(
+            "--max-minutes",
+            default=MAX_RUN_MINUTES,
+            show_default=True,
+            type=float,
+            help="Refuse a run expected to take longer (checked before it starts, and again once calibrated).",
+        )(command)
+        command = click.option(
+            "--min-time",
+            "min_sample_s",
+            default=DEFAULT_MIN_SAMPLE_S,
+            show_default=True,
+            type=float,
+            help="Minimum seconds per sample, above 0 and at most 10; the call count is calibrated to reach it.",
+        )(command)
+        command = click.option(
+            "--repeat",
+            default=default_repeat,
+            show_default=True,
+            type=int,
+            help="Samples (interleaved rounds) per kernel, 1 to 1000.",
+        )(command)
+        return command
+
+    return decorate
+
+
+def scene_options(command):
+    command = click.option(
+        "--seed", default=RunConfig.seed, show_default=True, type=SEED, help="Scene seed (an integer >= 0)."
+    )(command)
+    command = click.option("-m", "--points", default=RunConfig.points, show_default=True, help="M: points.")(command)
+    command = click.option(
+        "-n", "--sectors", default=RunConfig.sectors, show_default=True, help="N: shapes (sectors, triangles, ...)."
+    )(command)
+    return command
+
+
 @main.command("run")
-@click.option(
-    "-n", "--sectors", default=RunConfig.sectors, show_default=True, help="N: shapes (sectors, triangles, ...)."
-)
-@click.option("-m", "--points", default=RunConfig.points, show_default=True, help="M: points.")
-@click.option("--seed", default=RunConfig.seed, show_default=True, help="Scene seed.")
+@scene_options
 @click.option(
     "--scene",
     default=RunConfig.scene,
@@ -46,7 +87,7 @@ DEFAULT_RUN_FLAGS = ("-O2", "-O2 -ffast-math")
     "--kernels",
     multiple=True,
     callback=comma_list,
-    help="Kernels to time, e.g. naive,sse2 (default: all of the family).",
+    help="Kernels to time, e.g. naive,sse2 [default: the family's, known-bad ones left out].",
 )
 @build_options(DEFAULT_RUN_FLAGS)
 @click.option(
@@ -56,23 +97,19 @@ DEFAULT_RUN_FLAGS = ("-O2", "-O2 -ffast-math")
     default=RunConfig.modes,
     show_default=True,
     type=click.Choice(MODES),
+    callback=unique,
     help="inline: predicate inlined in the loop; call: called through a pointer per test (repeatable).",
 )
 @threads_option
-@click.option("--repeat", default=DEFAULT_REPEAT, show_default=True, help="Samples (rounds) per kernel.")
-@click.option(
-    "--min-time",
-    "min_sample_s",
-    default=DEFAULT_MIN_SAMPLE_S,
-    show_default=True,
-    help="Minimum seconds per sample; the call count is calibrated to reach it.",
-)
+@timing_options(DEFAULT_REPEAT)
 @output_options
-@click.option("--save", "save_to_results", is_flag=True, help="Also save a timestamped JSON under results/.")
+@click.option(
+    "--save", "save_to_results", is_flag=True, help="Also save a timestamped JSON under ./results [default: off]."
+)
 @click.option(
     "--baseline",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Gate this run against a saved result: exit 1 on a significant regression.",
+    help="Gate this run against a saved result: exit 1 on a significant regression [default: no gate].",
 )
 @gate_options
 def run_command(
@@ -89,6 +126,7 @@ def run_command(
     threads,
     repeat,
     min_sample_s,
+    max_minutes,
     json_path,
     force,
     save_to_results,
@@ -100,9 +138,9 @@ def run_command(
     markdown_path,
 ):
     """Time kernels over a seeded scene, NoOperation overhead subtracted."""
-    refuse_existing(json_path, force)
+    refuse_unused_gate_options(click.get_current_context(), baseline)
+    check_outputs(force, json_path, markdown_path, save=save_to_results)
     gate_config = make_gate_config(alpha, threshold, thresholds, normalize)
-    baseline_result = load(baseline) if baseline else None
     config = RunConfig(
         scene=scene,
         sectors=sectors,
@@ -114,8 +152,15 @@ def run_command(
         timing=TimingConfig(repeat=repeat, min_sample_s=min_sample_s),
         disable_isa=disable_isa,
         threads=threads,
+        max_minutes=max_minutes,
     )
-    result = measure_with_progress(config)
+    baseline_result = None
+    if baseline:
+        from ..gate import check_scene
+
+        baseline_result = load(baseline)
+        check_scene(baseline_result, describe_scene(scene, sectors, points, seed))
+    result = measure(config, baseline_result, gate_config)
     from ..report import run_table
 
     stdout().print(run_table(result))
@@ -124,17 +169,18 @@ def run_command(
         run_gate(baseline_result, result, gate_config, markdown_path, force, str(baseline), "this run")
 
 
-def measure_with_progress(config: RunConfig):
-    with make_progress() as bar:
-        task = bar.add_task("starting", total=None)
+def measure(config: RunConfig, baseline=None, gate_config=None):
+    """Run with progress on stderr; the plan is printed (and checked against a baseline) before timing."""
 
-        def progress(what: str, total: int | None = None) -> None:
-            if total is not None:
-                bar.update(task, total=total, completed=0, description=what)
-            else:
-                bar.update(task, advance=1, description=what)
+    def on_plan(plan: Plan) -> None:
+        if baseline is not None:
+            from ..gate import check_rows
 
-        return run(config, progress)
+            check_rows(baseline, plan.rows, gate_config.normalize)
+        note(plan.describe())
+
+    with Reporter() as progress:
+        return run(config, progress, on_plan)
 
 
 #: compare's default builds: the issue's flag ladder, from unoptimised to native fast math.
@@ -147,24 +193,53 @@ ARTICLE_PRESET = dict(
     modes=("call",),
 )
 COMPARE_REPEAT = 10  # 10 paired rounds give a 95 % interval that is not just min..max
+#: --quick, a first look: a tenth of the points and half the rounds, about a tenth of the
+#: time (the intervals are wider; rerun without it for numbers to keep).
+QUICK = dict(points=10_000, repeat=5)
 
 
 @main.command("compare")
-@click.option("--preset", type=click.Choice(["article"]), help="article: its flag pairs, its data, its call loop.")
-@click.option("-n", "--sectors", default=RunConfig.sectors, show_default=True)
-@click.option("-m", "--points", default=RunConfig.points, show_default=True)
-@click.option("--seed", default=RunConfig.seed, show_default=True)
-@click.option("--scene", type=RegistryChoice(lambda: scene_kinds()), help="Scene kind [default: uniform].")
-@click.option("--kernels", multiple=True, callback=comma_list)
+@click.option(
+    "--preset",
+    type=click.Choice(["article"]),
+    help="article: its flag pairs, its data, its call loop [default: none, the flag ladder below].",
+)
+@click.option(
+    "--quick",
+    is_flag=True,
+    help=f"A first look: M={QUICK['points']:,} and {QUICK['repeat']} rounds unless -m/--repeat are given"
+    " [default: off].",
+)
+@scene_options
+@click.option(
+    "--scene",
+    type=RegistryChoice(lambda: scene_kinds()),
+    help="Scene kind [default: uniform; article with --preset article].",
+)
+@click.option(
+    "--kernels",
+    multiple=True,
+    callback=comma_list,
+    help="Kernels to time [default: the family's, known-bad ones left out].",
+)
 @build_options(COMPARE_FLAGS)
-@click.option("--mode", "modes", multiple=True, type=click.Choice(MODES), help="Loop mode(s) [default: inline].")
+@click.option(
+    "--mode",
+    "modes",
+    multiple=True,
+    type=click.Choice(MODES),
+    callback=unique,
+    help="Loop mode(s), repeatable [default: inline; call with --preset article].",
+)
 @threads_option
-@click.option("--repeat", default=COMPARE_REPEAT, show_default=True)
-@click.option("--min-time", "min_sample_s", default=DEFAULT_MIN_SAMPLE_S, show_default=True)
+@timing_options(COMPARE_REPEAT)
 @output_options
-@click.option("--save", "save_to_results", is_flag=True, help="Also save a timestamped JSON under results/.")
+@click.option(
+    "--save", "save_to_results", is_flag=True, help="Also save a timestamped JSON under ./results [default: off]."
+)
 def compare_command(
     preset,
+    quick,
     sectors,
     points,
     seed,
@@ -178,26 +253,29 @@ def compare_command(
     threads,
     repeat,
     min_sample_s,
+    max_minutes,
     json_path,
     force,
     save_to_results,
 ):
     """Time the kernels under several flag sets and compilers in the same rounds; print the matrix."""
-    import shutil
-
     from ..report import compare_table, run_table
 
+    ctx = click.get_current_context()
+
+    def defaulted(name: str) -> bool:
+        return ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT
+
     if preset == "article":
-        flags_defaulted = (
-            click.get_current_context().get_parameter_source("flags") == click.core.ParameterSource.DEFAULT
-        )
-        flags = ARTICLE_PRESET["flags"] if flags_defaulted else flags
+        flags = ARTICLE_PRESET["flags"] if defaulted("flags") else flags
         scene = scene or ARTICLE_PRESET["scene"]
         modes = modes or ARTICLE_PRESET["modes"]
-    refuse_existing(json_path, force)
-    installed = tuple(c for c in dict.fromkeys(cc) if shutil.which(c))
-    for missing in dict.fromkeys(c for c in cc if c not in installed):
-        stderr.print(f"compiler {missing!r} is not installed: its builds are left out")
+    if quick:
+        points = QUICK["points"] if defaulted("points") else points
+        repeat = QUICK["repeat"] if defaulted("repeat") else repeat
+    check_outputs(force, json_path, save=save_to_results)
+    build_configs(flags, cc, sources)  # duplicates are refused before compilers are looked for
+    installed = tuple(c for c in cc if shutil.which(c))
     if not installed:
         raise SectorbenchError(f"none of the compilers is installed: {', '.join(cc)}")
     config = RunConfig(
@@ -211,8 +289,11 @@ def compare_command(
         timing=TimingConfig(repeat=repeat, min_sample_s=min_sample_s),
         disable_isa=disable_isa,
         threads=threads,
+        max_minutes=max_minutes,
     )
-    result = measure_with_progress(config)
+    for missing in (c for c in cc if c not in installed):
+        note(f"compiler {missing!r} is not installed: its builds are left out")
+    result = measure(config)
     console = stdout()
     console.print(run_table(result))
     console.print(compare_table(result))

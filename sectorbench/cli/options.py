@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
 
+from .. import SectorbenchError
 from ..build import DEFAULT_CC, BuildConfig
 from ..gate import GateConfig, load_thresholds
-from ..results import check_output
+from ..results import RESULTS_DIR, check_directory, check_output
 
 
 class RegistryChoice(click.Choice):
@@ -33,12 +35,45 @@ class RegistryChoice(click.Choice):
 
 
 def comma_list(ctx, param, values) -> tuple[str, ...]:
-    """Accept both --kernels a,b and --kernels a --kernels b."""
-    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
+    """Accept both --kernels a,b and --kernels a --kernels b; an option given but empty is an error."""
+    items = tuple(item.strip() for value in values for item in value.split(",") if item.strip())
+    if values and not items:
+        raise click.BadParameter("is empty; leave the option out for the default", ctx, param)
+    return items
+
+
+def unique(ctx, param, values) -> tuple:
+    """A repeatable option whose values must differ (the same one twice would double rows)."""
+    seen = set()
+    for value in values:
+        key = value.resolve() if isinstance(value, Path) else value
+        if key in seen:
+            raise click.BadParameter(f"{str(value)!r} is given twice", ctx, param)
+        seen.add(key)
+    return tuple(values)
+
+
+#: A seed: any integer numpy's SeedSequence takes, which is any integer >= 0.
+SEED = click.IntRange(min=0)
 
 
 def build_configs(flags: tuple[str, ...], cc: tuple[str, ...], sources=()) -> tuple[BuildConfig, ...]:
-    return tuple(BuildConfig.parse(f, compiler, sources) for compiler in cc for f in flags)
+    """Every compiler x flag set; the same build named twice is refused (it would be measured twice)."""
+    configs = tuple(BuildConfig.parse(f, compiler, sources) for compiler in cc for f in flags)
+    seen: dict[BuildConfig, str] = {}
+    for config, (compiler, text) in zip(configs, ((c, f) for c in cc for f in flags)):
+        if config in seen:
+            raise click.UsageError(
+                f"the build {build_text(compiler, text)} is given twice"
+                + (f" (as {seen[config]!r} and {text!r})" if seen[config] != text else "")
+                + ": give each --flags and --cc once"
+            )
+        seen[config] = text
+    return configs
+
+
+def build_text(cc: str, flags: str) -> str:
+    return f"--cc {cc} --flags {flags!r}" if cc != DEFAULT_CC else f"--flags {flags!r}"
 
 
 def build_options(default_flags: tuple[str, ...]):
@@ -49,7 +84,7 @@ def build_options(default_flags: tuple[str, ...]):
             multiple=True,
             default=(DEFAULT_CC,),
             show_default=True,
-            help="C compiler (repeatable to compare compilers; default $CC or cc).",
+            help="C compiler (repeatable: every compiler builds every flag set) [default: $CC, else cc].",
         )(command)
         command = click.option(
             "--flags",
@@ -57,21 +92,22 @@ def build_options(default_flags: tuple[str, ...]):
             multiple=True,
             default=default_flags,
             show_default=True,
-            help='Compiler flags as one string, e.g. "-O2 -msse2" (repeatable).',
+            help='Compiler flags as one string, e.g. "-O2 -msse2" (repeatable: one build each).',
         )(command)
         command = click.option(
             "--source",
             "sources",
             multiple=True,
+            callback=unique,
             type=click.Path(exists=True, dir_okay=False, path_type=Path),
-            help="Your own C file of kernels to link in (repeatable; see the README).",
+            help="Your own C file of kernels to link in (repeatable; see the README) [default: none].",
         )(command)
         command = click.option(
             "--disable-isa",
             "disable_isa",
             multiple=True,
             callback=comma_list,
-            help="Treat these CPU features as missing (e.g. sse2): their kernels are skipped.",
+            help="Treat these CPU features as missing (e.g. sse2): their kernels are skipped [default: none].",
         )(command)
         return command
 
@@ -80,9 +116,14 @@ def build_options(default_flags: tuple[str, ...]):
 
 def output_options(command):
     command = click.option(
-        "--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the results as JSON here."
+        "--json",
+        "json_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Write the results as JSON here [default: not written].",
     )(command)
-    command = click.option("--force", is_flag=True, help="Replace an existing --json file.")(command)
+    command = click.option(
+        "--force", is_flag=True, help="Replace existing output files (regular files only) [default: refuse]."
+    )(command)
     return command
 
 
@@ -102,17 +143,18 @@ def gate_options(command):
     command = click.option(
         "--thresholds",
         type=click.Path(exists=True, dir_okay=False, path_type=Path),
-        help="TOML file of per-kernel thresholds (see the README).",
+        help="TOML file of per-kernel thresholds (see the README) [default: --threshold for all].",
     )(command)
     command = click.option(
         "--normalize",
-        help="Compare times as ratios to this kernel of the same run ('overhead': each kernel's own NoOperation).",
+        help="Compare times as ratios to this kernel of the same run ('overhead': each kernel's own NoOperation)"
+        " [default: raw times].",
     )(command)
     command = click.option(
         "--markdown",
         "markdown_path",
         type=click.Path(dir_okay=False, path_type=Path),
-        help="Also write the comparison as a Markdown table here.",
+        help="Also write the comparison as a Markdown table here [default: not written].",
     )(command)
     return command
 
@@ -122,10 +164,36 @@ def make_gate_config(alpha, threshold, thresholds, normalize) -> GateConfig:
     return GateConfig.from_thresholds({"default": threshold, **per_kernel}, alpha=alpha, normalize=normalize)
 
 
-def refuse_existing(path: Path | None, force: bool) -> None:
-    """Fail before measuring, not after, when the output file would be refused."""
-    if path is not None:
-        check_output(path, force)
+def check_outputs(force: bool, *paths: Path | None, save: bool = False) -> None:
+    """Fail before building or measuring, not after, when an output would be refused.
+
+    Each path: nothing there, or a regular file and --force; its directory exists and
+    takes new files.  --save: results/ of the current directory is, or can be made, such
+    a directory.  No two outputs may be the same file.
+    """
+    written: dict[str, Path] = {}
+    for path in paths:
+        if path is None:
+            continue
+        target = os.path.abspath(check_output(path, force))
+        if target in written:
+            raise SectorbenchError(f"{written[target]} and {path} are the same file: give each output its own path")
+        written[target] = path
+    if save:
+        check_directory(RESULTS_DIR, create=True, what="--save: ")
+
+
+def refuse_unused_gate_options(ctx: click.Context, baseline) -> None:
+    """--markdown, --normalize, --thresholds, --alpha, --threshold mean nothing without --baseline."""
+    if baseline is not None:
+        return
+    given = [
+        f"--{name.replace('_path', '')}"
+        for name in ("markdown_path", "normalize", "thresholds", "alpha", "threshold")
+        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+    ]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} with --baseline")
 
 
 def threads_option(command):

@@ -9,8 +9,8 @@ import click
 from .. import SectorbenchError
 from ..results import load
 from ..timing import MODES
-from .app import main, run_gate, stderr
-from .options import gate_options, make_gate_config
+from .app import main, note, run_gate
+from .options import check_outputs, gate_options, make_gate_config
 
 
 @main.command("regress")
@@ -22,11 +22,14 @@ from .options import gate_options, make_gate_config
     is_flag=True,
     help="Pair kernels by name and mode, ignoring compiler and flags (one build per file).",
 )
-@click.option("--force", is_flag=True, help="Replace an existing --markdown file.")
+@click.option(
+    "--force", is_flag=True, help="Replace an existing --markdown file (a regular file only) [default: refuse]."
+)
 def regress_command(baseline, current, alpha, threshold, thresholds, normalize, markdown_path, across_builds, force):
     """Exit 1 if CURRENT is significantly slower than BASELINE (2 if they cannot be compared)."""
     from ..gate import as_baseline_build
 
+    check_outputs(force, markdown_path)
     config = make_gate_config(alpha, threshold, thresholds, normalize)
     baseline_result, current_result = load(baseline), load(current)
     if across_builds:
@@ -36,16 +39,18 @@ def regress_command(baseline, current, alpha, threshold, thresholds, normalize, 
 
 @main.command("plot")
 @click.argument("results", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Image file: .png or .svg.")
+@click.option(
+    "--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Image file: .png or .svg (required)."
+)
 @click.option(
     "--chart",
     type=click.Choice(["bar", "heatmap", "trend"]),
-    help="Default: trend when --kernel is given, heatmap for several builds, else bar.",
+    help="[default: trend when --kernel is given, heatmap for several builds, else bar].",
 )
-@click.option("--kernel", help="The kernel a trend follows.")
-@click.option("--flags", "flags_filter", help="Trend: only this flag set.")
-@click.option("--mode", "mode_filter", type=click.Choice(MODES), help="Trend: only this mode.")
-@click.option("--force", is_flag=True, help="Replace an existing image.")
+@click.option("--kernel", help="The kernel a trend follows [default: none, no trend].")
+@click.option("--flags", "flags_filter", help="Trend: only this flag set [default: every flag set].")
+@click.option("--mode", "mode_filter", type=click.Choice(MODES), help="Trend: only this mode [default: every mode].")
+@click.option("--force", is_flag=True, help="Replace an existing image (a regular file only) [default: refuse].")
 def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
     """Draw saved results: bars with intervals, a flags x kernels heat map, or a kernel's trend.
 
@@ -54,6 +59,8 @@ def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
     from .. import plot
     from ..results import RESULTS_DIR
 
+    check_outputs(force, out)  # before anything is read or drawn
+    plot.check_out(out, force)
     chart = chart or ("trend" if kernel else None)
     if chart == "trend":
         if not kernel:
@@ -70,4 +77,4 @@ def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
         chart = chart or ("heatmap" if several_builds else "bar")
         draw = plot.heatmap if chart == "heatmap" else plot.bar_chart
         path = draw(result, out, overwrite=force)
-    stderr.print(f"saved {path}")
+    note(f"saved {path}")

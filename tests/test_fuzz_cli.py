@@ -1,0 +1,239 @@
+"""Every subcommand against a table of bad inputs: exit 2, exactly one line on stderr, nothing
+on stdout, no traceback, and nothing written where it runs (files, FIFOs and modes unchanged).
+
+The table runs in one directory holding the files the inputs name (a FIFO, a regular file in
+the way of a directory, damaged case files, saved results); each row is checked against a
+snapshot of it.  Most rows fail while parsing or checking options; the few that need a build
+reuse the session's -O2 build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from sectorbench.cli import main
+
+DATA = Path(__file__).parent / "data"
+TINY = ["-n", "20", "-m", "500", "--repeat", "2", "--min-time", "0.001", "--flags", "-O2"]
+SECTOR = ("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py")
+
+
+def sector_arrays(n: int = 3, **override) -> dict:
+    return {**{name: np.full(n, 0.5, dtype=np.float32) for name in SECTOR}, **override}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, o2_library):
+    where = tmp_path_factory.mktemp("fuzz")
+    runs = tmp_path_factory.mktemp("fuzz-runs")
+    ok = runs / "ok.json"
+    result = CliRunner().invoke(main, ["run", *TINY, "--kernels", "basic,sse2", "--json", str(ok)])
+    assert result.exit_code == 0, result.output
+    (where / "ok.json").write_text(ok.read_text())
+    other = json.loads(ok.read_text())
+    other["scene"]["seed"] = 99
+    (where / "other-scene.json").write_text(json.dumps(other))
+    (where / "garbage.json").write_text("{not json")
+    (where / "existing.json").write_text("precious")
+    (where / "existing.png").write_text("precious")
+    (where / "file.txt").write_text("in the way")
+    (where / "bad.toml").write_text("default = 25\n")
+    (where / "adir").mkdir()
+    os.mkfifo(where / "fifo.json")
+    os.mkfifo(where / "fifo.png")
+    (where / "empty.npz").write_bytes(b"")
+    (where / "corrupt.npz").write_bytes(b"PK\x03\x04" + os.urandom(200))
+    np.save(where / "array.npy", np.zeros(3, dtype=np.float32))
+    (where / "text.npz").write_text("cx,cy,ux\n1,2,3\n")
+    np.savez(where / "lengths.npz", **sector_arrays(px=np.zeros(5, dtype=np.float32)))
+    np.savez(where / "strings.npz", **sector_arrays(cx=np.array(["a", "b", "c"])))
+    np.savez(where / "complex.npz", **sector_arrays(cy=np.ones(3, dtype=np.complex64)))
+    np.savez(where / "overflow.npz", **sector_arrays(px=np.array([0.0, 1e300, 2.0])))
+    np.savez(where / "missing.npz", **{k: v for k, v in sector_arrays().items() if k != "px"})
+    np.savez(where / "table.npz", **sector_arrays(px=np.zeros((3, 2), dtype=np.float32)))
+    np.savez(where / "rows0.npz", **sector_arrays(0))
+    with zipfile.ZipFile(where / "notnpy.npz", "w") as archive:
+        archive.writestr("cx.npy", "not an array")
+    return where
+
+
+def snapshot(directory: Path) -> dict:
+    """Every entry: its type, mode, size and modification time."""
+    entries = {}
+    for path in sorted(directory.rglob("*")):
+        info = os.lstat(path)
+        entries[str(path.relative_to(directory))] = (info.st_mode, info.st_size, info.st_mtime_ns)
+    return entries
+
+
+RUN_LIKE = [
+    # timing settings
+    ("--min-time", "-1"),
+    ("--min-time", "0"),
+    ("--min-time", "nan"),
+    ("--min-time", "inf"),
+    ("--min-time", "-inf"),
+    ("--min-time", "11"),
+    ("--min-time", "soon"),
+    ("--repeat", "0"),
+    ("--repeat", "-3"),
+    ("--repeat", "1001"),
+    ("--repeat", "2.5"),
+    ("--max-minutes", "0"),
+    ("--max-minutes", "nan"),
+    # sizes and seeds
+    ("-n", "0"),
+    ("-n", "-1"),
+    ("-m", "0"),
+    ("-n", "ten"),
+    ("-n", "1e6"),
+    ("-n", "3000000", "-m", "3000000"),
+    ("-n", "100000000000"),
+    ("--repeat", "1000", "--min-time", "10"),
+    ("--seed", "-1"),
+    ("--seed", "x"),
+    ("--scene", "nonsense"),
+    ("--scene", ""),
+    # kernels, builds, ISAs
+    ("--kernels", ""),
+    ("--kernels", ",,"),
+    ("--kernels", "nope"),
+    ("--kernels", "noop[scalar b1, 6 arrays]"),
+    ("--kernels", "orient"),
+    ("--mode", "sideways"),
+    ("--mode", "inline", "--mode", "inline"),
+    ("--flags", "-O1", "--flags", "-O1"),
+    ("--flags", "-O1", "--flags", " -O1 "),
+    ("--flags", "-O2 '"),
+    ("--cc", "no-such-compiler-xyz"),
+    ("--cc", "/bin/true"),
+    ("--disable-isa", "nosuchisa"),
+    ("--disable-isa", ""),
+    ("--source", "no-such-file.c"),
+    ("--source", "adir"),
+    ("--source", str(DATA / "broken_kernels.c"), "--source", str(DATA / "broken_kernels.c")),
+    # outputs
+    ("--json", "/dev/null", "--force"),
+    ("--json", "fifo.json", "--force"),
+    ("--json", "existing.json"),
+    ("--json", "adir"),
+    ("--json", "file.txt/out.json"),
+    ("--json", "no-such-dir/out.json"),
+    ("--json", "/proc/x.json"),
+    ("--save", "--json", "fifo.json", "--force"),
+]
+
+ROWS = (
+    [("run", *TINY, *bad) for bad in RUN_LIKE]
+    + [("compare", *TINY, *bad) for bad in RUN_LIKE[::3]]
+    + [
+        # run's gate
+        ("run", *TINY, "--markdown", "gate.md"),
+        ("run", *TINY, "--normalize", "overhead"),
+        ("run", *TINY, "--alpha", "0.05"),
+        ("run", *TINY, "--baseline", "no-such.json"),
+        ("run", *TINY, "--baseline", "garbage.json"),
+        ("run", *TINY, "--baseline", "other-scene.json"),
+        ("run", *TINY, "--baseline", "ok.json", "--alpha", "0.7"),
+        ("run", *TINY, "--baseline", "ok.json", "--threshold", "25"),
+        ("run", *TINY, "--baseline", "ok.json", "--thresholds", "bad.toml"),
+        ("run", *TINY, "--baseline", "ok.json", "--json", "x.json", "--markdown", "x.json"),
+        ("run", *TINY, "--baseline", "ok.json", "--markdown", "fifo.json", "--force"),
+        ("run", *TINY, "--baseline", "ok.json", "--kernels", "basic"),
+        ("run", *TINY, "--baseline", "ok.json", "--normalize", "naive", "--kernels", "basic,sse2"),
+        # compare's own
+        ("compare", *TINY, "--preset", "nope"),
+        ("compare", *TINY, "--cc", "no-such-cc-1", "--cc", "no-such-cc-2"),
+        ("compare", *TINY, "--quick", "--repeat", "0"),
+        # verify
+        ("verify", "--seed", "-1"),
+        ("verify", "--seed", "1.5"),
+        ("verify", "--cases", "0"),
+        ("verify", "--show", "-1"),
+        ("verify", "--family", "nope"),
+        ("verify", "--kernels", ""),
+        ("verify", "--kernels", "nope"),
+        ("verify", "--kernels", "orient"),
+        ("verify", "--kernels", "sse2,sse2_nosqrt", "--disable-isa", "sse2"),
+        ("verify", "--source", str(DATA / "missing_isa_kernel.c"), "--kernels", "needs_fp16"),
+        ("verify", "--disable-isa", "nosuchisa"),
+        ("verify", "--flags", "-O2", "--flags", "-O2"),
+        ("verify", "--cc", "/bin/true"),
+        ("verify", "--json", "/dev/null", "--force"),
+        ("verify", "--json", "fifo.json", "--force"),
+        ("verify", "--json", "existing.json"),
+        ("verify", "--input", "no-such.npz"),
+        ("verify", "--input", "adir"),
+        ("verify", "--input", "empty.npz"),
+        ("verify", "--input", "corrupt.npz"),
+        ("verify", "--input", "array.npy"),
+        ("verify", "--input", "text.npz"),
+        ("verify", "--input", "lengths.npz"),
+        ("verify", "--input", "strings.npz"),
+        ("verify", "--input", "complex.npz"),
+        ("verify", "--input", "overflow.npz"),
+        ("verify", "--input", "missing.npz"),
+        ("verify", "--input", "table.npz"),
+        ("verify", "--input", "rows0.npz"),
+        ("verify", "--input", "notnpy.npz"),
+        ("verify", "--family", "triangle", "--input", "overflow.npz"),
+        # kernels
+        ("kernels", "--cc", "/bin/true"),
+        ("kernels", "--cc", "no-such-compiler-xyz"),
+        ("kernels", "--flags", "-O2 '"),
+        ("kernels", "--flags", "-O2", "--flags", "-O2"),
+        ("kernels", "--disable-isa", "nosuchisa"),
+        ("kernels", "--source", "no-such-file.c"),
+        # regress
+        ("regress",),
+        ("regress", "ok.json"),
+        ("regress", "no-such.json", "ok.json"),
+        ("regress", "garbage.json", "ok.json"),
+        ("regress", "ok.json", "other-scene.json"),
+        ("regress", "ok.json", "ok.json", "--alpha", "0"),
+        ("regress", "ok.json", "ok.json", "--threshold", "-1"),
+        ("regress", "ok.json", "ok.json", "--thresholds", "bad.toml"),
+        ("regress", "ok.json", "ok.json", "--markdown", "/dev/null", "--force"),
+        ("regress", "ok.json", "ok.json", "--markdown", "existing.json"),
+        ("regress", "ok.json", "ok.json", "--markdown", "file.txt/gate.md"),
+        # plot
+        ("plot", "ok.json"),
+        ("plot", "ok.json", "--out", "x.gif"),
+        ("plot", "ok.json", "--out", "existing.png"),
+        ("plot", "ok.json", "--out", "fifo.png", "--force"),
+        ("plot", "ok.json", "--out", "file.txt/x.png"),
+        ("plot", "ok.json", "ok.json", "--out", "x.png"),
+        ("plot", "--out", "x.png", "--chart", "trend"),
+        ("plot", "garbage.json", "--out", "x.png"),
+        ("plot", "ok.json", "--out", "x.png", "--chart", "pie"),
+        # the group
+        ("no-such-command",),
+        ("--no-such-option",),
+    ]
+)
+
+
+def test_the_table_is_large_enough():
+    assert len(ROWS) >= 80
+    assert {row[0] for row in ROWS} >= {"run", "compare", "verify", "kernels", "regress", "plot"}
+
+
+@pytest.mark.parametrize("args", ROWS, ids=[" ".join(row)[:80] for row in ROWS])
+def test_bad_input_is_one_line_exit_2_and_nothing_written(args, workdir, monkeypatch):
+    monkeypatch.chdir(workdir)
+    before = snapshot(workdir)
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sectorbench: "), result.stderr
+    assert "Traceback" not in result.stderr and 'File "' not in result.stderr
+    assert "internal error" not in result.stderr
+    assert result.stdout == ""
+    assert snapshot(workdir) == before

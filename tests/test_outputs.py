@@ -1,0 +1,192 @@
+"""Nothing a user saved is lost: output paths are checked before any work, only regular files
+are ever replaced, modes are kept, and SIGTERM cleans up like Ctrl-C.  Real files, a real FIFO,
+/dev/null, a real subprocess and signal."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sectorbench import SectorbenchError
+from sectorbench.cli import main
+from sectorbench.results import SCHEMA_VERSION, check_output, save_new, write_text_atomic
+
+SMALL = ["-n", "20", "-m", "500", "--repeat", "2", "--min-time", "0.001", "--flags", "-O2", "--kernels", "basic"]
+
+
+def invoke(*args, env=None):
+    return CliRunner().invoke(main, [str(a) for a in args], env=env)
+
+
+def one_line_error(result, *fragments):
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    """A build cache that stays empty unless something is compiled."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("SECTORBENCH_CACHE", str(cache))
+    return cache
+
+
+def test_force_never_replaces_a_fifo(tmp_path, empty_cache):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    one_line_error(invoke("run", *SMALL, "--json", fifo, "--force"), "is a FIFO", "only regular files")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert not any(empty_cache.iterdir()), "refused before anything was built"
+
+
+def test_force_never_replaces_dev_null():
+    before = os.stat("/dev/null")
+    one_line_error(invoke("run", *SMALL, "--json", "/dev/null", "--force"), "character device")
+    one_line_error(invoke("verify", "--json", "/dev/null", "--force"), "character device")
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev and after.st_ino == before.st_ino
+
+
+def test_a_directory_is_never_an_output(tmp_path):
+    directory = tmp_path / "out.json"
+    directory.mkdir()
+    with pytest.raises(SectorbenchError, match="is a directory"):
+        check_output(directory, overwrite=True)
+    assert invoke("run", *SMALL, "--json", directory, "--force").exit_code == 2
+    assert invoke("plot", "--out", directory, "--force", "--kernel", "basic").exit_code == 2
+    assert directory.is_dir() and not any(directory.iterdir())
+
+
+@pytest.mark.parametrize(
+    "where, fragment",
+    [
+        ("file.txt/out.json", "file.txt is a file, not a directory"),
+        ("no/such/dir/out.json", "does not exist"),
+        ("/proc/x.json", "cannot create files in /proc"),
+    ],
+)
+def test_an_output_that_cannot_be_written_is_refused_before_building(tmp_path, empty_cache, where, fragment):
+    (tmp_path / "file.txt").write_text("precious")
+    path = where if where.startswith("/") else tmp_path / where
+    one_line_error(invoke("run", *SMALL, "--json", path), fragment)
+    one_line_error(invoke("run", *SMALL, "--baseline", __file__, "--markdown", path), fragment)
+    one_line_error(invoke("compare", *SMALL, "--json", path), fragment)
+    one_line_error(invoke("verify", "--json", path), fragment)
+    assert not any(empty_cache.iterdir()), "refused before anything was built"
+    assert (tmp_path / "file.txt").read_text() == "precious"
+
+
+def test_save_is_checked_before_building(tmp_path, empty_cache, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("results").write_text("not a directory")
+    one_line_error(invoke("run", *SMALL, "--save"), "--save", "results is a file, not a directory")
+    one_line_error(invoke("compare", *SMALL, "--save"), "results is a file")
+    assert not any(empty_cache.iterdir())
+
+
+def test_the_same_file_twice_is_refused(tmp_path, empty_cache):
+    out = tmp_path / "x.json"
+    one_line_error(invoke("run", *SMALL, "--json", out, "--baseline", __file__, "--markdown", out), "same file")
+
+
+def test_replacing_keeps_the_mode_and_new_files_follow_the_umask(tmp_path):
+    kept = tmp_path / "kept.json"
+    kept.write_text("old")
+    os.chmod(kept, 0o640)
+    write_text_atomic(kept, "new", overwrite=True)
+    assert kept.read_text() == "new" and stat.S_IMODE(os.stat(kept).st_mode) == 0o640
+    for mask, mode in ((0o022, 0o644), (0o077, 0o600), (0o002, 0o664)):
+        previous = os.umask(mask)
+        try:
+            path = write_text_atomic(tmp_path / f"new-{mask:o}.json", "x")
+        finally:
+            os.umask(previous)
+        assert stat.S_IMODE(os.stat(path).st_mode) == mode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.json", "new-2.json", "new-22.json", "new-77.json"]
+
+
+def test_a_symbolic_link_is_written_through(tmp_path):
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    write_text_atomic(link, "new", overwrite=True)
+    assert link.is_symlink() and target.read_text() == "new"
+
+
+def test_save_new_never_replaces_a_saved_run(tmp_path):
+    from sectorbench.results import RunResult
+
+    result = RunResult(scene={}, env={}, config={}, results=[])
+    first, second = save_new(result, tmp_path), save_new(result, tmp_path)
+    assert first != second and first.exists() and second.exists()
+    assert json.loads(second.read_text())["schema"] == result.schema
+
+
+def test_incompatible_baseline_is_refused_before_building(tmp_path, empty_cache):
+    baseline = tmp_path / "baseline.json"
+    data = {
+        "schema": SCHEMA_VERSION,
+        "scene": {"kind": "uniform", "family": "sector", "seed": 7, "sectors": 20, "points": 500},
+    }
+    baseline.write_text(json.dumps({**data, "env": {}, "config": {}, "results": []}))
+    one_line_error(invoke("run", *SMALL, "--baseline", baseline), "different scene", "seed 7")
+    assert not any(empty_cache.iterdir())
+
+
+def test_baseline_missing_a_kernel_is_refused_before_timing(tmp_path):
+    """Known only once the build lists its kernels; refused before the plan line that precedes timing."""
+    row = {"kernel": "sse2", "family": "sector", "flags": "-O2", "cc": "cc", "mode": "inline", "status": "ok"}
+    scene = {"kind": "uniform", "family": "sector", "seed": 0, "sectors": 1000, "points": 100000}
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(
+        json.dumps({"schema": SCHEMA_VERSION, "scene": scene, "env": {}, "config": {}, "results": [row]})
+    )
+    started = time.monotonic()
+    result = invoke("run", "--flags", "-O2", "--cc", "cc", "--kernels", "basic", "--baseline", baseline)
+    one_line_error(result, "missing kernel sse2")
+    assert "plan:" not in result.stderr
+    assert time.monotonic() - started < 60  # measuring this scene would take longer
+
+
+def test_sigterm_removes_the_scratch_directory(tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sectorbench", "run", "-n", "1000", "-m", "100000", "--flags", "-O2"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list(scratch.glob("sectorbench-*/scene-*.npz")) and time.monotonic() < deadline:
+            assert process.poll() is None, process.stderr.read()
+            time.sleep(0.05)
+        assert list(scratch.glob("sectorbench-*")), "the run never made its scratch directory"
+        time.sleep(0.5)  # into the build or the measurement
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 143, process.stderr.read()
+    assert "terminated" in process.stderr.read()
+    assert list(scratch.iterdir()) == []

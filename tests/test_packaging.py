@@ -1,0 +1,24 @@
+"""What the wheel carries: every package of the source tree and the C sources (tools/wheel-check.sh installs it)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from sectorbench import build
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_package_is_listed_for_the_wheel():
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {
+        ".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "sectorbench").rglob("__init__.py")
+    } | {"sectorbench.kernels_c"}
+    assert on_disk == listed
+
+
+def test_the_c_sources_are_found_as_package_data():
+    assert (build.KERNELS_DIR / "sb_abi.h").is_file()
+    assert (build.KERNELS_DIR / "registry.c").is_file()
+    assert build.KERNELS_DIR.samefile(ROOT / "kernels_c")  # the development install reads the checkout's files
