@@ -152,7 +152,7 @@ def test_turning_sector_lookup_contains_the_tight_box():
         assert turning.contains(turning.direct_box(r, theta, phi), r, theta, phi).all(), theta
         worst = max(worst, float(turning.excess(box, r, theta, phi).max()))
         unpadded = box - np.float32(float(r) * turning.PAD_LOOKUP) * np.array([1, 1, -1, -1], np.float32)
-        unpadded_short += int((~turning.contains(unpadded, r, theta, phi)).sum())
+        unpadded_short += int(turning.cuts(unpadded, r, theta, phi).sum())
     # the box exceeds the tight box by its pad (16 units of r 2^-24) plus rounding
     assert worst < 24
     # without the pad, rounding cuts the sector: the pad is needed

@@ -124,3 +124,8 @@ def excess(box, r, theta, phi) -> np.ndarray:
 def contains(box, r, theta, phi) -> np.ndarray:
     """Per side: the box contains the sector, soundly (by more than SLACK r)."""
     return excess(box, r, theta, phi) > SLACK * 2.0**24
+
+
+def cuts(box, r, theta, phi) -> np.ndarray:
+    """Per side: the box surely cuts the sector (lies inside by more than SLACK r)."""
+    return excess(box, r, theta, phi) < -SLACK * 2.0**24
