@@ -155,9 +155,28 @@ __attribute__((target("avx512f,avx512dq"))) static void k_scan_avx512(const floa
 #endif
 
 /* hill */
+/* a*b - c*d and a*b + c*d with both products rounded: a compiler allowed to contract
+ * (FMA hardware, -march=native) would compute fma(a, b, -c*d), whose sign is not
+ * antisymmetric — the cross product of e0 with itself comes out as +-tiny instead of 0,
+ * so e0 lands in the wrong half-plane and the search goes to the far side of the polygon
+ * (verify found margins of 1.7e7 at -O3 -march=native before the products were pinned). */
+static inline float diff_of_products(float a, float b, float c, float d) {
+    float p = a * b, q = c * d;
+    SB_NO_CONTRACT(p);
+    SB_NO_CONTRACT(q);
+    return p - q;
+}
+
+static inline float sum_of_products(float a, float b, float c, float d) {
+    float p = a * b, q = c * d;
+    SB_NO_CONTRACT(p);
+    SB_NO_CONTRACT(q);
+    return p + q;
+}
+
 static inline int half_of(float e0x, float e0y, float wx, float wy) {
-    float cr = e0x * wy - e0y * wx;
-    float dt = e0x * wx + e0y * wy;
+    float cr = diff_of_products(e0x, wy, e0y, wx);
+    float dt = sum_of_products(e0x, wx, e0y, wy);
     return (cr < 0.0f) | ((cr == 0.0f) & (dt < 0.0f));
 }
 
@@ -165,7 +184,7 @@ static inline int half_of(float e0x, float e0y, float wx, float wy) {
 static inline int ang_less(float e0x, float e0y, float ex, float ey, float tx, float ty,
                            int ht) {
     int he = half_of(e0x, e0y, ex, ey);
-    int same_less = (ex * ty - ey * tx) > 0.0f;
+    int same_less = diff_of_products(ex, ty, ey, tx) > 0.0f;
     return (he < ht) | ((he == ht) & same_less);
 }
 

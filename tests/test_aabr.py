@@ -177,3 +177,14 @@ def test_scenes_are_reproducible(kind):
     a, b = scenes.generate(kind, 3, 20, 7), scenes.generate(kind, 3, 20, 7)
     assert a.digest() == b.digest()
     assert scenes.generate(kind, 3, 20, 8).digest() != a.digest()
+
+
+def test_hill_survives_fma_contraction():
+    """-march=native lets the compiler fuse a*b - c*d into an FMA, whose sign is not
+    antisymmetric: hill's half-plane tests then misplace e0 itself (margins of 1.7e7
+    before its products were pinned)."""
+    from sectorbench.build import BuildConfig
+
+    native = BuildConfig.parse("-O3 -march=native")
+    result = verify(VerifyConfig(family="aabr", cases=200, kernels=("hill",), builds=(native,)))
+    assert result.passed and result.kernels[0].mismatches["logic-bug"] == 0, result.kernels[0].failing[:2]
