@@ -188,3 +188,10 @@ def test_hill_survives_fma_contraction():
     native = BuildConfig.parse("-O3 -march=native")
     result = verify(VerifyConfig(family="aabr", cases=200, kernels=("hill",), builds=(native,)))
     assert result.passed and result.kernels[0].mismatches["logic-bug"] == 0, result.kernels[0].failing[:2]
+
+
+def test_verify_input_files_are_refused_with_a_reason(tmp_path):
+    path = tmp_path / "cases.npz"
+    np.savez(path, poly=np.zeros(1, np.float32))
+    out = CliRunner().invoke(main, ["verify", "--family", "aabr", "--input", str(path), "--flags", "-O2"])
+    assert out.exit_code == 2 and "reads no case files" in out.output, out.output

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ... import SectorbenchError
 from ...scenes import make_scene
 from .. import register
 from ..base import Family, Reference
@@ -71,6 +72,11 @@ class AabrFamily(Family):
 
     def cases(self, count, seed):
         return aabr_cases.all_cases(self, count, seed)
+
+    def input_cases(self, path):
+        raise SectorbenchError(
+            f"verify --input: the aabr family reads no case files yet ({path}); its cases are generated"
+        )
 
     def loop_scene(self, n, m, rng):
         """n polygons (random and regular, 3 .. 64 vertices) at m random rotations."""
