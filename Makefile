@@ -8,7 +8,7 @@ SB     := $(BIN)/sectorbench
 # The CI gate's scene: small enough for a CI job, large enough that samples are >= 10 ms.
 GATE_RUN := run -n 300 -m 30000 --flags -O2 --repeat 15
 
-.PHONY: run test lint wheel-check bench bench-article verify mutation baseline regress gate-selftest clean
+.PHONY: run test lint wheel-check bench bench-article bench-aabr verify mutation baseline regress gate-selftest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,10 +48,16 @@ bench-article: $(STAMP)
 	$(SB) compare --preset article --save
 	$(SB) compare --save
 
+## bench-aabr: issue 13's crossover (BCS against scans and hill, 4 .. 1024 vertices, random and
+##             coherent rotations) -> results/bench-aabr-<date>.json and .png
+bench-aabr: $(STAMP)
+	$(BIN)/python tools/bench_aabr.py
+
 ## verify: every default kernel of both families against the exact oracle
 verify: $(STAMP)
 	$(SB) verify --flags -O2 --flags "-O2 -ffast-math"
 	$(SB) verify --family triangle --flags -O2 --flags "-O2 -ffast-math"
+	$(SB) verify --family aabr --flags -O2 --flags "-O2 -ffast-math"
 
 ## mutation: verify's mutation score on tests/data's mutants (all caught) and correct variants (all pass)
 mutation: $(STAMP)

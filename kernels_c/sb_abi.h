@@ -56,6 +56,8 @@ typedef struct sb_kernel {
     /* Optional: an index built once per scene before timing (its time is reported apart), and its release. */
     void *(*prepare)(const sb_scene *scene);
     void (*release)(void *prepared);
+    /* Optional: the memory of what prepare() built, in bytes (reported with its build time). */
+    int64_t (*prepared_bytes)(const void *prepared);
 } sb_kernel;
 
 /* Every kernel row linked into this library, in link order. */

@@ -72,6 +72,8 @@ class CaseSet:
     source: np.ndarray = field(default=None)
     #: index of the set's first row among all rows of the run (batches are numbered on)
     first_row: int = 0
+    #: the family's extra arrays (Family.extra_arrays) the rows refer to, e.g. polygons
+    extra: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.group)
@@ -81,10 +83,12 @@ class CaseSet:
         columns = {k: v[rows] for k, v in self.columns.items()}
         if shift:
             columns = {k: np.concatenate([np.repeat(v[:1], shift), v]) for k, v in columns.items()}
-        return make_scene("verify", self.family, columns, layout="pairs")
+        return make_scene("verify", self.family, columns, layout="pairs", extra=self.extra)
 
 
-def case_set(family, parts: list[tuple[str, Mapping[str, np.ndarray]]], sources=None, first_row: int = 0) -> CaseSet:
+def case_set(
+    family, parts: list[tuple[str, Mapping[str, np.ndarray]]], sources=None, first_row: int = 0, extra=None
+) -> CaseSet:
     """A CaseSet from (group, columns) pieces, completed and converted to float32 by the family."""
     names = (*family.shape_arrays, *family.point_arrays)
     pieces, groups = [], []
@@ -102,6 +106,7 @@ def case_set(family, parts: list[tuple[str, Mapping[str, np.ndarray]]], sources=
         np.concatenate(groups) if groups else np.zeros(0, dtype=object),
         source,
         first_row,
+        dict(extra or {}),
     )
 
 

@@ -8,6 +8,7 @@ from collections import Counter
 from rich.table import Table
 from rich.text import Text
 
+from . import SectorbenchError
 from .build import build_label
 from .gate import OVERHEAD, row_label
 from .kernels import Kernel
@@ -46,6 +47,17 @@ def _ms(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds * 1e3:.2f}"
 
 
+def _family(results: list[KernelResult]):
+    """The results' family (what its count loops return), or the boolean default for a saved
+    run whose family this installation does not know."""
+    from .families import Family, get
+
+    try:
+        return get(results[0].family) if results else Family()
+    except SectorbenchError:
+        return Family()
+
+
 def majority_hits(results: list[KernelResult]) -> int | None:
     counts = Counter(r.hits for r in results if r.status == "ok" and r.hits is not None)
     return counts.most_common(1)[0][0] if counts else None
@@ -71,9 +83,22 @@ def run_table(run: RunResult) -> Table:
         table.add_column("mode")
     if show_threads:
         table.add_column("threads", justify="right")
-    numbers = ["hit %", "median ms", "min ms", "spread", "NoOp ms", "net ms", "ns/test", "speedup", "cyc/test"]
+    family = _family(results)
+    numbers = [
+        family.count_column,
+        "median ms",
+        "min ms",
+        "spread",
+        "NoOp ms",
+        "net ms",
+        "ns/test",
+        "speedup",
+        "cyc/test",
+    ]
     numbers += ["bound", "% bound"] if show_bound else []
     numbers += ["IPC"] if show_counters else []
+    show_index = any(r.index_build_s is not None for r in results)
+    numbers += ["index ms", "index KB"] if show_index else []
     for name in numbers:
         table.add_column(name, justify="right")
     table.add_column("notes")
@@ -91,9 +116,9 @@ def run_table(run: RunResult) -> Table:
             cells += ["–"] * len(numbers) + [Text(f"{r.status}: {r.reason}", style=style)]
             table.add_row(*cells)
             continue
-        hit = Text(f"{r.hit_rate * 100:.4f}")
+        hit = Text(family.count_cell(r.hits, r.tests))
         if majority is not None and r.hits != majority:
-            hit = Text(f"{r.hit_rate * 100:.4f} ({r.hits - majority:+d})", style="magenta")
+            hit = Text(f"{family.count_cell(r.hits, r.tests)} ({r.hits - majority:+d})", style="magenta")
         row_notes = []
         for warning in r.warnings:
             if warning not in notes:
@@ -114,6 +139,8 @@ def run_table(run: RunResult) -> Table:
             cells += [_number(r.bound_cycles_per_test), _number(r.percent_of_bound, ".0f")]
         if show_counters:
             cells.append(_number(r.ipc, ".2f"))
+        if show_index:
+            cells += [_ms(r.index_build_s), "–" if r.index_bytes is None else f"{r.index_bytes / 1024:.1f}"]
         table.add_row(*cells, " ".join(row_notes))
     captions = []
     if majority is not None and any(r.hits != majority for r in results if r.status == "ok"):

@@ -74,6 +74,8 @@ class KernelResult:
     counted_cycles_per_test: float | None = None  # hardware counters, where perf_event_open works
     instructions_per_test: float | None = None
     ipc: float | None = None
+    index_build_s: float | None = None  # a kernel's prepared index (prepare hook): build time, apart from timing
+    index_bytes: int | None = None  # and its memory
 
     @property
     def percent_of_bound(self) -> float | None:

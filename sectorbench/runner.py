@@ -389,6 +389,9 @@ def _result(
         jit_s=getattr(mine, "jit_s", None),
         **_cycles(mine, clock_mhz, scene.tests, loop, threads),
     )
+    index, problem = _index(session, kernel)
+    timing.update(index)
+    warnings += [problem] if problem else []
     if (getattr(mine, "jit_s", None) or 0) >= JIT_NOTE_S:
         warnings.append(f"{kernel.name}: its first call (JIT compilation) took {mine.jit_s:.2f} s, before timing")
     if overhead.failure is not None or not overhead.samples:
@@ -408,6 +411,16 @@ def _result(
         warnings=warnings + list(net.warnings),
         **base,
     )
+
+
+def _index(session: BuildSession, kernel: Kernel) -> tuple[dict, str | None]:
+    """The build time and memory of the kernel's prepared index, if its row has one."""
+    if kernel.is_peer:
+        return {}, None
+    try:
+        return session.worker.request("index", kernel=kernel.name), None
+    except SectorbenchError as exc:  # the kernel ran, so this is unexpected: say so, keep the timing
+        return {}, f"its index's build time is unknown: {exc}"
 
 
 def _cycles(series: Series, clock_mhz: list[float], tests: int, loop, threads: int) -> dict:

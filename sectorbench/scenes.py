@@ -48,6 +48,8 @@ class Scene:
     layout: str = "grid"
     #: The family's name for its shapes ("sectors"): the key of N in describe().
     shape_noun: str = "shapes"
+    #: The family's extra arrays (Family.extra_arrays): data of other lengths or types.
+    extra: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def stride(self) -> int:
@@ -68,6 +70,9 @@ class Scene:
         for name in sorted(self.arrays):
             sha.update(name.encode())
             sha.update(self.column(name).tobytes())
+        for name in sorted(self.extra):
+            sha.update(f"extra {name}".encode())
+            sha.update(np.ascontiguousarray(self.extra[name]).tobytes())
         return sha.hexdigest()
 
     def describe(self) -> dict:
@@ -96,9 +101,15 @@ def aligned_array(values: np.ndarray, length: int) -> np.ndarray:
 
 
 def make_scene(
-    kind: str, family: str, columns: Mapping[str, np.ndarray], seed: int | None = None, layout: str = "grid"
+    kind: str,
+    family: str,
+    columns: Mapping[str, np.ndarray],
+    seed: int | None = None,
+    layout: str = "grid",
+    extra: Mapping[str, np.ndarray] | None = None,
 ) -> Scene:
-    """Wrap a family's float32 columns (shape and point arrays) in an aligned, padded Scene."""
+    """Wrap a family's float32 columns (shape and point arrays) in an aligned, padded Scene,
+    with its extra arrays (Family.extra_arrays) as 64-byte aligned read-only copies."""
     from .families import get
 
     owner = get(family)
@@ -117,9 +128,37 @@ def make_scene(
     arrays.update(
         {name: aligned_array(np.asarray(columns[name], dtype=np.float32), length) for name in owner.point_arrays}
     )
+    extra = extra or {}
+    missing = [name for name in owner.extra_arrays if name not in extra]
+    if missing:
+        raise SectorbenchError(f"{family} scene lacks extra arrays: {', '.join(missing)}")
+    extras = {name: aligned_extra(extra[name], dtype) for name, dtype in owner.extra_arrays.items()}
     return Scene(
-        kind, family, seed, n_shapes, n_points, MappingProxyType(arrays), owner.point_arrays, layout, owner.shape_noun
+        kind,
+        family,
+        seed,
+        n_shapes,
+        n_points,
+        MappingProxyType(arrays),
+        owner.point_arrays,
+        layout,
+        owner.shape_noun,
+        MappingProxyType(extras),
     )
+
+
+def aligned_extra(values: np.ndarray, dtype) -> np.ndarray:
+    """A read-only, 64-byte aligned copy of an extra array, zero-padded by PAD_FLOATS elements."""
+    values = np.asarray(values, dtype=dtype)
+    itemsize = np.dtype(dtype).itemsize
+    length = len(values) + PAD_FLOATS
+    buffer = np.zeros(length * itemsize + ALIGN_BYTES, dtype=np.uint8)
+    offset = (-buffer.ctypes.data) % ALIGN_BYTES
+    array = buffer[offset : offset + length * itemsize].view(dtype)
+    array[: len(values)] = values
+    array = array[: len(values)]
+    array.flags.writeable = False
+    return array
 
 
 def check_size(n: int, m: int, shape_arrays: int = MAX_SHAPE_ARRAYS, point_arrays: int = 2) -> None:

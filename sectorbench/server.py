@@ -20,6 +20,10 @@ import numpy as np
 from .kernels import Kernel, disabled_features, parse_takes, skip_reason
 from .worker import load_scene
 
+#: A prepared index is built this many times; the fastest build is its build time (the
+#: first build also pays for page faults of fresh memory).
+INDEX_BUILDS = 3
+
 
 def fp_environment() -> dict:
     """Whether this process flushes subnormal results / treats subnormal inputs as zero."""
@@ -56,6 +60,7 @@ class Server:
                 self.rows[kernel.name] = row
                 self.kernels[kernel.name] = kernel
         self.scene = None
+        self._indexes: dict[str, tuple] = {}  # kernel -> (row, prepared index, its build time and bytes)
         self._c_scenes: dict[tuple, object] = {}
         self._keep_alive: list = []
         self._pools: dict[int, ThreadPoolExecutor] = {}
@@ -104,7 +109,9 @@ class Server:
     def _c_scenes_for(self, kernel: Kernel, threads: int = 1) -> list:
         """The scene as the kernel reads it (its shape arrays in the order of its `takes`),
         as one sb_scene per thread, each testing a contiguous share of the shapes."""
-        key = (kernel.takes, threads)
+        row = None if kernel.is_peer else self.rows[kernel.name]
+        prepared = row is not None and row.prepare != self.ffi.NULL
+        key = (kernel.takes, threads, kernel.name if prepared else None)
         if key not in self._c_scenes:
             scene = self.scene
             bounds = [scene.n_shapes * t // threads for t in range(threads + 1)]
@@ -120,18 +127,57 @@ class Server:
                     c_scene.point[k] = self._pointer(scene.arrays[name])
                 for k, name in enumerate(kernel.takes):
                     c_scene.shape[k] = self._pointer(scene.arrays[name])
+                for k, name in enumerate(scene.extra):
+                    c_scene.extra[k] = self._pointer(scene.extra[name], "char[]")
                 self._keep_alive.append(c_scene)
                 parts.append(c_scene)
+            if prepared:
+                index = self._prepare(row, parts[0])
+                for c_scene in parts:
+                    c_scene.prepared = index
             self._c_scenes[key] = parts
         return self._c_scenes[key]
 
     def _c_scene(self, kernel: Kernel):
         return self._c_scenes_for(kernel)[0]
 
-    def _pointer(self, array):
-        pointer = self.ffi.from_buffer("float[]", array)
+    def _pointer(self, array, ctype: str = "float[]"):
+        pointer = self.ffi.from_buffer(ctype, array)
         self._keep_alive.append(pointer)
         return pointer
+
+    def _prepare(self, row, c_scene):
+        """Build the row's index for the scene (the best of INDEX_BUILDS builds is its
+        build time); released when the scene changes."""
+        name = self._text(row.name)
+        seconds = []
+        for _ in range(INDEX_BUILDS):
+            start = time.perf_counter_ns()
+            index = row.prepare(c_scene)
+            seconds.append((time.perf_counter_ns() - start) / 1e9)
+            if index == self.ffi.NULL:
+                raise MemoryError(f"{name}: prepare() returned NULL (out of memory?)")
+            if len(seconds) < INDEX_BUILDS:
+                row.release(index)
+        size = int(row.prepared_bytes(index)) if row.prepared_bytes != self.ffi.NULL else None
+        self._indexes[name] = (row, index, {"index_build_s": min(seconds), "index_bytes": size})
+        return index
+
+    def _release_indexes(self) -> None:
+        for row, index, _ in self._indexes.values():
+            if row.release != self.ffi.NULL:
+                row.release(index)
+        self._indexes = {}
+
+    def index(self, msg):
+        """The kernel's prepared index on the current scene: its build time and memory
+        ({} for a kernel without one)."""
+        kernel = self.kernels[msg["kernel"]]
+        if kernel.is_peer or self.rows[kernel.name].prepare == self.ffi.NULL:
+            return {}
+        self._runnable_row(kernel.name)
+        self._c_scene(kernel)
+        return self._indexes[kernel.name][2]
 
     # ---------------------------------------------------------------- requests
 
@@ -148,6 +194,7 @@ class Server:
         }
 
     def load(self, msg):
+        self._release_indexes()
         self.scene = load_scene(Path(msg["path"]))
         self._c_scenes, self._keep_alive = {}, [self.scene]
         return {"tests": self.scene.tests}
@@ -233,7 +280,7 @@ class Server:
 
         row = self._runnable_row(msg["kernel"])
         kernel, scene = self.kernels[msg["kernel"]], self.scene
-        dtype = get(scene.family).answer_dtype
+        dtype, width = get(scene.family).answer_dtype, get(scene.family).answer_width
         if kernel.is_peer:
             arrays = {name: scene.column(name) for name in scene.arrays}
             result = row.pairs(arrays) if scene.layout == "pairs" else row.grid(arrays, scene.n_shapes)
@@ -241,13 +288,15 @@ class Server:
             return {"answers": int(result.size)}
         c_scene = self._c_scene(kernel)
         if scene.layout == "pairs":
-            out = np.zeros(scene.stride, dtype=dtype)
+            out = np.zeros(scene.stride * width, dtype=dtype)
             row.eval_pairs(c_scene, self.ffi.from_buffer(out))
-            result = out[: scene.n_points]
+            result = out.reshape(scene.stride, width)[: scene.n_points]
         else:
-            out = np.zeros(scene.n_shapes * scene.stride, dtype=dtype)
+            out = np.zeros(scene.n_shapes * scene.stride * width, dtype=dtype)
             row.eval_grid(c_scene, self.ffi.from_buffer(out))
-            result = out.reshape(scene.n_shapes, scene.stride)[:, : scene.n_points]
+            result = out.reshape(scene.n_shapes, scene.stride, width)[:, : scene.n_points]
+        if width == 1:
+            result = result[..., 0]
         np.save(msg["out"], result)
         return {"answers": int(result.size)}
 
@@ -273,6 +322,7 @@ class Server:
             "sample": self.sample,
             "evaluate": self.evaluate,
             "clock": self.clock,
+            "index": self.index,
         }[msg["op"]]
         return handler(msg)
 

@@ -321,7 +321,9 @@ def _answers(session, family, tallies: list[_Tally], case_set, scratch) -> dict:
     rows = np.arange(max(0, min(GRID_CHECK_ROWS - case_set.first_row, len(case_set))))
     if len(rows):
         sample = case_set.scene(rows)
-        grid = make_scene("grid check", case_set.family, {k: sample.column(k) for k in sample.arrays})
+        grid = make_scene(
+            "grid check", case_set.family, {k: sample.column(k) for k in sample.arrays}, extra=sample.extra
+        )
         session.worker.load(grid, scratch)
         for tally in list(answers):
             try:
@@ -339,10 +341,12 @@ def _judge(family, tally: _Tally, case_set, reference, answers, unstable, config
     kernel = tally.kernel
     inputs = family.inputs(kernel)
     applicable = family.applicable(kernel, case_set)
-    mismatch = (family.compare(kernel, case_set, reference, answers) | unstable) & applicable
+    compared = family.compare(kernel, case_set, reference, answers)
+    compared, margin = compared if isinstance(compared, tuple) else (compared, reference.margin)
+    mismatch = (compared | unstable) & applicable
     special = exact.has_special_input(*(case_set.columns[name] for name in inputs))
     exact_rows = reference.exact
-    margin = np.where(np.isnan(reference.margin), np.inf, reference.margin)
+    margin = np.where(np.isnan(margin), np.inf, margin)
     # Rounding explains a mismatch only where float32 rounds; special inputs count
     # against a kernel only where rounding (underflow included) cannot explain it.
     klass = np.select(
@@ -433,7 +437,7 @@ def _grid_pairs(family, scene):
     n, m = scene.n_shapes, scene.n_points
     columns = {name: np.repeat(scene.column(name), m) for name in family.shape_arrays}
     columns.update({name: np.tile(scene.column(name), n) for name in family.point_arrays})
-    return cases.case_set(family, [("loop check", columns)])
+    return cases.case_set(family, [("loop check", columns)], extra=scene.extra)
 
 
 def hex_float(value) -> str:

@@ -22,6 +22,8 @@ from . import SectorbenchError
 from .kernels import DISABLE_ISA_ENV, Kernel, disabled_features
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+#: Saved scenes name a family's extra arrays with this prefix (apart from its columns).
+EXTRA_PREFIX = "extra:"
 
 
 class WorkerCrashed(SectorbenchError):
@@ -170,7 +172,8 @@ def save_scene(scene, directory: Path) -> Path:
     path = Path(directory) / f"scene-{scene.digest()[:16]}.npz"
     if not path.exists():
         meta = json.dumps({"kind": scene.kind, "family": scene.family, "seed": scene.seed, "layout": scene.layout})
-        np.savez(path, __meta__=np.array(meta), **{name: scene.column(name) for name in scene.arrays})
+        extra = {EXTRA_PREFIX + name: values for name, values in scene.extra.items()}
+        np.savez(path, __meta__=np.array(meta), **{name: scene.column(name) for name in scene.arrays}, **extra)
     return path
 
 
@@ -179,5 +182,6 @@ def load_scene(path: Path):
 
     with np.load(path) as data:
         meta = json.loads(str(data["__meta__"]))
-        columns = {name: data[name] for name in data.files if name != "__meta__"}
-        return make_scene(meta["kind"], meta["family"], columns, meta["seed"], meta["layout"])
+        columns = {name: data[name] for name in data.files if name != "__meta__" and not name.startswith(EXTRA_PREFIX)}
+        extra = {name[len(EXTRA_PREFIX) :]: data[name] for name in data.files if name.startswith(EXTRA_PREFIX)}
+        return make_scene(meta["kind"], meta["family"], columns, meta["seed"], meta["layout"], extra)

@@ -19,6 +19,7 @@ __all__ = ["BooleanFamily", "Family", "Reference", "all_families", "family_of_sc
 BUILTIN = (
     "sectorbench.families.sector",
     "sectorbench.families.triangle",
+    "sectorbench.families.aabr",
 )
 FAMILIES_ENV = "SECTORBENCH_FAMILIES"
 

@@ -51,6 +51,16 @@ class Family:
     scenes: Mapping[str, SceneGenerator] = {}
     default_rounding_bound: float = 8.0  # verify's bound for a row that declares none
     answer_dtype = np.uint8  # what eval_grid / eval_pairs write per test
+    answer_width: int = 1  # values of answer_dtype per test (aabr: four vertex indices)
+    #: Family data of other lengths or types (name -> numpy dtype), in sb_scene.extra[] order:
+    #: a scene carries them in Scene.extra (e.g. polygon vertices, shared by many shapes).
+    extra_arrays: Mapping[str, type] = {}
+
+    #: What a count loop returns, as `run`'s table shows it (a boolean family: hits).
+    count_column = "hit %"
+
+    def count_cell(self, hits: int, tests: int) -> str:
+        return f"{hits / tests * 100:.4f}"
 
     # ---- kernels
     def inputs(self, kernel) -> tuple[str, ...]:
@@ -100,8 +110,9 @@ class Family:
 
     def compare(
         self, kernel, case_set: CaseSet, reference: Reference, answers: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(mismatch, margin) per row."""
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        """mismatch per row, or (mismatch, margin) when the margin depends on the answer
+        (which of several wrong answers the kernel gave); else reference.margin is used."""
         raise NotImplementedError
 
     def loop_scene(self, n: int, m: int, rng: np.random.Generator):

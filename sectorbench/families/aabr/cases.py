@@ -1,0 +1,200 @@
+"""verify's cases for the aabr family: polygons, each with rotations built to break kernels.
+
+Each group is one CaseSet (rows of (poly, angle, c, s); the polygons in its extra
+arrays), its polygons' rotations contiguous, so coherent sequences stay coherent.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...cases import CaseSet, Part, case_set
+from .polygons import (
+    F32,
+    coherent_angles,
+    convexity,
+    ellipse_polygon,
+    pack,
+    random_angles,
+    record_keys,
+    regular_polygon,
+    rotation_inputs,
+)
+
+SIZES = (3, 4, 5, 6, 8, 12, 16, 32, 64, 128, 256, 1024)
+#: Rotations per polygon in the random and coherent groups.
+ROTATIONS = 64
+#: Record keys sampled per polygon in the boundary groups (each at -2 .. +2 ulp).
+KEYS_PER_POLYGON = 200
+ULPS = (-2, -1, 0, 1, 2)
+
+
+def ulp_steps(values: np.ndarray, steps) -> np.ndarray:
+    """Each float32 value moved by each of `steps` ulps (flattened, value-major)."""
+    out = []
+    for v in np.asarray(values, F32):
+        for k in steps:
+            w = F32(v)
+            for _ in range(abs(k)):
+                w = np.nextafter(w, F32(np.inf) if k > 0 else F32(-np.inf))
+            out.append(w)
+    return np.array(out, F32)
+
+
+def boundary_angles(rng, x, y, keys_per_polygon=KEYS_PER_POLYGON) -> dict:
+    """Rotations at and next to (+-1, +-2 ulp) the BCS's record keys, in increasing order."""
+    keys = record_keys(x, y)
+    if len(keys) > keys_per_polygon:
+        keys = np.sort(rng.choice(keys, keys_per_polygon, replace=False))
+    return rotation_inputs(np.concatenate([[0.0], ulp_steps(keys, ULPS)]))
+
+
+def special_angles() -> dict:
+    """0 and the float32 multiples of pi/4, +-1 ulp: exact and near ties on regular polygons."""
+    base = np.array([k * np.pi / 4 for k in range(8)], F32)
+    return rotation_inputs(ulp_steps(base, (-1, 0, 1)))
+
+
+def scaled(polygon, k):
+    x, y = polygon
+    return (x.astype(np.float64) * k).astype(F32), (y.astype(np.float64) * k).astype(F32)
+
+
+def near_duplicates(rng, n):
+    """An ellipse polygon with 4 vertices repeated 0 .. 4 ulps away (float32 makes tiny loops)."""
+    x, y = ellipse_polygon(rng, n)
+    xs, ys = list(x), list(y)
+    for _ in range(4):
+        i, u = int(rng.integers(len(xs))), int(rng.choice([0, 1, 2, 4])) * int(rng.choice([-1, 1]))
+        mode = int(rng.integers(3))
+        xs.insert(i + 1, ulp_steps([xs[i]], (u,))[0] if mode != 1 else xs[i])
+        ys.insert(i + 1, ulp_steps([ys[i]], (u,))[0] if mode != 0 else ys[i])
+    return np.array(xs, F32), np.array(ys, F32)
+
+
+def lattice(rng, radius):
+    """Hull of random integer points with every lattice point of its edges: exact collinear
+    runs and axis-aligned edges (exact ties at 0)."""
+    from .polygons import orient
+
+    while True:
+        pts = sorted({(int(a), int(b)) for a, b in rng.integers(-radius, radius + 1, (int(rng.integers(5, 40)), 2))})
+        hull = []
+        for chain in (pts, pts[::-1]):
+            start = len(hull)
+            for p in chain:
+                while len(hull) >= start + 2 and orient(*hull[-2], *hull[-1], *p) <= 0:
+                    hull.pop()
+                hull.append(p)
+            hull.pop()
+        if len(hull) >= 3:
+            break
+    xs, ys = [], []
+    for i, (a, b) in enumerate(hull):
+        c, d = hull[(i + 1) % len(hull)]
+        g = math.gcd(abs(c - a), abs(d - b))
+        for t in range(g):
+            xs.append(a + (c - a) * t // g)
+            ys.append(b + (d - b) * t // g)
+    x, y = np.array(xs, np.float64), np.array(ys, np.float64)
+    return (x - np.round(x.mean())).astype(F32), (y - np.round(y.mean())).astype(F32)
+
+
+def square():
+    return np.array([1, -1, -1, 1], F32), np.array([1, 1, -1, -1], F32)
+
+
+def _group_rows(rng, count: int, polygon, angles) -> list:
+    """Polygons from polygon(rng, i) until about `count` rows, each with angles(rng, x, y)."""
+    out, rows, i = [], 0, 0
+    while rows < count:
+        x, y = polygon(rng, i)
+        a = angles(rng, x, y)
+        out.append(((x, y), a))
+        rows += len(a["angle"])
+        i += 1
+    return out
+
+
+def _mixed(rng, x, y):
+    """Random, coherent and record-boundary rotations for one polygon."""
+    parts = [random_angles(rng, ROTATIONS // 2), boundary_angles(rng, x, y, 40)]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _sized(rng, i):
+    return ellipse_polygon(rng, SIZES[i % len(SIZES)])
+
+
+def _regular(rng, i):
+    n = SIZES[i % len(SIZES)]
+    return regular_polygon(n, 1.0, i // len(SIZES) % 2, int(rng.integers(n)))
+
+
+def _regular_angles(rng, x, y):
+    parts = [special_angles(), boundary_angles(rng, x, y, 60)]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _needle(rng, i):
+    return ellipse_polygon(rng, SIZES[i % 9], 1e6, (1e-12, 1e-11), rotate=False)
+
+
+#: (group, rows it aims at per --cases row, polygon(rng, i), angles(rng, x, y))
+GROUPS = (
+    ("ellipse random", 1.0, _sized, lambda r, x, y: random_angles(r, ROTATIONS)),
+    ("ellipse coherent", 0.5, _sized, lambda r, x, y: coherent_angles(r, ROTATIONS)),
+    ("record boundaries +-2 ulp", 1.0, _sized, boundary_angles),
+    ("regular", 0.5, _regular, _regular_angles),
+    ("square", 0.0, lambda r, i: square(), lambda r, x, y: special_angles()),
+    ("near-duplicate vertices", 0.25, lambda r, i: near_duplicates(r, SIZES[1:][i % (len(SIZES) - 1)]), _mixed),
+    ("collinear lattice", 0.25, lambda r, i: lattice(r, int(r.choice([10, 100, 1000]))), _mixed),
+    ("lattice x2^20", 0.1, lambda r, i: scaled(lattice(r, 100), 2.0**20), _mixed),
+    ("huge 1e6", 0.1, lambda r, i: scaled(_sized(r, i), 1e6), _mixed),
+    ("tiny 1e-6", 0.1, lambda r, i: scaled(_sized(r, i), 1e-6), _mixed),
+    ("needle 1e6 x 1e-6", 0.1, _needle, _mixed),
+)
+
+
+def group_rows(count: int, share: float) -> int:
+    return max(1, int(count * share))
+
+
+def case_parts(count: int) -> list[Part]:
+    """The groups as Parts (for verify's time estimate; case_batches builds them)."""
+    return [Part(group, group_rows(count, share), lambda rng, units: {}) for group, share, _, _ in GROUPS]
+
+
+def groups(count: int, seed: int):
+    """(group, [((x, y), rotations), ...]) per group, each from its own stream."""
+    for index, (group, share, polygon, angles) in enumerate(GROUPS):
+        rng = np.random.default_rng([seed, index])
+        yield group, _group_rows(rng, group_rows(count, share), polygon, angles)
+
+
+def case_batches(family, count: int, seed: int):
+    """One CaseSet per group, numbered on (first_row)."""
+    first_row = 0
+    for group, made in groups(count, seed):
+        cases = polygon_cases(family, [(group, polygon, a) for polygon, a in made], first_row)
+        first_row += len(cases)
+        yield cases
+
+
+def all_cases(family, count: int, seed: int) -> CaseSet:
+    """Every group's rows in one CaseSet (the rows case_batches streams)."""
+    rows = [(group, polygon, a) for group, made in groups(count, seed) for polygon, a in made]
+    return polygon_cases(family, rows)
+
+
+def polygon_cases(family, rows, first_row: int = 0) -> CaseSet:
+    """A CaseSet of [(group, (x, y), rotations), ...]: row = (polygon index, rotation)."""
+    columns = [
+        (group, {"poly": np.full(len(a["angle"]), p, F32), **{k: np.asarray(v, F32) for k, v in a.items()}})
+        for p, (group, _, a) in enumerate(rows)
+    ]
+    polygons = [polygon for _, polygon, _ in rows]
+    extra = {**pack(polygons), "convex": np.array([convexity(x, y) != "nonconvex" for x, y in polygons])}
+    return case_set(family, columns, first_row=first_row, extra=extra)
