@@ -28,7 +28,7 @@ RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
 #: The keys of a result's scene description other than its shape count, which each
 #: family names after its shapes ("sectors", "triangles").
-SCENE_KEYS = ("kind", "family", "seed", "points")
+SCENE_KEYS = ("kind", "family", "seed", "points", "options")
 
 
 def scene_shapes(scene: dict) -> int | None:

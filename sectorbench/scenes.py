@@ -10,6 +10,7 @@ where it uses anything else).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ class Scene:
     layout: str = "grid"
     #: The family's name for its shapes ("sectors"): the key of N in describe().
     shape_noun: str = "shapes"
+    #: The generator's options as used, defaults filled in (e.g. a game's world and radii).
+    options: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def stride(self) -> int:
@@ -77,6 +80,7 @@ class Scene:
             "seed": self.seed,
             self.shape_noun: self.n_shapes,
             "points": self.n_points,
+            **({"options": dict(self.options)} if self.options else {}),
         }
 
 
@@ -96,7 +100,12 @@ def aligned_array(values: np.ndarray, length: int) -> np.ndarray:
 
 
 def make_scene(
-    kind: str, family: str, columns: Mapping[str, np.ndarray], seed: int | None = None, layout: str = "grid"
+    kind: str,
+    family: str,
+    columns: Mapping[str, np.ndarray],
+    seed: int | None = None,
+    layout: str = "grid",
+    options: Mapping[str, float] | None = None,
 ) -> Scene:
     """Wrap a family's float32 columns (shape and point arrays) in an aligned, padded Scene."""
     from .families import get
@@ -118,7 +127,16 @@ def make_scene(
         {name: aligned_array(np.asarray(columns[name], dtype=np.float32), length) for name in owner.point_arrays}
     )
     return Scene(
-        kind, family, seed, n_shapes, n_points, MappingProxyType(arrays), owner.point_arrays, layout, owner.shape_noun
+        kind,
+        family,
+        seed,
+        n_shapes,
+        n_points,
+        MappingProxyType(arrays),
+        owner.point_arrays,
+        layout,
+        owner.shape_noun,
+        MappingProxyType(dict(options or {})),
     )
 
 
@@ -151,15 +169,26 @@ def kinds() -> dict[str, str]:
     return {kind: family.name for family in all_families() for kind in family.scenes}
 
 
-def generate(kind: str, n: int, m: int, seed: int = 0) -> Scene:
-    """Generate a scene of `kind` with n shapes and m points from `seed`."""
+def generate(kind: str, n: int, m: int, seed: int = 0, options: Mapping[str, float] | None = None) -> Scene:
+    """Generate a scene of `kind` with n shapes and m points from `seed`; `options` are the
+    generator's keyword arguments (e.g. world, rmin, rmax of a game scene), None for its default."""
     from .families import family_of_scene
 
     family = family_of_scene(kind)
     check_size(n, m, len(family.shape_arrays), len(family.point_arrays))
     if seed < 0:
         raise SectorbenchError(f"--seed must be >= 0 (got {seed})")
-    return family.scenes[kind](n, m, seed)
+    generator = family.scenes[kind]
+    given = {name: value for name, value in (options or {}).items() if value is not None}
+    accepted = set(inspect.signature(generator).parameters) - {"n", "m", "seed"}
+    unknown = sorted(set(given) - accepted)
+    if unknown:
+        names = ", ".join(f"--{name}" for name in unknown)
+        raise SectorbenchError(
+            f"{names} does not apply to {kind} scenes"
+            + (f" (they take: {', '.join(sorted(accepted))})" if accepted else "")
+        )
+    return generator(n, m, seed, **given)
 
 
 def streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:

@@ -151,7 +151,15 @@ def save_scene(scene, directory: Path) -> Path:
     """Write a scene where a worker can load it (arrays unpadded; the worker re-pads)."""
     path = Path(directory) / f"scene-{scene.digest()[:16]}.npz"
     if not path.exists():
-        meta = json.dumps({"kind": scene.kind, "family": scene.family, "seed": scene.seed, "layout": scene.layout})
+        meta = json.dumps(
+            {
+                "kind": scene.kind,
+                "family": scene.family,
+                "seed": scene.seed,
+                "layout": scene.layout,
+                "options": dict(scene.options),
+            }
+        )
         np.savez(path, __meta__=np.array(meta), **{name: scene.column(name) for name in scene.arrays})
     return path
 
@@ -162,4 +170,4 @@ def load_scene(path: Path):
     with np.load(path) as data:
         meta = json.loads(str(data["__meta__"]))
         columns = {name: data[name] for name in data.files if name != "__meta__"}
-        return make_scene(meta["kind"], meta["family"], columns, meta["seed"], meta["layout"])
+        return make_scene(meta["kind"], meta["family"], columns, meta["seed"], meta["layout"], meta.get("options"))
