@@ -65,7 +65,9 @@ def float32_column(values, argument: str) -> np.ndarray:
         lossy &= ~np.isnan(array.astype(np.float64))
         if lossy.any():
             i = int(np.argmax(lossy))
-            raise ValueError(f"{argument}[{i}] = {array[i]!r} is not exactly a float32 (convert it yourself to round)")
+            raise ValueError(
+                f"{argument}[{i}] = {array[i].item()!r} is not exactly a float32 (convert it yourself to round)"
+            )
     bad = ~np.isfinite(converted)
     if bad.any():
         i = int(np.argmax(bad))
