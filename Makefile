@@ -8,7 +8,7 @@ SB     := $(BIN)/sectorbench
 # The CI gate's scene: small enough for a CI job, large enough that samples are >= 10 ms.
 GATE_RUN := run -n 300 -m 30000 --flags -O2 --repeat 15
 
-.PHONY: run test lint bench verify mutation baseline regress gate-selftest clean
+.PHONY: run test lint bench bench-scale verify mutation baseline regress gate-selftest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(SB) compare --preset article --save
 	$(SB) compare --save
+
+## bench-scale: game scale (issue 12): broadphases vs brute force vs kdtree, 10k x 1M with peak
+##              memory, scaling in N, M and cone size; saved as results/bench-scale-<UTC>.json
+bench-scale: $(STAMP)
+	$(BIN)/python tools/bench_scale.py
 
 ## verify: every default kernel of both families against the exact oracle
 verify: $(STAMP)

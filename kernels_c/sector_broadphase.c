@@ -313,7 +313,7 @@ static void isort(int32_t *v, int64_t n) {
     }
 }
 
-static int sort_hits(int32_t *v, int64_t n, scratch *sc) {
+static int sort_hits_portable(int32_t *v, int64_t n, scratch *sc) {
     if (n <= 32) {
         isort(v, n);
         return 0;
@@ -357,6 +357,148 @@ static int sort_hits(int32_t *v, int64_t n, scratch *sc) {
     }
     memcpy(v, tmp, (size_t)n * sizeof *v);
     return 0;
+}
+
+#if defined(SB_X86)
+/* AVX-512 sort of one sector's hits (the prototype's): a bitonic network over 1..16 zmm
+ * registers for n <= 256 (padded with INT32_MAX), above that an out-of-place compress
+ * partition around a median of 3 (ids of one sector are distinct, so it always splits). */
+SB_AVX512_ATTR static inline __m512i bitonic_lane(__m512i v, int j, __mmask16 keepmax) {
+    __m512i perm;
+    switch (j) {
+    case 1: perm = _mm512_setr_epi32(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14); break;
+    case 2: perm = _mm512_setr_epi32(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13); break;
+    case 4: perm = _mm512_setr_epi32(4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11); break;
+    default: perm = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7); break;
+    }
+    const __m512i w = _mm512_permutexvar_epi32(perm, v);
+    return _mm512_mask_blend_epi32(keepmax, _mm512_min_epi32(v, w), _mm512_max_epi32(v, w));
+}
+
+/* lanes l with (l & j) != 0 */
+static inline uint16_t lane_bits(int j) {
+    return j == 1 ? 0xAAAA : j == 2 ? 0xCCCC : j == 4 ? 0xF0F0 : 0xFF00;
+}
+
+SB_AVX512_ATTR static inline __attribute__((always_inline)) void bitonic_regs(__m512i *v, const int R) {
+    const int N = 16 * R;
+#pragma GCC unroll 16
+    for (int k = 2; k <= N; k <<= 1) {
+#pragma GCC unroll 16
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            if (j >= 16) {
+                const int jr = j >> 4;
+#pragma GCC unroll 16
+                for (int r = 0; r < R; r++) {
+                    if (r & jr) continue;
+                    const int up = !((r << 4) & k);
+                    const __m512i mn = _mm512_min_epi32(v[r], v[r | jr]);
+                    const __m512i mx = _mm512_max_epi32(v[r], v[r | jr]);
+                    v[r] = up ? mn : mx;
+                    v[r | jr] = up ? mx : mn;
+                }
+            } else {
+#pragma GCC unroll 16
+                for (int r = 0; r < R; r++) {
+                    const uint16_t U = k < 16 ? (uint16_t)~lane_bits(k) : (((r << 4) & k) ? 0 : 0xFFFF);
+                    const __mmask16 keepmax = (__mmask16)~(lane_bits(j) ^ U);
+                    v[r] = bitonic_lane(v[r], j, keepmax);
+                }
+            }
+        }
+    }
+}
+
+#define BITONIC_CASE(RR)                                                                       \
+    SB_AVX512_ATTR static void bitonic_##RR(int32_t *a, int64_t n) {                                     \
+        __m512i v[RR < 2 ? 2 : RR];                                                                       \
+        const __m512i big = _mm512_set1_epi32(INT32_MAX);                                      \
+        for (int r = 0; r < RR; r++) {                                                         \
+            const int64_t left = n - 16 * r;                                                   \
+            const __mmask16 m = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u); \
+            v[r] = _mm512_mask_loadu_epi32(big, m, a + 16 * r);                                \
+        }                                                                                      \
+        bitonic_regs(v, RR);                                                                   \
+        for (int r = 0; r < RR; r++) {                                                         \
+            const int64_t left = n - 16 * r;                                                   \
+            const __mmask16 m = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u); \
+            _mm512_mask_storeu_epi32(a + 16 * r, m, v[r]);                                     \
+        }                                                                                      \
+    }
+BITONIC_CASE(1)
+BITONIC_CASE(2)
+BITONIC_CASE(4)
+BITONIC_CASE(8)
+BITONIC_CASE(16)
+
+
+SB_AVX512_ATTR static int simd_sort(int32_t *v, int64_t n, int depth, scratch *sc) {
+    while (n > 256) {
+        if (depth-- <= 0) {
+            qsort(v, (size_t)n, sizeof *v, cmp_i32);
+            return 0;
+        }
+        const int32_t a = v[0], b = v[n / 2], c = v[n - 1];
+        const int32_t p = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        const __m512i pv = _mm512_set1_epi32(p);
+        if (sc->cap < 2 * n + 64) {
+            free(sc->tmp);
+            sc->cap = 4 * n + 128;
+            sc->tmp = malloc((size_t)sc->cap * sizeof *sc->tmp);
+            if (!sc->tmp) {
+                sc->cap = 0;
+                return -1;
+            }
+        }
+        int32_t *lo = sc->tmp, *hi = sc->tmp + n + 32;
+        int64_t nl = 0, nh = 0;
+        for (int64_t i = 0; i < n; i += 16) {
+            const __mmask16 live = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+            const __m512i x = _mm512_maskz_loadu_epi32(live, v + i);
+            const __mmask16 m = _mm512_mask_cmplt_epi32_mask(live, x, pv);
+            const __mmask16 mh = live & (__mmask16)~m;
+            _mm512_storeu_si512(lo + nl, _mm512_maskz_compress_epi32(m, x));
+            _mm512_storeu_si512(hi + nh, _mm512_maskz_compress_epi32(mh, x));
+            nl += __builtin_popcount(m);
+            nh += __builtin_popcount(mh);
+        }
+        memcpy(v, lo, (size_t)nl * sizeof *v);
+        memcpy(v + nl, hi, (size_t)nh * sizeof *v);
+        if (nl < nh) {
+            if (simd_sort(v, nl, depth, sc))
+                return -1;
+            v += nl;
+            n = nh;
+        } else {
+            if (simd_sort(v + nl, nh, depth, sc))
+                return -1;
+            n = nl;
+        }
+    }
+    if (n <= 1)
+        return 0;
+    if (n <= 16)
+        bitonic_1(v, n);
+    else if (n <= 32)
+        bitonic_2(v, n);
+    else if (n <= 64)
+        bitonic_4(v, n);
+    else if (n <= 128)
+        bitonic_8(v, n);
+    else
+        bitonic_16(v, n);
+    return 0;
+}
+
+#endif
+
+static int sort_hits(int32_t *v, int64_t n, scratch *sc, int simd) {
+#if defined(SB_X86)
+    if (simd)
+        return simd_sort(v, n, 64, sc);
+#endif
+    (void)simd;
+    return sort_hits_portable(v, n, sc);
 }
 
 /* ------------------------------------------------------------------------ the index */
@@ -723,6 +865,7 @@ int sb_bp_query(const sb_bp_index *t, const sb_bp_sectors *s, int64_t begin, int
     if (hits_init(out, end - begin, (end - begin) * 64))
         return -2;
     scratch sc = {0};
+    const int simd = sb_bp_isa_supported(3); /* the AVX-512 sort, else the bucket sort */
     int status = 0;
     for (int64_t i = begin; i < end; i++) {
         const int64_t first = out->nhits;
@@ -731,7 +874,7 @@ int sb_bp_query(const sb_bp_index *t, const sb_bp_sectors *s, int64_t begin, int
             st.q[0] = s->cx[i], st.q[1] = s->cy[i], st.q[2] = s->ux[i];
             st.q[3] = s->uy[i], st.q[4] = s->r2[i], st.q[5] = s->cos_theta[i];
             if ((t->kind == KIND_GRID ? grid_runs(&st, t, b) : morton_runs(&st, t, b)) ||
-                sort_hits(out->indices + first, out->nhits - first, &sc)) {
+                sort_hits(out->indices + first, out->nhits - first, &sc, simd)) {
                 status = -2;
                 break;
             }

@@ -57,6 +57,7 @@ def run_table(run: RunResult) -> Table:
     show_threads = len({r.threads for r in results}) > 1 or any(r.threads > 1 for r in results)
     show_bound = any(r.bound_cycles_per_test for r in results)
     show_counters = any(r.ipc for r in results)
+    show_index = any(r.broadphase for r in results)
     scene = run.scene
     shapes = scene_shapes(scene)
     table = Table(
@@ -74,6 +75,7 @@ def run_table(run: RunResult) -> Table:
     numbers = ["hit %", "median ms", "min ms", "spread", "NoOp ms", "net ms", "ns/test", "speedup", "cyc/test"]
     numbers += ["bound", "% bound"] if show_bound else []
     numbers += ["IPC"] if show_counters else []
+    numbers += ["index ms"] if show_index else []
     for name in numbers:
         table.add_column(name, justify="right")
     table.add_column("notes")
@@ -114,6 +116,15 @@ def run_table(run: RunResult) -> Table:
             cells += [_number(r.bound_cycles_per_test), _number(r.percent_of_bound, ".0f")]
         if show_counters:
             cells.append(_number(r.ipc, ".2f"))
+        if show_index:
+            cells.append(_ms(r.index_build_s))
+        if r.broadphase:
+            notes.append(
+                f"{r.kernel} [{flags}]: end to end (index build + query), no NoOperation subtracted; "
+                f"narrow phase {r.narrow_phase}, {r.candidates} candidate pairs; its speedup is against "
+                f"the reference kernel's net time"
+            )
+            row_notes.append(f"[{len(notes)}]")
         table.add_row(*cells, " ".join(row_notes))
     captions = []
     if majority is not None and any(r.hits != majority for r in results if r.status == "ok"):

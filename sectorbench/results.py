@@ -5,6 +5,9 @@ Schema history:
   2  results[] gain threads, cycles_per_test, loop_vector, bound_*, counted_*, ipc;
      env gains counters and the clock of every round; overhead_kernel names a
      NoOperation loop shape ("noop[scalar b1, 6 arrays]").  Version 1 files still load.
+     Later, still 2 (optional fields, absent in older files): broadphase rows add broadphase,
+     index_build_s, index_build_samples_s, candidates, narrow_phase; scene gains options and
+     config gains broadphase and scene_options.
 """
 
 from __future__ import annotations
@@ -71,6 +74,13 @@ class KernelResult:
     counted_cycles_per_test: float | None = None  # hardware counters, where perf_event_open works
     instructions_per_test: float | None = None
     ipc: float | None = None
+    #: A broadphase row (run --broadphase): its name, and its median index build time, which is
+    #: part of its end-to-end time (median_s = net_s: no NoOperation is subtracted).
+    broadphase: str | None = None
+    index_build_s: float | None = None
+    index_build_samples_s: list[float] = field(default_factory=list)
+    candidates: int | None = None  # pairs its narrow phase tested per pass
+    narrow_phase: str | None = None  # the brute-force kernel whose predicate it runs
 
     @property
     def percent_of_bound(self) -> float | None:

@@ -286,3 +286,59 @@ def test_clustered_points_are_crowded():
 def test_bad_scene_options_are_refused(kind, options, message):
     with pytest.raises(SectorbenchError, match=message):
         scenes.generate(kind, 10, 10, options=options)
+
+
+def test_run_times_broadphases_in_the_same_rounds_with_identical_hits(tmp_path):
+    from sectorbench.build import BuildConfig
+    from sectorbench.results import load, save
+    from sectorbench.runner import RunConfig, run
+    from sectorbench.timing import TimingConfig
+
+    config = RunConfig(
+        scene="clustered",
+        sectors=200,
+        points=5000,
+        kernels=("sse2_nosqrt",),
+        builds=(BuildConfig.parse("-O2"),),
+        timing=TimingConfig(repeat=2, min_sample_s=0.001),
+        broadphases=("none", "grid", "morton"),
+        world=400.0,
+    )
+    result = run(config)
+    rows = {r.kernel: r for r in result.results}
+    assert set(rows) == {"sse2_nosqrt", "grid", "morton"}
+    assert all(r.status == "ok" for r in rows.values())
+    assert len({r.hits for r in rows.values()}) == 1 and rows["grid"].hits > 0
+    for name in ("grid", "morton"):
+        assert rows[name].broadphase == name and 0 < rows[name].index_build_s < rows[name].median_s
+        assert len(rows[name].samples_s) == 2 and rows[name].candidates > 0
+    assert result.scene["options"]["world"] == 400.0
+    assert result.config["broadphase"] == ["none", "grid", "morton"]
+    path = save(result, tmp_path / "run.json")
+    assert load(path).results[1].index_build_s == rows["grid"].index_build_s
+
+
+def test_run_defaults_to_the_fastest_broadphase_at_game_scale():
+    from sectorbench.build import BuildConfig
+    from sectorbench.runner import RunConfig, run
+    from sectorbench.timing import TimingConfig
+
+    timing = TimingConfig(repeat=1, min_sample_s=0.001)
+    game = run(RunConfig(scene="game", sectors=50, points=500, builds=(BuildConfig.parse("-O2"),), timing=timing))
+    assert [r.kernel for r in game.results] == ["grid"]
+    with pytest.raises(SectorbenchError, match="--broadphase octree"):
+        run(RunConfig(scene="game", sectors=5, points=5, broadphases=("octree",), timing=timing))
+
+
+@pytest.mark.parametrize("kind", ["game", "clustered"])
+def test_kdtree_peer_finds_the_same_hits(kind):
+    pytest.importorskip("scipy")
+    from sectorbench.families.sector.peers import KdtreePeer
+
+    scene = scenes.generate(kind, 300, 20_000, seed=9)
+    columns = {name: scene.column(name) for name in scene.arrays}
+    reference = engine().hits("none", columns, scene.n_shapes, scene.n_points)
+    sector, point = KdtreePeer().hits(columns, 0, scene.n_shapes)
+    assert np.array_equal(np.bincount(sector, minlength=scene.n_shapes), reference.counts)
+    assert np.array_equal(point, reference.indices)  # by sector, then ascending point
+    assert KdtreePeer().count(columns, 100, 200) == reference.offsets[200] - reference.offsets[100]

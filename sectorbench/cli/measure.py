@@ -14,6 +14,7 @@ from ..timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
 from .app import main, make_progress, run_gate, stderr, stdout, write_json
 from .options import (
     RegistryChoice,
+    broadphase_option,
     build_configs,
     build_options,
     comma_list,
@@ -21,6 +22,7 @@ from .options import (
     make_gate_config,
     output_options,
     refuse_existing,
+    scene_options,
     threads_option,
 )
 
@@ -42,12 +44,14 @@ DEFAULT_RUN_FLAGS = ("-O2", "-O2 -ffast-math")
     type=RegistryChoice(lambda: scene_kinds()),
     help="Scene kind (see the README).",
 )
+@scene_options
 @click.option(
     "--kernels",
     multiple=True,
     callback=comma_list,
     help="Kernels to time, e.g. naive,sse2 (default: all of the family).",
 )
+@broadphase_option
 @build_options(DEFAULT_RUN_FLAGS)
 @click.option(
     "--mode",
@@ -80,7 +84,11 @@ def run_command(
     points,
     seed,
     scene,
+    world,
+    rmin,
+    rmax,
     kernels,
+    broadphases,
     flags,
     cc,
     sources,
@@ -114,6 +122,10 @@ def run_command(
         timing=TimingConfig(repeat=repeat, min_sample_s=min_sample_s),
         disable_isa=disable_isa,
         threads=threads,
+        broadphases=broadphases,
+        world=world,
+        rmin=rmin,
+        rmax=rmax,
     )
     result = measure_with_progress(config)
     from ..report import run_table

@@ -171,6 +171,9 @@ def clustered(
     return make_scene("clustered", "sector", {**columns, "px": p[0], "py": p[1]}, seed, options=options)
 
 
+#: Scenes at game scale: a world far larger than the cones (run's default broadphase is an index).
+GAME_SCENES = ("game", "clustered")
+
 SCENES = {
     "uniform": uniform,
     "article": article,
