@@ -1,14 +1,15 @@
 """make bench-scale: the game-scale benchmark of issue 12, saved as results/bench-scale-<UTC>.json.
 
-1. game 20 000 x 200 000 in one `run` (same interleaved rounds): the broadphases (grid,
-   morton) end to end against the brute-force SIMD kernels of the same -O2 build and the
-   kdtree peer; hit counts must be identical.
+1. game and clustered 20 000 x 200 000, each in one `run` (same interleaved rounds): the
+   broadphases (grid, morton) end to end against the brute-force SIMD kernels of the same
+   -O2 build and the kdtree peer; hit counts must be identical.
 2. game 10 000 x 1 000 000 end to end through sectorbench.query (grid), in a fresh process,
    with its peak memory (VmHWM, reset after the scene is made).
 3. How time grows with N, M and the cone size (query, grid and morton, medians).
 
 Ratios are within one run; on a shared machine the absolute times move, the ratios less.
-Prints a summary; exits 1 if the hits differ.  Usage: python tools/bench_scale.py [--repeat R] [--quick]
+Prints a summary; exits 1 if the hits differ.  Usage: python tools/bench_scale.py [--repeat R] [--quick];
+python tools/bench_scale.py --plot results/bench-scale-X.json --out docs/bench-scale.png draws the scaling.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 from sectorbench.build import BuildConfig
-from sectorbench.results import RESULTS_DIR, write_text_atomic
+from sectorbench.results import RESULTS_DIR, write_atomic, write_text_atomic
 from sectorbench.runner import RunConfig, run
 from sectorbench.timing import TimingConfig
 
@@ -33,9 +35,9 @@ BRUTE_FORCE = ("avx512_nosqrt", "avx512_nosqrt_b4", "avx2_nosqrt", "sse2_nosqrt"
 BUILD = BuildConfig.parse("-O2")
 
 
-def scale_run(n: int, m: int, repeat: int) -> dict:
+def scale_run(kind: str, n: int, m: int, repeat: int) -> dict:
     config = RunConfig(
-        scene="game",
+        scene=kind,
         sectors=n,
         points=m,
         seed=1,
@@ -138,18 +140,55 @@ def scaling(repeat: int, quick: bool) -> list[dict]:
     return rows
 
 
+def plot_scaling(record: dict, out: Path) -> None:
+    """Log-log: end-to-end time against N, M and the mean cone radius, grid and morton."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4), constrained_layout=True)
+    for ax, (varied, label, x_of) in zip(
+        axes,
+        (
+            ("N", "N sectors (M = 200 000)", lambda r: r["n"]),
+            ("M", "M points (N = 10 000)", lambda r: r["m"]),
+            ("r", "mean radius (20 000 x 200 000)", lambda r: (r["rmin"] + r["rmax"]) / 2),
+        ),
+    ):
+        rows = [r for r in record["scaling"] if r["varied"] == varied]
+        for broadphase, marker in (("grid", "o-"), ("morton", "s--")):
+            ax.loglog(
+                [x_of(r) for r in rows], [r[f"{broadphase}_median_s"] * 1e3 for r in rows], marker, label=broadphase
+            )
+        ax.set_xlabel(label)
+        ax.set_ylabel("ms end to end (median)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend()
+    fig.suptitle(f"sectorbench query, game scenes ({record['created']}, load {record['machine_load_before'][0]:.1f})")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(out, lambda stream: fig.savefig(stream, format=out.suffix.lstrip(".")), overwrite=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test of this script")
+    parser.add_argument("--plot", type=Path, help="only draw the scaling plot of this saved JSON (to --out)")
+    parser.add_argument("--out", type=Path, default=Path("docs/bench-scale.png"))
     args = parser.parse_args()
+    if args.plot:
+        plot_scaling(json.loads(args.plot.read_text()), args.out)
+        print(f"saved {args.out}")
+        return 0
     n, m, big_n, big_m = (20_000, 200_000, 10_000, 1_000_000) if not args.quick else (500, 5_000, 500, 20_000)
     load_before = os.getloadavg()
     record = {
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "schema": 1,
         "machine_load_before": load_before,
-        "game": scale_run(n, m, args.repeat),
+        "game": scale_run("game", n, m, args.repeat),
+        "clustered": scale_run("clustered", n, m, args.repeat),
         "game_large": memory_run(big_n, big_m, args.repeat),
         "scaling": scaling(3, args.quick),
         "machine_load_after": os.getloadavg(),
@@ -157,13 +196,15 @@ def main() -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     path = RESULTS_DIR / f"bench-scale-{stamp}.json"
     write_text_atomic(path, json.dumps(record, indent=1) + "\n")
-    s, big = record["game"]["summary"], record["game_large"]
-    print(f"game {n} x {m}: {s['best_broadphase']} {s['best_broadphase_median_s'] * 1e3:.1f} ms end to end")
-    print(f"  (index {s['best_broadphase_index_build_s'] * 1e3:.2f} ms), {s['best_brute_force']}")
-    print(f"  {s['best_brute_force_median_s'] * 1e3:.0f} ms: x{s['speedup_vs_brute_force']:.1f}", end="")
-    if s["speedup_vs_kdtree"]:
-        print(f"; kdtree {s['kdtree_median_s'] * 1e3:.0f} ms: x{s['speedup_vs_kdtree']:.1f}", end="")
-    print(f"; identical hits: {s['identical_hits']} {s['hits']}")
+    big = record["game_large"]
+    for kind in ("game", "clustered"):
+        s = record[kind]["summary"]
+        print(f"{kind} {n} x {m}: {s['best_broadphase']} {s['best_broadphase_median_s'] * 1e3:.1f} ms end to end")
+        print(f"  (index {s['best_broadphase_index_build_s'] * 1e3:.2f} ms), {s['best_brute_force']}")
+        print(f"  {s['best_brute_force_median_s'] * 1e3:.0f} ms: x{s['speedup_vs_brute_force']:.1f}", end="")
+        if s["speedup_vs_kdtree"]:
+            print(f"; kdtree {s['kdtree_median_s'] * 1e3:.0f} ms: x{s['speedup_vs_kdtree']:.1f}", end="")
+        print(f"; identical hits: {s['identical_hits']} {s['hits']}")
     print(f"game {big_n} x {big_m}: grid {big['median_s'] * 1e3:.1f} ms end to end (median of {args.repeat}),")
     print(f"  peak memory +{big['peak_over_before_mib']:.1f} MiB over the process holding the scene")
     print(f"  (CSR {big['csr_bytes'] / 2**20:.1f} MiB), {big['hits']} hits")
@@ -174,7 +215,7 @@ def main() -> int:
             f"{row['hits']} hits"
         )
     print(f"load average before {load_before}, after {record['machine_load_after']}; saved {path}")
-    return 0 if s["identical_hits"] else 1
+    return 0 if all(record[kind]["summary"]["identical_hits"] for kind in ("game", "clustered")) else 1
 
 
 if __name__ == "__main__":
