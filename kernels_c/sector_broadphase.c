@@ -862,7 +862,9 @@ int sb_bp_query(const sb_bp_index *t, const sb_bp_sectors *s, int64_t begin, int
     run_state st = {.run = pick_run(isa), .out = out};
     if (!st.run)
         return -1;
-    if (hits_init(out, end - begin, (end - begin) * 64))
+    /* room for ~16 hits per sector to start with (it doubles as needed), at most 64 MiB */
+    const int64_t start_cap = (end - begin) * 16;
+    if (hits_init(out, end - begin, start_cap < (1 << 24) ? start_cap : (1 << 24)))
         return -2;
     scratch sc = {0};
     const int simd = sb_bp_isa_supported(3); /* the AVX-512 sort, else the bucket sort */
