@@ -303,19 +303,23 @@ def test_run_times_broadphases_in_the_same_rounds_with_identical_hits(tmp_path):
         timing=TimingConfig(repeat=2, min_sample_s=0.001),
         broadphases=("none", "grid", "morton"),
         world=400.0,
+        threads=(1, 2),
     )
     result = run(config)
-    rows = {r.kernel: r for r in result.results}
-    assert set(rows) == {"sse2_nosqrt", "grid", "morton"}
-    assert all(r.status == "ok" for r in rows.values())
-    assert len({r.hits for r in rows.values()}) == 1 and rows["grid"].hits > 0
+    assert all(r.status == "ok" for r in result.results)
+    assert len({r.hits for r in result.results}) == 1 and result.results[0].hits > 0
+    assert {(r.kernel, r.threads) for r in result.results} == {
+        (k, t) for k in ("sse2_nosqrt", "grid", "morton") for t in (1, 2)
+    }
+    rows = {r.kernel: r for r in result.results if r.threads == 1}
     for name in ("grid", "morton"):
         assert rows[name].broadphase == name and 0 < rows[name].index_build_s < rows[name].median_s
         assert len(rows[name].samples_s) == 2 and rows[name].candidates > 0
     assert result.scene["options"]["world"] == 400.0
     assert result.config["broadphase"] == ["none", "grid", "morton"]
     path = save(result, tmp_path / "run.json")
-    assert load(path).results[1].index_build_s == rows["grid"].index_build_s
+    saved = {(r.kernel, r.threads): r for r in load(path).results}
+    assert saved[("grid", 1)].index_build_s == rows["grid"].index_build_s
 
 
 def test_run_defaults_to_the_fastest_broadphase_at_game_scale():
@@ -342,3 +346,40 @@ def test_kdtree_peer_finds_the_same_hits(kind):
     assert np.array_equal(np.bincount(sector, minlength=scene.n_shapes), reference.counts)
     assert np.array_equal(point, reference.indices)  # by sector, then ascending point
     assert KdtreePeer().count(columns, 100, 200) == reference.offsets[200] - reference.offsets[100]
+
+
+def test_the_widening_is_needed_the_exact_sectors_box_misses_kernel_hits():
+    """The box test has teeth: for theta near 0 float32 rounds cos(theta) to 1 and the kernel
+    accepts points outside the real sector's own box, which the widened box still holds."""
+    rng = np.random.default_rng(3)
+    n = 400
+    gauss = rng.standard_normal((2, n))
+    u = (gauss / np.hypot(*gauss)).astype(F32)
+    c = rng.uniform(0, 100, (2, n)).astype(F32)
+    theta = rng.uniform(1e-7, 1e-4, n)
+    columns = sector(c[0], c[1], u[0], u[1], rng.uniform(1, 10, n), theta)
+    # points on a thin fan around each axis, up to 3e-4 rad off it: in the float32 kernel's band
+    t = rng.uniform(0.05, 1.0, (n, 30))
+    off = rng.uniform(-3e-4, 3e-4, (n, 30))
+    r = np.sqrt(columns["r2"].astype(np.float64))[:, None] * t
+    ux, uy = u[0].astype(np.float64)[:, None], u[1].astype(np.float64)[:, None]
+    px = (c[0][:, None] + r * (ux * np.cos(off) - uy * np.sin(off))).astype(F32).ravel()
+    py = (c[1][:, None] + r * (uy * np.cos(off) + ux * np.sin(off))).astype(F32).ravel()
+    columns = {**columns, "px": px, "py": py}
+    none = assert_identical(columns)
+    outside_exact_box = 0
+    for i in range(n):
+        accepted = none.indices[none.offsets[i] : none.offsets[i + 1]]
+        rho, k = np.sqrt(float(columns["r2"][i])), float(np.cos(theta[i]))
+        s = np.sqrt(max(0.0, 1 - k * k))
+        hx, hy = (
+            float(u[0, i]) / np.hypot(float(u[0, i]), float(u[1, i])),
+            float(u[1, i]) / np.hypot(float(u[0, i]), float(u[1, i])),
+        )
+        ends_x = [0.0, rho * (hx * k - hy * s), rho * (hx * k + hy * s)]
+        ends_y = [0.0, rho * (hy * k + hx * s), rho * (hy * k - hx * s)]
+        x, y = px[accepted].astype(np.float64) - float(c[0, i]), py[accepted].astype(np.float64) - float(c[1, i])
+        outside_exact_box += int(
+            np.count_nonzero((x < min(ends_x)) | (x > max(ends_x)) | (y < min(ends_y)) | (y > max(ends_y)))
+        )
+    assert outside_exact_box > 0
