@@ -8,7 +8,7 @@ SB     := $(BIN)/sectorbench
 # The CI gate's scene: small enough for a CI job, large enough that samples are >= 10 ms.
 GATE_RUN := run -n 300 -m 30000 --flags -O2 --repeat 15
 
-.PHONY: run test lint wheel-check bench bench-article bench-aabr verify mutation baseline regress gate-selftest clean
+.PHONY: run test lint wheel-check bench bench-article bench-aabr bench-scale verify mutation baseline regress gate-selftest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ bench-article: $(STAMP)
 ##             coherent rotations) -> results/bench-aabr-<date>.json and .png
 bench-aabr: $(STAMP)
 	$(BIN)/python tools/bench_aabr.py
+
+## bench-scale: game scale (issue 12): broadphases vs brute force vs kdtree, 10k x 1M with peak
+##              memory, scaling in N, M and cone size; saved as results/bench-scale-<UTC>.json
+bench-scale: $(STAMP)
+	$(BIN)/python tools/bench_scale.py
 
 ## verify: every default kernel of both families against the exact oracle
 verify: $(STAMP)

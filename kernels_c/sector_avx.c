@@ -11,24 +11,11 @@
  * no-sqrt test needs 6 multiplies (dx², dy², dx·ux, dy·uy, a·|a|, s·k|k|) and 2 compares
  * per 16 points: 8 cycles, 0.5 cycles per test. */
 #include "sb_common.h"
+#include "sector_nosqrt.h"
 
 #if defined(SB_X86)
 
 /* ------------------------------------------------------------------------ AVX2 */
-
-/* s = |D|^2 and a = D.u for 8 points, D = p - c, each product pinned (no FMA). */
-SB_AVX2_ATTR
-static inline void avx2_s_a(__m256 cx, __m256 cy, __m256 ux, __m256 uy, __m256 px, __m256 py, __m256 *s, __m256 *a) {
-    const __m256 dx = _mm256_sub_ps(px, cx), dy = _mm256_sub_ps(py, cy);
-    __m256 xx = _mm256_mul_ps(dx, dx), yy = _mm256_mul_ps(dy, dy);
-    __m256 xu = _mm256_mul_ps(dx, ux), yu = _mm256_mul_ps(dy, uy);
-    SB_NO_CONTRACT(xx);
-    SB_NO_CONTRACT(yy);
-    SB_NO_CONTRACT(xu);
-    SB_NO_CONTRACT(yu);
-    *s = _mm256_add_ps(xx, yy);
-    *a = _mm256_add_ps(xu, yu);
-}
 
 SB_AVX2_ATTR
 static inline __m256 avx2(__m256 cx, __m256 cy, __m256 ux, __m256 uy, __m256 r2, __m256 k, __m256 px, __m256 py) {
@@ -37,18 +24,6 @@ static inline __m256 avx2(__m256 cx, __m256 cy, __m256 ux, __m256 uy, __m256 r2,
     __m256 edge = _mm256_mul_ps(_mm256_sqrt_ps(s), k);
     SB_NO_CONTRACT(edge);
     return _mm256_and_ps(_mm256_cmp_ps(s, r2, _CMP_LT_OQ), _mm256_cmp_ps(a, edge, _CMP_GT_OQ));
-}
-
-/* a|a| > s·k|k| with the sign bits carried by and/or, as sse2_nosqrt. */
-SB_AVX2_ATTR
-static inline __m256 avx2_nosqrt(__m256 cx, __m256 cy, __m256 ux, __m256 uy, __m256 r2, __m256 k, __m256 px,
-                                 __m256 py) {
-    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
-    __m256 s, a;
-    avx2_s_a(cx, cy, ux, uy, px, py, &s, &a);
-    const __m256 lhs = _mm256_or_ps(_mm256_mul_ps(a, a), _mm256_and_ps(a, sign));
-    const __m256 rhs = _mm256_or_ps(_mm256_mul_ps(s, _mm256_mul_ps(k, k)), _mm256_and_ps(k, sign));
-    return _mm256_and_ps(_mm256_cmp_ps(s, r2, _CMP_LT_OQ), _mm256_cmp_ps(lhs, rhs, _CMP_GT_OQ));
 }
 
 /* The same with the sums fused: two fewer instructions per 8 points, at the price of
@@ -67,21 +42,6 @@ static inline __m256 avx2_nosqrt_fma(__m256 cx, __m256 cy, __m256 ux, __m256 uy,
 
 /* ------------------------------------------------------------------------ AVX-512 */
 
-/* s = |D|^2 and a = D.u for 16 points, D = p - c, each product pinned (no FMA). */
-SB_AVX512_ATTR
-static inline void avx512_s_a(__m512 cx, __m512 cy, __m512 ux, __m512 uy, __m512 px, __m512 py, __m512 *s,
-                              __m512 *a) {
-    const __m512 dx = _mm512_sub_ps(px, cx), dy = _mm512_sub_ps(py, cy);
-    __m512 xx = _mm512_mul_ps(dx, dx), yy = _mm512_mul_ps(dy, dy);
-    __m512 xu = _mm512_mul_ps(dx, ux), yu = _mm512_mul_ps(dy, uy);
-    SB_NO_CONTRACT(xx);
-    SB_NO_CONTRACT(yy);
-    SB_NO_CONTRACT(xu);
-    SB_NO_CONTRACT(yu);
-    *s = _mm512_add_ps(xx, yy);
-    *a = _mm512_add_ps(xu, yu);
-}
-
 SB_AVX512_ATTR
 static inline __mmask16 avx512(__m512 cx, __m512 cy, __m512 ux, __m512 uy, __m512 r2, __m512 k, __m512 px,
                                __m512 py) {
@@ -91,17 +51,6 @@ static inline __mmask16 avx512(__m512 cx, __m512 cy, __m512 ux, __m512 uy, __m51
     SB_NO_CONTRACT(edge);
     /* the second compare runs under the first's mask: the AND costs nothing */
     return _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(s, r2, _CMP_LT_OQ), a, edge, _CMP_GT_OQ);
-}
-
-/* a·|a| > s·(k·|k|): |a| by clearing the sign bit, k·|k| hoisted out of the loop. */
-SB_AVX512_ATTR
-static inline __mmask16 avx512_nosqrt(__m512 cx, __m512 cy, __m512 ux, __m512 uy, __m512 r2, __m512 k, __m512 px,
-                                      __m512 py) {
-    __m512 s, a;
-    avx512_s_a(cx, cy, ux, uy, px, py, &s, &a);
-    const __m512 lhs = _mm512_mul_ps(a, _mm512_abs_ps(a));
-    const __m512 rhs = _mm512_mul_ps(s, _mm512_mul_ps(k, _mm512_abs_ps(k)));
-    return _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(s, r2, _CMP_LT_OQ), lhs, rhs, _CMP_GT_OQ);
 }
 
 /* Blocked: four sectors tested per load of 16 points.  On Zen 4 it buys nothing (the

@@ -1,5 +1,6 @@
 /* SSE2 point-in-sector kernels, structure of arrays, 4 points per step. */
 #include "sb_common.h"
+#include "sector_nosqrt.h"
 
 #if defined(SB_X86)
 
@@ -15,27 +16,6 @@ static inline __m128 sse2(__m128 cx, __m128 cy, __m128 ux, __m128 uy,
     const __m128 inside_angle =
         _mm_cmpgt_ps(d_dot_u, _mm_mul_ps(_mm_sqrt_ps(squared_length), cos_theta));
     return _mm_and_ps(inside_circle, inside_angle);
-}
-
-/* Version 5 without sqrt, as the sign-aware squares of the scalar bittrick:
- * a|a| > s k|k|.  Five fewer operations than the article's blend of the sign
- * cases, and right at the apex. */
-SB_SSE2_ATTR
-static inline __m128 sse2_nosqrt(__m128 cx, __m128 cy, __m128 ux, __m128 uy,
-                                 __m128 r2, __m128 cos_theta, __m128 px,
-                                 __m128 py) {
-    const __m128 sign_bit = _mm_castsi128_ps(_mm_set1_epi32((int)0x80000000u));
-    const __m128 dx = _mm_sub_ps(px, cx);
-    const __m128 dy = _mm_sub_ps(py, cy);
-    const __m128 squared_length = _mm_add_ps(_mm_mul_ps(dx, dx), _mm_mul_ps(dy, dy));
-    const __m128 inside_circle = _mm_cmplt_ps(squared_length, r2);
-    const __m128 d_dot_u = _mm_add_ps(_mm_mul_ps(dx, ux), _mm_mul_ps(dy, uy));
-    const __m128 lhs = _mm_or_ps(_mm_mul_ps(d_dot_u, d_dot_u),
-                                 _mm_and_ps(d_dot_u, sign_bit));
-    const __m128 rhs = _mm_or_ps(
-        _mm_mul_ps(squared_length, _mm_mul_ps(cos_theta, cos_theta)),
-        _mm_and_ps(cos_theta, sign_bit));
-    return _mm_and_ps(inside_circle, _mm_cmpgt_ps(lhs, rhs));
 }
 
 SB_KERNEL(sse2, SSE2, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector",

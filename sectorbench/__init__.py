@@ -8,3 +8,18 @@ class SectorbenchError(Exception):
 
     The CLI prints its message on one line and exits with status 2.
     """
+
+
+def query(sectors, points, *, broadphase="auto", kernel="auto", threads=1):
+    """Which points lie in which sectors: see sectorbench.families.sector.query.query."""
+    from .families.sector.query import query as sector_query
+
+    return sector_query(sectors, points, broadphase=broadphase, kernel=kernel, threads=threads)
+
+
+def __getattr__(name):
+    if name == "Hits":
+        from .families.sector.broadphase import Hits
+
+        return Hits
+    raise AttributeError(f"module 'sectorbench' has no attribute {name!r}")

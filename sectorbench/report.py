@@ -69,6 +69,7 @@ def run_table(run: RunResult) -> Table:
     show_threads = len({r.threads for r in results}) > 1 or any(r.threads > 1 for r in results)
     show_bound = any(r.bound_cycles_per_test for r in results)
     show_counters = any(r.ipc for r in results)
+    show_index = any(r.index_build_s is not None or r.broadphase for r in results)
     scene = run.scene
     shapes = scene_shapes(scene)
     table = Table(
@@ -97,7 +98,6 @@ def run_table(run: RunResult) -> Table:
     ]
     numbers += ["bound", "% bound"] if show_bound else []
     numbers += ["IPC"] if show_counters else []
-    show_index = any(r.index_build_s is not None for r in results)
     numbers += ["index ms", "index KB"] if show_index else []
     for name in numbers:
         table.add_column(name, justify="right")
@@ -141,6 +141,13 @@ def run_table(run: RunResult) -> Table:
             cells.append(_number(r.ipc, ".2f"))
         if show_index:
             cells += [_ms(r.index_build_s), "–" if r.index_bytes is None else f"{r.index_bytes / 1024:.1f}"]
+        if r.broadphase:
+            notes.append(
+                f"{r.kernel} [{flags}]: end to end (index build + query), no NoOperation subtracted; "
+                f"narrow phase {r.narrow_phase}, {r.candidates} candidate pairs; its speedup is against "
+                f"the reference kernel's net time"
+            )
+            row_notes.append(f"[{len(notes)}]")
         table.add_row(*cells, " ".join(row_notes))
     captions = []
     if majority is not None and any(r.hits != majority for r in results if r.status == "ok"):

@@ -5,6 +5,9 @@ Schema history:
   2  results[] gain threads, cycles_per_test, loop_vector, bound_*, counted_*, ipc;
      env gains counters and the clock of every round; overhead_kernel names a
      NoOperation loop shape ("noop[scalar b1, 6 arrays]").  Version 1 files still load.
+     Later, still 2 (optional fields, absent in older files): broadphase rows add broadphase,
+     index_build_s, index_build_samples_s, candidates, narrow_phase; scene gains options and
+     config gains broadphase and scene_options.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ RESULTS_DIR = Path("results")
 
 #: The keys of a result's scene description other than its shape count, which each
 #: family names after its shapes ("sectors", "triangles").
-SCENE_KEYS = ("kind", "family", "seed", "points")
+SCENE_KEYS = ("kind", "family", "seed", "points", "options")
 
 
 def scene_shapes(scene: dict) -> int | None:
@@ -74,8 +77,15 @@ class KernelResult:
     counted_cycles_per_test: float | None = None  # hardware counters, where perf_event_open works
     instructions_per_test: float | None = None
     ipc: float | None = None
-    index_build_s: float | None = None  # a kernel's prepared index (prepare hook): build time, apart from timing
-    index_bytes: int | None = None  # and its memory
+    #: A kernel's prepared index (its prepare hook, e.g. the aabr family's BCS) or a broadphase
+    #: row's index: median build time, apart from a kernel's timing but part of a broadphase
+    #: row's end-to-end time (median_s = net_s: no NoOperation is subtracted from those).
+    index_build_s: float | None = None
+    index_build_samples_s: list[float] = field(default_factory=list)
+    index_bytes: int | None = None  # a prepared index's memory
+    broadphase: str | None = None  # a broadphase row (run --broadphase): its name
+    candidates: int | None = None  # pairs its narrow phase tested per pass
+    narrow_phase: str | None = None  # the brute-force kernel whose predicate it runs
 
     @property
     def percent_of_bound(self) -> float | None:

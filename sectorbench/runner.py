@@ -61,6 +61,13 @@ class RunConfig:
     reference: str = "naive"  # speedups are against this kernel's net time (else the first kernel's)
     threads: tuple[int, ...] = (1,)  # 1 by default, so that figures stay comparable across machines
     max_minutes: float = MAX_RUN_MINUTES
+    #: none: the kernels, every pair; others: a point index first, timed end to end.  Empty: the
+    #: family's default for the scene kind (an index at game scale, none on the article's scenes).
+    broadphases: tuple[str, ...] = ()
+    #: The scene generator's options (e.g. world, rmin, rmax of a game scene); None: its default.
+    world: float | None = None
+    rmin: float | None = None
+    rmax: float | None = None
 
     def __post_init__(self):
         minutes = self.max_minutes
@@ -70,6 +77,10 @@ class RunConfig:
             or not (math.isfinite(minutes) and minutes > 0)
         ):
             raise SectorbenchError(f"--max-minutes must be a number above 0 (got {self.max_minutes!r})")
+
+    @property
+    def scene_options(self) -> dict:
+        return {"world": self.world, "rmin": self.rmin, "rmax": self.rmax}
 
     def to_dict(self) -> dict:
         return {
@@ -85,6 +96,8 @@ class RunConfig:
             "max_minutes": self.max_minutes,
             "disable_isa": list(self.disable_isa),
             "threads": list(self.threads),
+            "broadphase": list(self.broadphases),
+            "scene_options": {k: v for k, v in self.scene_options.items() if v is not None},
         }
 
 
@@ -173,19 +186,30 @@ def run(
             raise SectorbenchError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     family = family_of_scene(config.scene)
     scenes.check_size(config.sectors, config.points, len(family.shape_arrays), len(family.point_arrays))
+    broadphases = config.broadphases or family.default_broadphases(config.scene)
+    unknown = [b for b in broadphases if b not in family.broadphases()]
+    if unknown:
+        raise SectorbenchError(
+            f"--broadphase {', '.join(unknown)}: the {family.name} family has {', '.join(family.broadphases())}"
+        )
+    config = replace(config, broadphases=tuple(broadphases))
     check_time(config)
-    scene = scenes.generate(config.scene, config.sectors, config.points, config.seed)
-    c_names, peer_names = split_names(config.kernels, family_of_scene(config.scene))
+    scene = scenes.generate(config.scene, config.sectors, config.points, config.seed, config.scene_options)
+    c_names, peer_names = split_names(config.kernels, family)
+    indexed = [b for b in broadphases if b != "none"]
     with tempfile.TemporaryDirectory(prefix="sectorbench-") as scratch:
         scene_path = save_scene(scene, Path(scratch))
         sessions = []
         try:
-            for build_config in config.builds if c_names or not config.kernels else ():
+            brute_force = c_names or (not config.kernels and "none" in broadphases)
+            for build_config in config.builds if brute_force or indexed else ():
                 progress(f"building {build_config.label}")
                 sessions.append(BuildSession(build_config, build(build_config), scene_path, config.disable_isa))
             if peer_names:
                 progress("starting the peers' worker")
                 sessions.append(BuildSession(PEER_BUILD, build(PEER_BUILD), scene_path, config.disable_isa, peers=True))
+            if not brute_force:
+                c_names = [None]  # no brute-force kernel: select() must choose none
             return _measure(config, scene, sessions, progress, {False: c_names, True: peer_names}, on_plan)
         except BaseException:  # interrupted or failed: do not wait for workers in the middle of a sample
             for session in sessions:
@@ -208,9 +232,18 @@ def _measure(
     series: dict[tuple, Series] = {}
     kernels_per_build = 0
     for session in sessions:
-        selected = select(session.kernels, names[session.peers], scene.family)
+        chosen = names[session.peers]
+        selected = [] if chosen == [None] else select(session.kernels, chosen, scene.family)
         kernels_per_build = max(kernels_per_build, len(selected))
+        if not session.peers:
+            selected += [broadphase_kernel(name, scene.family) for name in config.broadphases if name != "none"]
         for kernel in selected:
+            if kernel.loop == BROADPHASE_LOOP:
+                for threads in config.threads:
+                    plan.append((session, kernel, "inline", threads))
+                    key = (session.config, kernel.name, "inline", threads)
+                    series.setdefault(key, _series(session, kernel, "inline", threads, config.timing, False))
+                continue
             for mode in config.modes:
                 for threads in config.threads:
                     plan.append((session, kernel, mode, threads))
@@ -309,8 +342,32 @@ class _TimeLeft:
         return left
 
 
+#: The loop shape of a broadphase row: the index build and the query, end to end.
+BROADPHASE_LOOP = "broadphase"
+
+
+def broadphase_kernel(name: str, family: str) -> Kernel:
+    """A broadphase as a row of the table: its own name, no NoOperation (it is timed end to end)."""
+    return Kernel(
+        name=name,
+        family=family,
+        takes=(),
+        isa=(),
+        loop=BROADPHASE_LOOP,
+        summary=f"{name} broadphase: index build + query, end to end",
+        source="broadphase",
+        lanes=1,
+        block=1,
+        known_bad=False,
+        rounding_bound=0.0,
+        tolerance=0.0,
+    )
+
+
 def _series(session: BuildSession, kernel: Kernel, mode: str, threads: int, timing: TimingConfig, noop: bool) -> Series:
     fields = dict(kernel=kernel.name, mode=mode, noop=noop, threads=threads)
+    if kernel.loop == BROADPHASE_LOOP:
+        fields["broadphase"] = kernel.name
 
     def calibrate() -> tuple[int, float]:
         reply = session.worker.request("calibrate", min_time_s=timing.min_sample_s, **fields)
@@ -318,7 +375,11 @@ def _series(session: BuildSession, kernel: Kernel, mode: str, threads: int, timi
         return reply["calls"], reply["seconds"]
 
     def take(calls: int) -> dict:
-        return session.worker.request("sample", calls=calls, **fields)
+        reply = session.worker.request("sample", calls=calls, **fields)
+        if "index_build_s" in reply:
+            series.index_build_s = [*getattr(series, "index_build_s", []), reply["index_build_s"]]
+            series.candidates, series.narrow_phase = reply.get("candidates"), reply.get("narrow_phase")
+        return reply
 
     name = kernel.overhead_key if noop else kernel.name
     build_text = "python" if session.peers else session.config.label
@@ -366,9 +427,11 @@ def _result(
     if not kernel.runnable or _peer_mode_mismatch(kernel, mode):
         return KernelResult(status="skipped", reason=kernel.skip_reason or _peer_mode_mismatch(kernel, mode), **base)
     mine = series[(session.config, kernel.name, mode, threads)]
-    overhead = series[(session.config, kernel.overhead_key, mode, threads)]
     if mine.failure is not None:
         return KernelResult(status="crashed", reason=mine.failure, **base)
+    if kernel.loop == BROADPHASE_LOOP:
+        return _broadphase_result(scene, mine, base)
+    overhead = series[(session.config, kernel.overhead_key, mode, threads)]
     warnings = []
     if len(set(mine.hits)) > 1:
         warnings.append(f"hit count changed between samples: {sorted(set(mine.hits))}")
@@ -421,6 +484,33 @@ def _index(session: BuildSession, kernel: Kernel) -> tuple[dict, str | None]:
         return session.worker.request("index", kernel=kernel.name), None
     except SectorbenchError as exc:  # the kernel ran, so this is unexpected: say so, keep the timing
         return {}, f"its index's build time is unknown: {exc}"
+
+
+def _broadphase_result(scene, mine: Series, base: dict) -> KernelResult:
+    """End to end (index build + query), no NoOperation subtracted: its net time is its time."""
+    summary = summarize(mine.samples)
+    warnings = [f"hit count changed between samples: {sorted(set(mine.hits))}"] if len(set(mine.hits)) > 1 else []
+    builds = getattr(mine, "index_build_s", [])
+    return KernelResult(
+        status="ok",
+        hits=mine.hits[0],
+        hit_rate=mine.hits[0] / scene.tests,
+        calls=mine.calls,
+        samples_s=mine.samples,
+        median_s=summary.median,
+        min_s=summary.min,
+        spread=summary.spread,
+        net_samples_s=list(mine.samples),
+        net_s=summary.median,
+        ns_per_test=summary.median / scene.tests * 1e9,
+        warnings=warnings,
+        broadphase=base["kernel"],
+        index_build_s=statistics.median(builds) if builds else None,
+        index_build_samples_s=builds,
+        candidates=getattr(mine, "candidates", None),
+        narrow_phase=getattr(mine, "narrow_phase", None),
+        **{**base, "overhead_kernel": None},
+    )
 
 
 def _cycles(series: Series, clock_mhz: list[float], tests: int, loop, threads: int) -> dict:

@@ -10,6 +10,7 @@ where it uses anything else).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ class Scene:
     shape_noun: str = "shapes"
     #: The family's extra arrays (Family.extra_arrays): data of other lengths or types.
     extra: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: The generator's options as used, defaults filled in (e.g. a game's world and radii).
+    options: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def stride(self) -> int:
@@ -82,6 +85,7 @@ class Scene:
             "seed": self.seed,
             self.shape_noun: self.n_shapes,
             "points": self.n_points,
+            **({"options": dict(self.options)} if self.options else {}),
         }
 
 
@@ -107,6 +111,7 @@ def make_scene(
     seed: int | None = None,
     layout: str = "grid",
     extra: Mapping[str, np.ndarray] | None = None,
+    options: Mapping[str, float] | None = None,
 ) -> Scene:
     """Wrap a family's float32 columns (shape and point arrays) in an aligned, padded Scene,
     with its extra arrays (Family.extra_arrays) as 64-byte aligned read-only copies."""
@@ -144,6 +149,7 @@ def make_scene(
         layout,
         owner.shape_noun,
         MappingProxyType(extras),
+        MappingProxyType(dict(options or {})),
     )
 
 
@@ -190,23 +196,52 @@ def kinds() -> dict[str, str]:
     return {kind: family.name for family in all_families() for kind in family.scenes}
 
 
-def describe(kind: str, n: int, m: int, seed: int = 0) -> dict:
-    """What generate(kind, n, m, seed).describe() is, without generating the scene."""
+def describe(kind: str, n: int, m: int, seed: int = 0, options: Mapping[str, float] | None = None) -> dict:
+    """What generate(kind, n, m, seed, options).describe() is, without generating the scene
+    (a generator records its options, defaults filled in, as resolved_options does)."""
     from .families import family_of_scene
 
     family = family_of_scene(kind)
-    return {"kind": kind, "family": family.name, "seed": seed, family.shape_noun: n, "points": m}
+    resolved = resolved_options(kind, options)
+    return {
+        "kind": kind,
+        "family": family.name,
+        "seed": seed,
+        family.shape_noun: n,
+        "points": m,
+        **({"options": resolved} if resolved else {}),
+    }
 
 
-def generate(kind: str, n: int, m: int, seed: int = 0) -> Scene:
-    """Generate a scene of `kind` with n shapes and m points from `seed`."""
+def resolved_options(kind: str, options: Mapping[str, float] | None) -> dict[str, float]:
+    """A scene's options are its generator's keyword-only parameters (e.g. a game's world and
+    radii): those given (not None) over their defaults.  One it does not take is refused in
+    one line."""
+    from .families import family_of_scene
+
+    parameters = inspect.signature(family_of_scene(kind).scenes[kind]).parameters
+    accepted = {name: p.default for name, p in parameters.items() if p.kind is p.KEYWORD_ONLY}
+    given = {name: value for name, value in (options or {}).items() if value is not None}
+    unknown = sorted(set(given) - set(accepted))
+    if unknown:
+        names = ", ".join(f"--{name}" for name in unknown)
+        raise SectorbenchError(
+            f"{names} does not apply to {kind} scenes"
+            + (f" (they take: {', '.join(sorted(accepted))})" if accepted else "")
+        )
+    return {**accepted, **given}
+
+
+def generate(kind: str, n: int, m: int, seed: int = 0, options: Mapping[str, float] | None = None) -> Scene:
+    """Generate a scene of `kind` with n shapes and m points from `seed`; `options` are the
+    generator's keyword arguments (e.g. world, rmin, rmax of a game scene), None for its default."""
     from .families import family_of_scene
 
     family = family_of_scene(kind)
     check_size(n, m, len(family.shape_arrays), len(family.point_arrays))
     if seed < 0:
         raise SectorbenchError(f"--seed must be >= 0 (got {seed})")
-    return family.scenes[kind](n, m, seed)
+    return family.scenes[kind](n, m, seed, **resolved_options(kind, options))
 
 
 def streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:

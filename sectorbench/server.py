@@ -228,8 +228,35 @@ class Server:
             self._pools[threads] = ThreadPoolExecutor(threads, thread_name_prefix="sectorbench")
         return self._pools[threads]
 
+    def _broadphase_count(self, msg):
+        """A broadphase end to end (index build + query of every shape) as one call; each call's
+        index build time is kept in self.index_build_s."""
+        from .families import get
+
+        family = get(self.scene.family)
+        if msg["broadphase"] not in family.broadphases() or msg["broadphase"] == "none":
+            raise ValueError(f"no broadphase {msg['broadphase']!r} in the {family.name} family")
+        if msg["mode"] != "inline":
+            raise ValueError(f"a broadphase has one loop, not a {msg['mode']} loop (it runs in --mode inline)")
+        engine = family.broadphase_engine(self.ffi, self.lib)
+        self.narrow_phase = engine.narrow_phase()
+        threads = msg.get("threads", 1)
+        pool = self._pool(threads) if threads > 1 else None
+        scene = self.scene
+        columns = {name: scene.arrays[name] for name in scene.arrays}
+
+        def one_pass(_):
+            hits = engine.hits(msg["broadphase"], columns, scene.n_shapes, scene.n_points, threads=threads, pool=pool)
+            self.index_build_s.append(hits.index_build_s)
+            self.candidates = hits.candidates
+            return hits.total
+
+        return one_pass, [None]
+
     def _count(self, msg):
         """The loop to time and its scenes: the kernel's, or its NoOperation twin (msg["noop"])."""
+        if msg.get("broadphase"):
+            return self._broadphase_count(msg)
         row = self._runnable_row(msg["kernel"])
         if self.kernels[msg["kernel"]].is_peer:
             return self._peer_count(row, msg)
@@ -258,10 +285,11 @@ class Server:
 
         A peer is first called on a tiny slice: its JIT compilation, reported as jit_s."""
         jit = {}
-        if self.kernels[msg["kernel"]].is_peer and not msg.get("noop"):
+        if not msg.get("broadphase") and self.kernels[msg["kernel"]].is_peer and not msg.get("noop"):
             arrays = {name: self.scene.column(name) for name in self.scene.arrays}
             jit["jit_s"] = self._runnable_row(msg["kernel"]).warm(arrays)
         function, c_scenes = self._count(msg)
+        self.index_build_s = []
         calls = 1
         while True:
             reply = self._time(function, c_scenes, calls)
@@ -273,7 +301,13 @@ class Server:
 
     def sample(self, msg):
         function, c_scenes = self._count(msg)
-        return self._time(function, c_scenes, msg["calls"])
+        self.index_build_s = []
+        reply = self._time(function, c_scenes, msg["calls"])
+        if msg.get("broadphase"):
+            reply["index_build_s"] = sum(self.index_build_s) / len(self.index_build_s)
+            reply["candidates"] = self.candidates
+            reply["narrow_phase"] = self.narrow_phase
+        return reply
 
     def evaluate(self, msg):
         from .families import get

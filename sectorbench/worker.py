@@ -171,9 +171,11 @@ def save_scene(scene, directory: Path) -> Path:
     """Write a scene where a worker can load it (arrays unpadded; the worker re-pads)."""
     path = Path(directory) / f"scene-{scene.digest()[:16]}.npz"
     if not path.exists():
-        meta = json.dumps({"kind": scene.kind, "family": scene.family, "seed": scene.seed, "layout": scene.layout})
+        meta = {"kind": scene.kind, "family": scene.family, "seed": scene.seed, "layout": scene.layout}
+        meta["options"] = dict(scene.options)
         extra = {EXTRA_PREFIX + name: values for name, values in scene.extra.items()}
-        np.savez(path, __meta__=np.array(meta), **{name: scene.column(name) for name in scene.arrays}, **extra)
+        columns = {name: scene.column(name) for name in scene.arrays}
+        np.savez(path, __meta__=np.array(json.dumps(meta)), **columns, **extra)
     return path
 
 
@@ -184,4 +186,5 @@ def load_scene(path: Path):
         meta = json.loads(str(data["__meta__"]))
         columns = {name: data[name] for name in data.files if name != "__meta__" and not name.startswith(EXTRA_PREFIX)}
         extra = {name[len(EXTRA_PREFIX) :]: data[name] for name in data.files if name.startswith(EXTRA_PREFIX)}
-        return make_scene(meta["kind"], meta["family"], columns, meta["seed"], meta["layout"], extra)
+        options = meta.get("options")
+        return make_scene(meta["kind"], meta["family"], columns, meta["seed"], meta["layout"], extra, options)

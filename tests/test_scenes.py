@@ -88,3 +88,15 @@ def test_pairs_layout_needs_equal_lengths():
     columns = {k: one for k in ("cx", "cy", "ux", "uy", "r", "theta", "r2", "cos_theta")}
     with pytest.raises(SectorbenchError):
         make_scene("custom", "sector", {**columns, "px": np.ones(4), "py": np.ones(4)}, layout="pairs")
+
+
+def test_describe_without_generating_matches_every_generated_scene():
+    """A baseline's scene is checked before anything is generated or built: the description
+    must be the generated scene's, options and their defaults included."""
+    from sectorbench.scenes import describe, kinds
+
+    for kind in kinds():
+        assert describe(kind, 5, 40, 3) == generate(kind, 5, 40, 3).describe(), kind
+    game = {"world": 50.0, "rmax": 4.0}
+    assert describe("game", 5, 40, 3, game) == generate("game", 5, 40, 3, game).describe()
+    assert describe("game", 5, 40, 3, game)["options"] == {"world": 50.0, "rmin": 2.0, "rmax": 4.0}

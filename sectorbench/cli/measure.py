@@ -17,10 +17,12 @@ from .app import Reporter, main, note, run_gate, stdout, write_json
 from .options import (
     SEED,
     RegistryChoice,
+    broadphase_option,
     build_configs,
     build_options,
     check_outputs,
     comma_list,
+    game_options,
     gate_options,
     make_gate_config,
     output_options,
@@ -83,12 +85,14 @@ def scene_options(command):
     type=RegistryChoice(lambda: scene_kinds()),
     help="Scene kind (see the README).",
 )
+@game_options
 @click.option(
     "--kernels",
     multiple=True,
     callback=comma_list,
     help="Kernels to time, e.g. naive,sse2 [default: the family's, known-bad ones left out].",
 )
+@broadphase_option
 @build_options(DEFAULT_RUN_FLAGS)
 @click.option(
     "--mode",
@@ -117,7 +121,11 @@ def run_command(
     points,
     seed,
     scene,
+    world,
+    rmin,
+    rmax,
     kernels,
+    broadphases,
     flags,
     cc,
     sources,
@@ -153,13 +161,17 @@ def run_command(
         disable_isa=disable_isa,
         threads=threads,
         max_minutes=max_minutes,
+        broadphases=broadphases,
+        world=world,
+        rmin=rmin,
+        rmax=rmax,
     )
     baseline_result = None
     if baseline:
         from ..gate import check_scene
 
         baseline_result = load(baseline)
-        check_scene(baseline_result, describe_scene(scene, sectors, points, seed))
+        check_scene(baseline_result, describe_scene(scene, sectors, points, seed, config.scene_options))
     result = measure(config, baseline_result, gate_config)
     from ..report import run_table
 

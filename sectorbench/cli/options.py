@@ -209,3 +209,34 @@ def threads_option(command):
         callback=lambda ctx, param, values: parse_threads(values),
         help="Threads, shapes split among them: a number or 'all' (the CPUs this process may use); repeatable.",
     )(command)
+
+
+def game_options(command):
+    """--world, --rmin, --rmax: the game scenes' sizes; unset, the scene's own default."""
+    from ..families.sector.scenes import GAME_RMAX, GAME_RMIN, GAME_WORLD
+
+    for name, default, text in reversed(
+        (
+            ("world", GAME_WORLD, "Side of the square world"),
+            ("rmin", GAME_RMIN, "Smallest sector radius"),
+            ("rmax", GAME_RMAX, "Largest sector radius"),
+        )
+    ):
+        command = click.option(
+            f"--{name}", name, type=float, default=None, help=f"{text} (game, clustered scenes; default {default:g})."
+        )(command)
+    return command
+
+
+def broadphase_option(command):
+    """--broadphase none|grid|morton, repeatable."""
+    from ..families.sector.broadphase import BROADPHASES
+
+    return click.option(
+        "--broadphase",
+        "broadphases",
+        multiple=True,
+        type=click.Choice(BROADPHASES),
+        help="none: every pair (the kernels); grid, morton: a point index first, timed end to end "
+        "(repeatable; default: none for uniform/article, grid, the measured fastest, for game/clustered).",
+    )(command)

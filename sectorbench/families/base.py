@@ -141,6 +141,20 @@ class Family:
         """Kernels in Python (numpy, numba) a user would write instead (peers.Peer)."""
         return ()
 
+    # ---- broadphase (optional): answer N x M without testing every pair
+    def broadphases(self) -> tuple[str, ...]:
+        """The run --broadphase choices; "none" is every pair, the family's kernels."""
+        return ("none",)
+
+    def default_broadphases(self, scene_kind: str) -> tuple[str, ...]:
+        """What run measures when --broadphase is not given, for a scene kind."""
+        return ("none",)
+
+    def broadphase_engine(self, ffi, lib):
+        """An object whose hits(name, columns, n, m, threads=, pool=) returns the family's hits
+        (with .total, .index_build_s, .candidates), on a build's loaded library."""
+        raise NotImplementedError(f"the {self.name} family has no broadphase")
+
     def check_loops(
         self, kernel, reference: Reference, grid: np.ndarray, counts: dict[str, int], bound: float
     ) -> list[str]:

@@ -15,7 +15,7 @@ from .. import register
 from ..base import BooleanFamily
 from .cases import TRANSFORMS, case_parts, random_sectors
 from .oracle import judged_rows, self_check_sector
-from .scenes import SCENES
+from .scenes import GAME_SCENES, SCENES
 
 #: How far |u|^2 may be from 1 for a kernel taking theta to be judged (see applicable).
 UNIT_TOLERANCE = 2.0**-20
@@ -119,6 +119,22 @@ class SectorFamily(BooleanFamily):
         from .peers import PEERS
 
         return PEERS
+
+    def broadphases(self):
+        from .broadphase import BROADPHASES
+
+        return BROADPHASES
+
+    def default_broadphases(self, scene_kind):
+        """Every pair on the article's small scenes; the measured fastest index at game scale."""
+        from .broadphase import FASTEST
+
+        return (FASTEST,) if scene_kind in GAME_SCENES else ("none",)
+
+    def broadphase_engine(self, ffi, lib):
+        from .broadphase import Engine
+
+        return Engine(ffi, lib)
 
     def self_check(self, case_set, rng, size):
         self_check_sector(*(case_set.columns[name] for name in self.oracle_arrays), rng=rng, size=size)

@@ -190,4 +190,72 @@ class NumbaParallelPeer(NumbaPeer):
     summary = "numba @njit(parallel=True): prange over sectors, one reduction per thread"
 
 
-PEERS = (NumpyPeer(), NumbaPeer(), NumbaParallelPeer())
+#: query_ball_point's radius: sqrt(r2) widened past the float32 kernel's own rounding (it
+#: accepts points up to (1 + 8 * 2^-24) sqrt(r2) from the apex, and within 2^-40 of it by
+#: underflow: the broadphase's box rule, kernels_c/sector_broadphase.c), so no candidate is lost.
+KDTREE_RADIUS_SLACK = 8 * 2.0**-24
+KDTREE_APEX_PAD = 2.0**-40
+#: cKDTree's leaf size (scipy's default); workers=1, as every row of a run is one thread.
+KDTREE_LEAFSIZE = 16
+
+
+class KdtreePeer(Peer):
+    """What a Python user reaches for: scipy's cKDTree on the points, query_ball_point on the
+    apexes with radius r, then the float32 predicate on the candidates in numpy, in
+    sse2_nosqrt's order: its hits are the kernels'.  Each call builds the tree (end to end,
+    as the broadphases are timed)."""
+
+    name, family, loop, takes, requires = "kdtree", "sector", "kdtree + numpy", TAKES, ("scipy",)
+    summary = "scipy cKDTree.query_ball_point on the apexes (radius r), then the float32 predicate in numpy"
+
+    def unavailable(self):
+        missing = super().unavailable()
+        return missing and missing.replace("sectorbench[peers]", "sectorbench[kdtree]")
+
+    def hits(self, arrays, begin, end) -> tuple[np.ndarray, np.ndarray]:
+        """(sector of each hit, point of each hit) for sectors [begin, end), by sector then point."""
+        import itertools
+
+        from scipy.spatial import cKDTree
+
+        px, py = arrays["px"], arrays["py"]
+        finite = np.isfinite(px) & np.isfinite(py)
+        keep = np.flatnonzero(finite)
+        tree = cKDTree(np.column_stack((px[keep], py[keep])).astype(np.float64), leafsize=KDTREE_LEAFSIZE)
+        c = {name: arrays[name][begin:end] for name in TAKES}
+        with np.errstate(all="ignore"):
+            r = np.sqrt(c["r2"].astype(np.float64))
+            radius = r * (1 + KDTREE_RADIUS_SLACK) + KDTREE_APEX_PAD * (1 + r)
+            usable = np.isfinite(radius) & (radius > 0) & np.isfinite(c["cx"]) & np.isfinite(c["cy"])
+        usable_rows = np.flatnonzero(usable)
+        apexes = np.column_stack((c["cx"][usable], c["cy"][usable])).astype(np.float64)
+        lists = tree.query_ball_point(apexes, radius[usable], workers=1, return_sorted=True)
+        counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(counts.sum()))
+        point = keep[flat]
+        sector = np.repeat(usable_rows, counts)
+        with np.errstate(all="ignore"):
+            dx, dy = px[point] - c["cx"][sector], py[point] - c["cy"][sector]
+            s, a = dx * dx + dy * dy, dx * c["ux"][sector] + dy * c["uy"][sector]
+            k = c["cos_theta"][sector]
+            inside = (s < c["r2"][sector]) & (a * np.abs(a) > s * (k * np.abs(k)))
+        return sector[inside] + begin, point[inside]
+
+    def count(self, arrays, begin, end):
+        return len(self.hits(arrays, begin, end)[0])
+
+    def noop(self, arrays, begin, end, never):
+        # Its loops are scipy's; the NoOperation only reads the points once, as every peer's does.
+        return int(np.count_nonzero(arrays["px"] + arrays["py"] > np.float32(never)))
+
+    def pairs(self, arrays):
+        return NumpyPeer().pairs(arrays)
+
+    def grid(self, arrays, n_shapes):
+        out = np.zeros((n_shapes, len(arrays["px"])), dtype=bool)
+        sector, point = self.hits(arrays, 0, n_shapes)
+        out[sector, point] = True
+        return out
+
+
+PEERS = (NumpyPeer(), NumbaPeer(), NumbaParallelPeer(), KdtreePeer())

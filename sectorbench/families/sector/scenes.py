@@ -12,6 +12,13 @@ Kinds:
                  after srand(0)); its point loop fills only the first N points, so
                  points N..M-1 stay at (0, 0), a quirk of the original.
   article-fixed  the same stream, all M points filled.
+  game           a game's world: a square of side `world` (default 1000), points and apexes
+                 uniform in it, r uniform in [rmin, rmax] (default 2..20), theta in (0, pi),
+                 u a random unit vector: cones far smaller than the world.
+  clustered      crowds: the points in CLUSTERS Gaussian clusters (centres uniform in the
+                 middle 90 % of the world, sigma uniform in [5, 40] x world / 1000), 70 % of
+                 the apexes drawn from the same crowds and 30 % uniform; r, theta, u as game.
+                 (numpy's normal draws use its own log/exp: reproducible for one numpy version.)
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import math
 
 import numpy as np
 
+from ... import SectorbenchError
 from ...scenes import Scene, make_scene, streams
 
 #: The largest float32 strictly below pi: theta must stay < pi, and float32(pi) > pi.
@@ -101,8 +109,75 @@ def article(n: int, m: int, seed: int, fill_all_points: bool = False) -> Scene:
     )
 
 
+#: The game scenes' defaults (the issue's): a world far larger than any cone, as in the game
+#: code that calls this test once per character per cone.
+GAME_WORLD = 1000.0
+GAME_RMIN = 2.0
+GAME_RMAX = 20.0
+#: Crowds in a clustered scene, and the share of its apexes drawn from them (the rest uniform).
+CLUSTERS = 64
+CLUSTERED_APEX_SHARE = 0.7
+
+
+def check_game_options(world: float, rmin: float, rmax: float) -> None:
+    if not (math.isfinite(world) and world > 0):
+        raise SectorbenchError(f"--world must be a positive number (got {world})")
+    if not (math.isfinite(rmin) and math.isfinite(rmax) and 0 < rmin <= rmax):
+        raise SectorbenchError(f"--rmin and --rmax must satisfy 0 < rmin <= rmax (got {rmin}, {rmax})")
+
+
+def random_cones(shapes: np.random.Generator, n: int, rmin: float, rmax: float) -> dict[str, np.ndarray]:
+    """u a random unit vector, r uniform in [rmin, rmax], theta uniform in (0, pi)."""
+    gauss = shapes.standard_normal((2, n))
+    direction = (gauss / np.sqrt(gauss[0] ** 2 + gauss[1] ** 2)).astype(np.float32)
+    r = (rmin + (rmax - rmin) * shapes.random(n)).astype(np.float32)
+    theta = np.minimum((np.pi * (1.0 - shapes.random(n))).astype(np.float32), THETA_MAX)
+    theta = np.maximum(theta, np.float32(np.finfo(np.float32).tiny))
+    return {"ux": direction[0], "uy": direction[1], "r": r, "theta": theta}
+
+
+def game(n: int, m: int, seed: int, *, world: float = GAME_WORLD, rmin: float = GAME_RMIN, rmax: float = GAME_RMAX):
+    check_game_options(world, rmin, rmax)
+    shapes, points = streams(seed)
+    apex = shapes.uniform(0.0, world, (2, n)).astype(np.float32)
+    cone = random_cones(shapes, n, rmin, rmax)
+    p = points.uniform(0.0, world, (2, m)).astype(np.float32)
+    columns = sector_columns(apex[0], apex[1], cone["ux"], cone["uy"], cone["r"], cone["theta"])
+    options = {"world": world, "rmin": rmin, "rmax": rmax}
+    return make_scene("game", "sector", {**columns, "px": p[0], "py": p[1]}, seed, options=options)
+
+
+def clustered(
+    n: int, m: int, seed: int, *, world: float = GAME_WORLD, rmin: float = GAME_RMIN, rmax: float = GAME_RMAX
+) -> Scene:
+    check_game_options(world, rmin, rmax)
+    shapes, points = streams(seed)
+    crowds = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 1])))
+    centre = crowds.uniform(0.05 * world, 0.95 * world, (CLUSTERS, 2))
+    sigma = crowds.uniform(5.0, 40.0, CLUSTERS) * (world / 1000.0)
+
+    def draw(rng: np.random.Generator, count: int) -> np.ndarray:
+        which = rng.integers(0, CLUSTERS, count)
+        return (centre[which] + rng.standard_normal((count, 2)) * sigma[which, None]).T
+
+    p = draw(points, m).astype(np.float32)
+    apex = draw(shapes, n)
+    uniform_apex = shapes.random(n) >= CLUSTERED_APEX_SHARE
+    apex[:, uniform_apex] = shapes.uniform(0.0, world, (2, int(uniform_apex.sum())))
+    apex = apex.astype(np.float32)
+    cone = random_cones(shapes, n, rmin, rmax)
+    columns = sector_columns(apex[0], apex[1], cone["ux"], cone["uy"], cone["r"], cone["theta"])
+    options = {"world": world, "rmin": rmin, "rmax": rmax}  # CLUSTERS is fixed, not an option
+    return make_scene("clustered", "sector", {**columns, "px": p[0], "py": p[1]}, seed, options=options)
+
+
+#: Scenes at game scale: a world far larger than the cones (run's default broadphase is an index).
+GAME_SCENES = ("game", "clustered")
+
 SCENES = {
     "uniform": uniform,
     "article": article,
     "article-fixed": lambda n, m, seed: article(n, m, seed, fill_all_points=True),
+    "game": game,
+    "clustered": clustered,
 }

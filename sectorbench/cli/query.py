@@ -1,0 +1,59 @@
+"""`query`: which points lie in which sectors of a seeded scene, saved as CSR in a .npz file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import numpy as np
+
+from ..results import check_output, write_atomic
+from ..scenes import generate
+from .app import main, stderr
+from .options import game_options
+
+
+@main.command("query")
+@click.option("--scene", default="game", show_default=True, help="A sector scene kind (game, clustered, uniform, ...).")
+@click.option("-n", "--sectors", default=10_000, show_default=True, help="N: sectors.")
+@click.option("-m", "--points", default=200_000, show_default=True, help="M: points.")
+@click.option("--seed", default=0, show_default=True, help="Scene seed.")
+@game_options
+@click.option(
+    "--broadphase",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "none", "grid", "morton"]),
+    help="Point index (auto: grid, the measured fastest).",
+)
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="Threads.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The .npz file to write.")
+@click.option("--force", is_flag=True, help="Replace an existing --out file.")
+def query_command(scene, sectors, points, seed, world, rmin, rmax, broadphase, threads, out, force):
+    """Write the hits of a scene's sectors (offsets, indices, counts) to OUT, with the scene's description."""
+    from .. import query
+    from ..families import family_of_scene
+
+    check_output(out, force)
+    if family_of_scene(scene).name != "sector":
+        raise click.UsageError(f"query answers sector scenes; {scene!r} is a {family_of_scene(scene).name} scene")
+    made = generate(scene, sectors, points, seed, {"world": world, "rmin": rmin, "rmax": rmax})
+    columns = {name: made.column(name) for name in made.arrays}
+    hits = query(columns, columns, broadphase=broadphase, threads=threads)
+    meta = {"scene": made.describe(), "broadphase": broadphase, "threads": threads}
+
+    def write(stream):
+        np.savez(
+            stream,
+            offsets=hits.offsets,
+            indices=hits.indices,
+            counts=hits.counts,
+            meta=np.array(json.dumps(meta)),
+        )
+
+    write_atomic(out, write, overwrite=force)
+    stderr.print(
+        f"{hits.total} hits of {sectors} sectors x {points} points: index {hits.index_build_s * 1e3:.1f} ms, "
+        f"query {hits.query_s * 1e3:.1f} ms; saved {out}"
+    )

@@ -1,0 +1,182 @@
+"""The sector broadphase, Python side: index the points, query the sectors, CSR hits.
+
+The C side is kernels_c/sector_broadphase.c (see its header for the grid, the Morton order
+and the box rule).  This module drives it through a loaded library (cffi `ffi`, `lib`), for
+both callers: the worker, which times it end to end in `run --broadphase`, and the in-process
+query API (sectorbench.query).  Every choice of a setting lives here, with its reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+#: none: every pair (the brute-force kernels); grid, morton: a point index first.
+BROADPHASES = ("none", "grid", "morton")
+#: Indexes of points (the broadphases that build one).
+INDEXED = ("grid", "morton")
+#: The measured fastest on game and clustered scenes (README "Game scale": grid beat morton by
+#: 1.2-2x end to end, with ~4.5x fewer candidates than seed 003's 2 x 2 Morton cells).
+FASTEST = "grid"
+#: Cell side = this x the median radius.  The prototype's sweep on game 20k x 200k found a flat
+#: optimum from 0.3x to 2x the median r; half of it sits in the middle.  The C side raises it to
+#: about one point per cell (sqrt(area / M)), below which smaller cells only add runs.
+CELL_PER_RADIUS = 0.5
+#: The shape arrays the narrow phase reads (sb_bp_sectors), in its order.
+SECTOR_COLUMNS = ("cx", "cy", "ux", "uy", "r2", "cos_theta")
+#: sb_bp_query's isa argument: 0 = the best this CPU has.
+ISA_CODES = {"auto": 0, "avx512": 3, "avx2": 2, "sse2": 1}
+ISA_NAMES = {3: "avx512_nosqrt", 2: "avx2_nosqrt", 1: "sse2_nosqrt"}
+
+
+class BroadphaseError(RuntimeError):
+    """The C side refused (an ISA this CPU lacks) or ran out of memory."""
+
+
+@dataclass(frozen=True)
+class Hits:
+    """Which points each sector holds, as CSR: sector i's points are
+    indices[offsets[i]:offsets[i + 1]], ascending; counts[i] is their number."""
+
+    offsets: np.ndarray  # int64, N + 1
+    indices: np.ndarray  # int32
+    candidates: int = 0  # pairs the narrow phase tested
+    index_build_s: float = 0.0  # building the point index (0 for none)
+    query_s: float = 0.0  # boxes, runs, narrow phase, sorting, CSR
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def total(self) -> int:
+        return int(self.offsets[-1])
+
+    def same_as(self, other: Hits) -> bool:
+        return np.array_equal(self.offsets, other.offsets) and np.array_equal(self.indices, other.indices)
+
+
+def cell_size(r2: np.ndarray) -> float:
+    """The index's cell side: CELL_PER_RADIUS x the median radius of the sectors that can hold a point."""
+    with np.errstate(all="ignore"):
+        r = np.sqrt(r2[np.isfinite(r2) & (r2 > 0)].astype(np.float64))
+    return max(CELL_PER_RADIUS * float(np.median(r)), 1e-30) if len(r) else 1.0
+
+
+class Engine:
+    """The broadphase of one loaded library (the worker's build, or query's plain one)."""
+
+    def __init__(self, ffi, lib):
+        self.ffi, self.lib = ffi, lib
+
+    def narrow_phase(self, isa: str = "auto") -> str:
+        """The brute-force kernel whose predicate the narrow phase runs here."""
+        code = ISA_CODES[isa] or self.lib.sb_bp_best_isa()
+        if not self.lib.sb_bp_isa_supported(code):
+            raise BroadphaseError(f"this CPU lacks {isa}")
+        return ISA_NAMES[code]
+
+    def _floats(self, array, keep: list):
+        pointer = self.ffi.from_buffer("float[]", array)
+        keep.append(pointer)
+        return pointer
+
+    def sectors(self, columns: Mapping[str, np.ndarray], n: int, keep: list):
+        """An sb_bp_sectors over float32 columns (no copy; `keep` holds them alive)."""
+        s = self.ffi.new("sb_bp_sectors *")
+        s.n = n
+        for name in SECTOR_COLUMNS:
+            setattr(s, name, self._floats(columns[name], keep))
+        keep.append(s)
+        return s
+
+    def build(self, kind: str, px: np.ndarray, py: np.ndarray, m: int, r2: np.ndarray):
+        """The point index (freed when the returned handle dies)."""
+        keep: list = []
+        x, y = self._floats(px, keep), self._floats(py, keep)
+        cell = cell_size(r2)
+        if kind == "grid":
+            index = self.lib.sb_bp_grid_build(x, y, m, cell)
+        elif kind == "morton":
+            index = self.lib.sb_bp_morton_build(x, y, m, cell, -1)
+        else:
+            raise ValueError(f"no index for broadphase {kind!r}; choose from {', '.join(INDEXED)}")
+        if index == self.ffi.NULL:
+            raise BroadphaseError(f"building the {kind} index of {m} points failed (out of memory)")
+        return self.ffi.gc(index, self.lib.sb_bp_index_free)
+
+    def _one(self, run, begin: int, end: int):
+        out = self.ffi.new("sb_bp_hits *")
+        status = run(begin, end, out)
+        if status == -1:
+            raise BroadphaseError("the narrow phase's ISA is not supported by this CPU")
+        if status != 0:
+            raise BroadphaseError("the broadphase query ran out of memory")
+        return out
+
+    def _take(self, out) -> tuple[np.ndarray, np.ndarray]:
+        """Zero-copy numpy views of one C result (C frees the arrays when the views die)."""
+        n, nhits = out.n, out.nhits
+        offsets = self.ffi.gc(out.offsets, self.lib.sb_bp_free)
+        indices = self.ffi.gc(out.indices, self.lib.sb_bp_free)
+        off = np.frombuffer(self.ffi.buffer(offsets, (n + 1) * 8), dtype=np.int64)
+        idx = np.frombuffer(self.ffi.buffer(indices, max(nhits, 1) * 4), dtype=np.int32)[:nhits]
+        return off, idx
+
+    def hits(
+        self,
+        kind: str,
+        columns: Mapping[str, np.ndarray],
+        n: int,
+        m: int,
+        threads: int = 1,
+        isa: str = "auto",
+        pool: ThreadPoolExecutor | None = None,
+    ) -> Hits:
+        """Build (unless kind is none) and query: CSR hits of all n sectors against m points.
+
+        threads > 1 splits the sectors in contiguous shares, one C call each (cffi releases
+        the GIL), and joins their CSR; the hits are the same for every thread count."""
+        keep: list = []
+        sectors = self.sectors(columns, n, keep)
+        code = ISA_CODES[isa]
+        start = time.perf_counter()
+        if kind == "none":
+            px, py = self._floats(columns["px"], keep), self._floats(columns["py"], keep)
+
+            def run(begin, end, out):
+                return self.lib.sb_bp_none(px, py, m, sectors, begin, end, code, out)
+
+        else:
+            index = self.build(kind, columns["px"], columns["py"], m, columns["r2"][:n])
+
+            def run(begin, end, out):
+                return self.lib.sb_bp_query(index, sectors, begin, end, code, out)
+
+        built = time.perf_counter()
+        bounds = [n * t // threads for t in range(threads + 1)]
+        parts = list(zip(bounds, bounds[1:]))
+        if threads == 1:
+            results = [self._one(run, 0, n)]
+        else:
+            own = pool is None
+            pool = pool or ThreadPoolExecutor(threads)
+            try:
+                results = list(pool.map(lambda part: self._one(run, *part), parts))
+            finally:
+                if own:
+                    pool.shutdown()
+        taken = [self._take(out) for out in results]
+        if len(taken) == 1:
+            offsets, indices = taken[0]
+        else:
+            shifts = np.cumsum([0] + [int(off[-1]) for off, _ in taken[:-1]])
+            offsets = np.concatenate([taken[0][0][:1]] + [off[1:] + s for (off, _), s in zip(taken, shifts)])
+            indices = np.concatenate([idx for _, idx in taken])
+        done = time.perf_counter()
+        candidates = sum(int(out.candidates) for out in results)
+        return Hits(offsets, indices, candidates, built - start if kind != "none" else 0.0, done - built)

@@ -1,0 +1,182 @@
+"""The query API: which points lie in which sectors, in this process (sectorbench.query)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+import numpy as np
+
+from ...build import BuildConfig, build, cdef_source
+from ...exact import check_fp_environment
+from . import UNIT_TOLERANCE
+from .broadphase import BROADPHASES, FASTEST, ISA_CODES, ISA_NAMES, Engine, Hits
+
+#: The library query loads into the caller's process: plain -O2, never fast-math (a gcc
+#: -ffast-math library sets flush-to-zero / denormals-are-zero for the whole process when it is
+#: loaded), and never the user's flags.  Its kernels pin their products against FMA
+#: contraction, so the answers are those of the brute-force kernels of every build.
+QUERY_BUILD = BuildConfig(("-O2",))
+#: kernel= names: the narrow phase's predicate, as the brute-force kernels are named.
+KERNELS = {"auto": "auto", **{ISA_NAMES[code]: isa for isa, code in ISA_CODES.items() if code}}
+
+_engine: Engine | None = None
+_lock = threading.Lock()
+
+
+def engine() -> Engine:
+    """The in-process broadphase, built (cached) and loaded on first use."""
+    global _engine
+    with _lock:
+        if _engine is None:
+            import cffi
+
+            ffi = cffi.FFI()
+            ffi.cdef(cdef_source())
+            _engine = Engine(ffi, ffi.dlopen(str(build(QUERY_BUILD))))
+        return _engine
+
+
+def _column(table, name: str, argument: str):
+    """table[name] of a mapping, a structured array or a DataFrame, or None if it has no such column."""
+    names = getattr(getattr(table, "dtype", None), "names", None)
+    if names is not None:
+        return table[name] if name in names else None
+    if isinstance(table, Mapping) or hasattr(table, "columns"):
+        try:
+            return table[name] if name in table else None
+        except TypeError:
+            return None
+    raise ValueError(f"{argument} must be a mapping of column name to array, a structured array or a DataFrame")
+
+
+def float32_column(values, argument: str) -> np.ndarray:
+    """values as contiguous float32 (no copy if they already are); ValueError naming the
+    argument and the first index that float32 cannot hold exactly, or a NaN or infinity."""
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{argument} must be one-dimensional (got shape {array.shape})")
+    if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+        raise ValueError(f"{argument} has dtype {array.dtype}, which does not convert to float32")
+    converted = np.ascontiguousarray(array, dtype=np.float32)
+    if array.dtype != np.float32:
+        with np.errstate(all="ignore"):
+            lossy = converted.astype(np.float64) != array.astype(np.float64)
+        lossy &= ~np.isnan(array.astype(np.float64))
+        if lossy.any():
+            i = int(np.argmax(lossy))
+            raise ValueError(
+                f"{argument}[{i}] = {array[i].item()!r} is not exactly a float32 (convert it yourself to round)"
+            )
+    bad = ~np.isfinite(converted)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{argument}[{i}] is {converted[i]} (NaN and infinities are not positions or sizes)")
+    return converted
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.argmax(mask))
+
+
+def sector_columns(sectors) -> dict[str, np.ndarray]:
+    """The narrow phase's float32 columns from the caller's sectors, checked."""
+    columns = {}
+    for name in ("cx", "cy", "ux", "uy"):
+        value = _column(sectors, name, "sectors")
+        if value is None:
+            raise ValueError(f"sectors lacks column {name!r} (needs cx, cy, ux, uy and r2, cos_theta or r, theta)")
+        columns[name] = float32_column(value, f"sectors[{name!r}]")
+    r2, cos_theta = _column(sectors, "r2", "sectors"), _column(sectors, "cos_theta", "sectors")
+    r, theta = _column(sectors, "r", "sectors"), _column(sectors, "theta", "sectors")
+    if r2 is not None and cos_theta is not None:
+        columns["r2"] = float32_column(r2, "sectors['r2']")
+        columns["cos_theta"] = float32_column(cos_theta, "sectors['cos_theta']")
+        if (bad := ~(columns["r2"] > 0)).any():
+            raise ValueError(f"sectors['r2'][{_first(bad)}] = {columns['r2'][_first(bad)]} is not > 0")
+        k = columns["cos_theta"]
+        if (bad := ~((k >= -1) & (k <= 1))).any():
+            raise ValueError(f"sectors['cos_theta'][{_first(bad)}] = {k[_first(bad)]} is outside [-1, 1]")
+    elif r is not None and theta is not None:
+        r32, theta32 = float32_column(r, "sectors['r']"), float32_column(theta, "sectors['theta']")
+        if (bad := ~(r32 > 0)).any():
+            raise ValueError(f"sectors['r'][{_first(bad)}] = {r32[_first(bad)]} is not > 0")
+        if (bad := ~((theta32 > 0) & (theta32.astype(np.float64) < np.pi))).any():
+            raise ValueError(f"sectors['theta'][{_first(bad)}] = {theta32[_first(bad)]} is outside (0, pi)")
+        columns["r2"] = r32 * r32  # float32, as the scenes compute it
+        columns["cos_theta"] = np.cos(theta32.astype(np.float64)).astype(np.float32)
+    else:
+        raise ValueError("sectors needs columns r2 and cos_theta, or r and theta")
+    lengths = {name: len(v) for name, v in columns.items()}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"sectors' columns differ in length: {lengths}")
+    with np.errstate(all="ignore"):
+        length2 = columns["ux"].astype(np.float64) ** 2 + columns["uy"].astype(np.float64) ** 2
+    if (bad := ~(np.abs(length2 - 1) <= UNIT_TOLERANCE)).any():
+        i = _first(bad)
+        raise ValueError(
+            f"sectors['ux'], sectors['uy'][{i}] is not a unit vector: |u|^2 = {length2[i]:.9g} "
+            f"(allowed: 1 +- {UNIT_TOLERANCE:.3g})"
+        )
+    return columns
+
+
+def point_columns(points) -> tuple[np.ndarray, np.ndarray]:
+    """(px, py) as float32 from a mapping or an (M, 2) array (the latter is copied: C reads columns)."""
+    if isinstance(points, np.ndarray) and points.dtype.names is None:
+        if points.ndim != 2 or points.shape[1] != 2:
+            raise ValueError(f"points as an array must have shape (M, 2) (got {points.shape})")
+        return float32_column(points[:, 0], "points[:, 0]"), float32_column(points[:, 1], "points[:, 1]")
+    px, py = _column(points, "px", "points"), _column(points, "py", "points")
+    if px is None or py is None:
+        raise ValueError("points needs columns px and py (or pass an (M, 2) array)")
+    px, py = float32_column(px, "points['px']"), float32_column(py, "points['py']")
+    if len(px) != len(py):
+        raise ValueError(f"points['px'] and points['py'] differ in length ({len(px)} != {len(py)})")
+    return px, py
+
+
+def query(sectors, points, *, broadphase: str = "auto", kernel: str = "auto", threads: int = 1) -> Hits:
+    """Which points lie strictly inside which sectors: CSR `Hits` (offsets, indices, counts).
+
+    sectors: a mapping of column name to array (a dict, a numpy structured array or a pandas
+    DataFrame) with cx, cy, ux, uy and either r2, cos_theta or r, theta (u a unit vector to
+    within |u|^2 = 1 +- 2^-20, r > 0, theta in (0, pi)); points: a mapping with px, py, or an
+    (M, 2) array.  Values must be float32 or convert to it without loss; float32 contiguous
+    columns are read in place, not copied.  Bad input raises ValueError naming the argument
+    and the first bad index.
+
+    broadphase: "auto" (grid, the measured fastest), "grid", "morton" or "none" (every pair);
+    kernel: the narrow phase, "auto" (the best SIMD one here), "avx512_nosqrt", "avx2_nosqrt"
+    or "sse2_nosqrt"; threads: sectors split among this many threads.  The hits are the same
+    for every choice: the answer of the float32 kernel avx512_nosqrt and its twins, pair for pair.
+
+    It runs in this process, not in a worker: the library it loads is built with plain -O2,
+    never with fast-math flags, so loading it cannot switch the process to flush-to-zero or
+    denormals-are-zero (gcc's -ffast-math crtfastmath does that), and its kernels only read
+    the arrays they are given.  After the call the floating-point environment is checked:
+    RuntimeError if it changed.
+    """
+    if broadphase == "auto":
+        broadphase = FASTEST
+    if broadphase not in BROADPHASES:
+        raise ValueError(f"broadphase must be one of auto, {', '.join(BROADPHASES)} (got {broadphase!r})")
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(KERNELS)} (got {kernel!r})")
+    if not isinstance(threads, int | np.integer) or isinstance(threads, bool) or threads < 1:
+        raise ValueError(f"threads must be an integer >= 1 (got {threads!r})")
+    columns = sector_columns(sectors)
+    px, py = point_columns(points)
+    n, m = len(columns["cx"]), len(px)
+    if n == 0 or m == 0:
+        return Hits(np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int32))
+    if m >= 2**31:
+        raise ValueError(f"points has {m} rows; at most 2^31 - 1 are indexed by int32")
+    runner = engine()
+    try:
+        runner.narrow_phase(KERNELS[kernel])
+    except RuntimeError as exc:
+        raise ValueError(f"kernel {kernel!r} cannot run here: {exc}") from None
+    hits = runner.hits(broadphase, {**columns, "px": px, "py": py}, n, m, int(threads), KERNELS[kernel])
+    check_fp_environment()
+    return hits

@@ -1,0 +1,385 @@
+"""The broadphase: identical hits to brute force on seeded and adversarial scenes, a box that
+holds every hit (kernel's and exact), and the game scenes' options."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sectorbench import SectorbenchError, scenes
+from sectorbench.families.sector.broadphase import ISA_CODES, cell_size
+from sectorbench.families.sector.oracle import sector_inside
+from sectorbench.families.sector.peers import NumpyPeer
+from sectorbench.families.sector.query import engine
+
+F32 = np.float32
+COLUMNS = ("cx", "cy", "ux", "uy", "r2", "cos_theta")
+
+
+def brute_force(columns) -> list[np.ndarray]:
+    """Each sector's hits by the numpy peer (sse2_nosqrt's operations, in numpy)."""
+    peer, m = NumpyPeer(), len(columns["px"])
+    with np.errstate(all="ignore"):
+        return [
+            np.flatnonzero(
+                peer.pairs(
+                    {
+                        **{k: np.full(m, columns[k][i], dtype=F32) for k in COLUMNS},
+                        "px": columns["px"],
+                        "py": columns["py"],
+                    }
+                )
+            )
+            for i in range(len(columns["cx"]))
+        ]
+
+
+def hits_of(kind, columns, **options):
+    columns = {k: np.ascontiguousarray(v, dtype=F32) for k, v in columns.items()}
+    return engine().hits(kind, columns, len(columns["cx"]), len(columns["px"]), **options)
+
+
+def assert_identical(columns):
+    """none, grid and morton give the same CSR, and it is the numpy peer's, sector by sector."""
+    columns = {k: np.ascontiguousarray(v, dtype=F32) for k, v in columns.items()}
+    none = hits_of("none", columns)
+    for kind in ("grid", "morton"):
+        other = hits_of(kind, columns)
+        assert np.array_equal(other.offsets, none.offsets), kind
+        assert np.array_equal(other.indices, none.indices), kind
+    reference = brute_force(columns)
+    for i, expected in enumerate(reference):
+        assert np.array_equal(none.indices[none.offsets[i] : none.offsets[i + 1]], expected), i
+    return none
+
+
+def sector(cx, cy, ux, uy, r, theta):
+    r, theta = np.asarray(r, dtype=np.float64), np.asarray(theta, dtype=np.float64)
+    return {
+        "cx": np.asarray(cx, dtype=F32),
+        "cy": np.asarray(cy, dtype=F32),
+        "ux": np.asarray(ux, dtype=F32),
+        "uy": np.asarray(uy, dtype=F32),
+        "r2": (r.astype(F32) * r.astype(F32)).astype(F32),
+        "cos_theta": np.cos(theta).astype(F32),
+    }
+
+
+def ulps(values, k):
+    """values moved by -k..k float32 ulps."""
+    values = np.asarray(values, dtype=F32)
+    out = [values]
+    up, down = values, values
+    for _ in range(k):
+        up, down = np.nextafter(up, F32(np.inf)), np.nextafter(down, F32(-np.inf))
+        out += [up, down]
+    return np.concatenate(out)
+
+
+# ---------------------------------------------------------------- adversarial scenes
+
+
+def borders_scene(rng):
+    """Points exactly on the grid's cell borders (r = 8: cell 4) and the Morton cells'
+    (extent 100, q = 5: 3.125), and 1 ulp either side; apexes on the lattice, u along the axes
+    and the diagonals, so box sides fall on borders."""
+    lattice = np.concatenate([np.arange(0, 101, 4.0), np.arange(0, 101, 3.125)])
+    x = ulps(lattice, 1)
+    px, py = (a.ravel() for a in np.meshgrid(x, x[::7]))
+    n = 300
+    diagonal = np.sqrt(F32(0.5))
+    directions = np.array([(1, 0), (-1, 0), (0, 1), (0, -1), (diagonal, diagonal), (-diagonal, diagonal)], dtype=F32)
+    d = directions[rng.integers(0, len(directions), n)]
+    theta = rng.choice([np.pi / 4, np.pi / 2, 3 * np.pi / 4, 1e-3, np.pi - 1e-3], n)
+    columns = sector(rng.choice(lattice, n), rng.choice(lattice, n), d[:, 0], d[:, 1], np.full(n, 8.0), theta)
+    return {**columns, "px": px, "py": py}
+
+
+def edges_scene(rng):
+    """Points on the world's edges and corners and 1-2 ulps outside; apexes on the edges, just
+    outside and 1e4 away with radii that reach in."""
+    t = rng.uniform(0, 1000, 400).astype(F32)
+    edge = ulps(np.array([0.0, 1000.0], dtype=F32), 2)
+    px = np.concatenate([np.repeat(edge, len(t)), np.tile(t, len(edge)), np.repeat(edge, len(edge))])
+    py = np.concatenate([np.tile(t, len(edge)), np.repeat(edge, len(t)), np.tile(edge, len(edge))])
+    n = 200
+    gauss = rng.standard_normal((2, n))
+    u = gauss / np.hypot(*gauss)
+    cx = rng.choice(np.concatenate([edge, [-1e4, 1.1e4], t[:20]]), n)
+    cy = rng.choice(np.concatenate([edge, [-1e4, 1.1e4], t[:20]]), n)
+    r = np.where(np.abs(cx - 500) > 5000, 1.2e4, rng.uniform(1, 300, n))
+    columns = sector(cx, cy, u[0], u[1], r, rng.uniform(0.01, 3.1, n))
+    return {**columns, "px": px, "py": py}
+
+
+def onecell_scene(rng):
+    """Every point in one 0.001-wide square (on the float32 lattice there, with duplicates)."""
+    p = rng.uniform(500, 500.001, (2, 5000))
+    n = 200
+    gauss = rng.standard_normal((2, n))
+    u = gauss / np.hypot(*gauss)
+    c = rng.uniform(499.999, 500.002, (2, n))
+    columns = sector(c[0], c[1], u[0], u[1], 10.0 ** rng.uniform(-5, 1, n), rng.uniform(0.01, 3.1, n))
+    return {**columns, "px": p[0], "py": p[1]}
+
+
+def tinyhuge_scene(rng):
+    """Tiny and huge sectors, theta near 0 and near pi, apexes exactly on points."""
+    p = rng.uniform(-100, 100, (2, 4000)).astype(F32)
+    n = 300
+    gauss = rng.standard_normal((2, n))
+    u = gauss / np.hypot(*gauss)
+    on = rng.integers(0, p.shape[1], n)
+    r = rng.choice([1e-6, 1e-3, 0.1, 5.0, 2000.0, 1e5], n)
+    theta = rng.choice([1e-7, 1e-4, 3.4e-4, 0.5, np.pi / 2, np.pi - 1e-4, np.pi - 1e-7], n)
+    columns = sector(p[0, on], p[1, on], u[0], u[1], r, theta)
+    columns["cos_theta"][:5] = (1.0, -1.0, 0.0, -0.0, 1.0)  # k exactly +-1 and +-0
+    return {**columns, "px": p[0], "py": p[1]}
+
+
+def quantisation_scene(rng):
+    """A world at 1e6 (float32 step 0.0625: about one Morton cell) plus an outlier that
+    stretches the extent, and sectors of a few steps."""
+    p = rng.uniform(1e6, 1e6 + 64, (2, 4000)).astype(F32)
+    p[:, 0] = (-3e5, 3e5)
+    n = 300
+    gauss = rng.standard_normal((2, n))
+    u = gauss / np.hypot(*gauss)
+    c = p[:, rng.integers(0, p.shape[1], n)]
+    columns = sector(c[0], c[1], u[0], u[1], rng.uniform(0.05, 8, n), rng.uniform(0.01, 3.1, n))
+    return {**columns, "px": p[0], "py": p[1]}
+
+
+def band_scene(rng):
+    """Points within 3 ulps of each sector's arc ends, edge rays and axis extremes: where the
+    float32 kernel and the exact sector disagree, and a too-tight box would lose a hit."""
+    n = 120
+    gauss = rng.standard_normal((2, n))
+    u = gauss / np.hypot(*gauss)
+    c = rng.uniform(0, 50, (2, n))
+    r = rng.uniform(0.5, 6, n)
+    theta = np.concatenate([rng.uniform(1e-7, 1e-3, n // 2), rng.uniform(0.01, 3.14, n - n // 2)])
+    columns = sector(c[0], c[1], u[0], u[1], r, theta)
+    xs, ys = [], []
+    for i in range(n):
+        for angle in (theta[i], -theta[i]):
+            ca, sa = np.cos(angle), np.sin(angle)
+            ex, ey = u[0, i] * ca - u[1, i] * sa, u[0, i] * sa + u[1, i] * ca
+            for t in (0.5, 0.999, 1.0):
+                xs.append(c[0, i] + t * r[i] * ex)
+                ys.append(c[1, i] + t * r[i] * ey)
+        for ex, ey in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            xs.append(c[0, i] + r[i] * ex)
+            ys.append(c[1, i] + r[i] * ey)
+    x, y = ulps(np.array(xs, dtype=F32), 3), ulps(np.array(ys, dtype=F32), 3)
+    px = np.concatenate([x, np.tile(np.array(xs, dtype=F32), 7)])
+    py = np.concatenate([np.tile(np.array(ys, dtype=F32), 7), y])
+    return {**columns, "px": px, "py": py}
+
+
+ADVERSARIAL = {
+    "borders": borders_scene,
+    "edges": edges_scene,
+    "onecell": onecell_scene,
+    "tinyhuge": tinyhuge_scene,
+    "quantisation": quantisation_scene,
+    "band": band_scene,
+}
+
+
+@pytest.mark.parametrize("name", list(ADVERSARIAL))
+def test_adversarial_scenes_give_identical_hits(name):
+    columns = ADVERSARIAL[name](np.random.default_rng(12))
+    none = assert_identical(columns)
+    assert none.total > 0  # the scene does test something
+
+
+@pytest.mark.parametrize("name", list(ADVERSARIAL))
+def test_box_holds_every_kernel_hit_and_every_exact_hit(name):
+    columns = {k: np.ascontiguousarray(v, dtype=F32) for k, v in ADVERSARIAL[name](np.random.default_rng(5)).items()}
+    runner, n = engine(), len(columns["cx"])
+    keep: list = []
+    sectors = runner.sectors(columns, n, keep)
+    box = runner.ffi.new("double[4]")
+    none = hits_of("none", columns)
+    px, py = columns["px"].astype(np.float64), columns["py"].astype(np.float64)
+    exact_hits = kernel_hits = 0
+    for i in range(n):
+        if not runner.lib.sb_bp_box(sectors, i, box):
+            assert none.offsets[i + 1] == none.offsets[i]
+            continue
+        inside_box = (px >= box[0]) & (px <= box[1]) & (py >= box[2]) & (py <= box[3])
+        accepted = none.indices[none.offsets[i] : none.offsets[i + 1]]
+        assert inside_box[accepted].all(), f"sector {i}: a kernel hit lies outside its box"
+        kernel_hits += len(accepted)
+        # the exact oracle on every point near the sector (a generous disc around the apex)
+        r = np.sqrt(float(columns["r2"][i]))
+        near = np.flatnonzero(np.hypot(px - columns["cx"][i], py - columns["cy"][i]) <= 1.01 * r + 1e-3)
+        if len(near):
+            args = [np.full(len(near), columns[k][i], dtype=F32) for k in COLUMNS]
+            exact = near[sector_inside(*args, columns["px"][near], columns["py"][near])]
+            assert inside_box[exact].all(), f"sector {i}: an exact hit lies outside its box"
+            exact_hits += len(exact)
+    assert kernel_hits > 0 and exact_hits > 0
+
+
+@pytest.mark.parametrize("kind", ["game", "clustered"])
+def test_seeded_game_scenes_identical_across_broadphases_isas_and_threads(kind):
+    scene = scenes.generate(kind, 400, 20_000, seed=3)
+    columns = {name: scene.column(name) for name in (*COLUMNS, "px", "py")}
+    none = assert_identical(columns)
+    for isa in (name for name, code in ISA_CODES.items() if code and engine().lib.sb_bp_isa_supported(code)):
+        for kind_ in ("grid", "morton"):
+            assert hits_of(kind_, columns, isa=isa).same_as(none), (kind_, isa)
+    assert hits_of("grid", columns, threads=3).same_as(none)
+    assert none.total > 1000
+
+
+def test_broadphase_matches_the_harness_kernel_it_reuses(o2_worker, scratch):
+    """The narrow phase is avx512_nosqrt's predicate (or its AVX2/SSE2 twin): its hits are
+    that kernel's eval_grid, pair for pair, run by the harness's worker."""
+    scene = scenes.generate("game", 60, 30_000, seed=4, options={"world": 200.0})
+    o2_worker.load(scene, scratch)
+    name = engine().narrow_phase()
+    grid = o2_worker.evaluate(name, scratch).astype(bool)
+    columns = {k: scene.column(k) for k in (*COLUMNS, "px", "py")}
+    hits = hits_of("grid", columns)
+    for i in range(scene.n_shapes):
+        assert np.array_equal(hits.indices[hits.offsets[i] : hits.offsets[i + 1]], np.flatnonzero(grid[i]))
+    assert hits.total > 0
+
+
+def test_bit_tricks_match_plain_loops():
+    assert engine().lib.sb_bp_selftest_bits(200_000) == 0
+
+
+def test_cell_size_follows_the_median_radius():
+    assert cell_size(np.array([4.0, 16.0, 64.0], dtype=F32)) == 0.5 * 4.0
+    assert cell_size(np.array([np.nan, -1.0, 0.0], dtype=F32)) == 1.0
+
+
+def test_game_scene_options_reach_the_generator_and_its_description():
+    scene = scenes.generate("game", 500, 2000, seed=1, options={"world": 50.0, "rmin": 1.0, "rmax": 3.0})
+    r = np.sqrt(scene.column("r2").astype(np.float64))
+    assert scene.column("px").max() <= 50 and scene.column("cx").max() <= 50
+    assert 1.0 - 1e-5 <= r.min() and r.max() <= 3.0 + 1e-5
+    assert scene.describe()["options"] == {"world": 50.0, "rmin": 1.0, "rmax": 3.0}
+    again = scenes.generate("game", 500, 2000, seed=1, options={"world": 50.0, "rmin": 1.0, "rmax": 3.0})
+    assert again.digest() == scene.digest()
+    assert scenes.generate("game", 500, 2000, seed=2).digest() != scene.digest()
+
+
+def test_clustered_points_are_crowded():
+    scene = scenes.generate("clustered", 100, 50_000, seed=1)
+    counts, _, _ = np.histogram2d(scene.column("px"), scene.column("py"), bins=20, range=[[0, 1000], [0, 1000]])
+    assert counts.max() > 10 * counts.mean()  # crowds, not a uniform spread
+
+
+@pytest.mark.parametrize(
+    "kind, options, message",
+    [
+        ("uniform", {"world": 10.0}, "--world does not apply to uniform"),
+        ("game", {"world": -1.0}, "--world must be a positive"),
+        ("game", {"rmin": 5.0, "rmax": 2.0}, "0 < rmin <= rmax"),
+    ],
+)
+def test_bad_scene_options_are_refused(kind, options, message):
+    with pytest.raises(SectorbenchError, match=message):
+        scenes.generate(kind, 10, 10, options=options)
+
+
+def test_run_times_broadphases_in_the_same_rounds_with_identical_hits(tmp_path):
+    from sectorbench.build import BuildConfig
+    from sectorbench.results import load, save
+    from sectorbench.runner import RunConfig, run
+    from sectorbench.timing import TimingConfig
+
+    config = RunConfig(
+        scene="clustered",
+        sectors=200,
+        points=5000,
+        kernels=("sse2_nosqrt",),
+        builds=(BuildConfig.parse("-O2"),),
+        timing=TimingConfig(repeat=2, min_sample_s=0.001),
+        broadphases=("none", "grid", "morton"),
+        world=400.0,
+        threads=(1, 2),
+    )
+    result = run(config)
+    assert all(r.status == "ok" for r in result.results)
+    assert len({r.hits for r in result.results}) == 1 and result.results[0].hits > 0
+    assert {(r.kernel, r.threads) for r in result.results} == {
+        (k, t) for k in ("sse2_nosqrt", "grid", "morton") for t in (1, 2)
+    }
+    rows = {r.kernel: r for r in result.results if r.threads == 1}
+    for name in ("grid", "morton"):
+        assert rows[name].broadphase == name and 0 < rows[name].index_build_s < rows[name].median_s
+        assert len(rows[name].samples_s) == 2 and rows[name].candidates > 0
+    assert result.scene["options"]["world"] == 400.0
+    assert result.config["broadphase"] == ["none", "grid", "morton"]
+    path = save(result, tmp_path / "run.json")
+    saved = {(r.kernel, r.threads): r for r in load(path).results}
+    assert saved[("grid", 1)].index_build_s == rows["grid"].index_build_s
+
+
+def test_run_defaults_to_the_fastest_broadphase_at_game_scale():
+    from sectorbench.build import BuildConfig
+    from sectorbench.runner import RunConfig, run
+    from sectorbench.timing import TimingConfig
+
+    timing = TimingConfig(repeat=1, min_sample_s=0.001)
+    game = run(RunConfig(scene="game", sectors=50, points=500, builds=(BuildConfig.parse("-O2"),), timing=timing))
+    assert [r.kernel for r in game.results] == ["grid"]
+    with pytest.raises(SectorbenchError, match="--broadphase octree"):
+        run(RunConfig(scene="game", sectors=5, points=5, broadphases=("octree",), timing=timing))
+
+
+@pytest.mark.parametrize("kind", ["game", "clustered"])
+def test_kdtree_peer_finds_the_same_hits(kind):
+    pytest.importorskip("scipy")
+    from sectorbench.families.sector.peers import KdtreePeer
+
+    scene = scenes.generate(kind, 300, 20_000, seed=9)
+    columns = {name: scene.column(name) for name in scene.arrays}
+    reference = engine().hits("none", columns, scene.n_shapes, scene.n_points)
+    sector, point = KdtreePeer().hits(columns, 0, scene.n_shapes)
+    assert np.array_equal(np.bincount(sector, minlength=scene.n_shapes), reference.counts)
+    assert np.array_equal(point, reference.indices)  # by sector, then ascending point
+    assert KdtreePeer().count(columns, 100, 200) == reference.offsets[200] - reference.offsets[100]
+
+
+def test_the_widening_is_needed_the_exact_sectors_box_misses_kernel_hits():
+    """The box test has teeth: for theta near 0 float32 rounds cos(theta) to 1 and the kernel
+    accepts points outside the real sector's own box, which the widened box still holds."""
+    rng = np.random.default_rng(3)
+    n = 400
+    gauss = rng.standard_normal((2, n))
+    u = (gauss / np.hypot(*gauss)).astype(F32)
+    c = rng.uniform(0, 100, (2, n)).astype(F32)
+    theta = rng.uniform(1e-7, 1e-4, n)
+    columns = sector(c[0], c[1], u[0], u[1], rng.uniform(1, 10, n), theta)
+    # points on a thin fan around each axis, up to 3e-4 rad off it: in the float32 kernel's band
+    t = rng.uniform(0.05, 1.0, (n, 30))
+    off = rng.uniform(-3e-4, 3e-4, (n, 30))
+    r = np.sqrt(columns["r2"].astype(np.float64))[:, None] * t
+    ux, uy = u[0].astype(np.float64)[:, None], u[1].astype(np.float64)[:, None]
+    px = (c[0][:, None] + r * (ux * np.cos(off) - uy * np.sin(off))).astype(F32).ravel()
+    py = (c[1][:, None] + r * (uy * np.cos(off) + ux * np.sin(off))).astype(F32).ravel()
+    columns = {**columns, "px": px, "py": py}
+    none = assert_identical(columns)
+    outside_exact_box = 0
+    for i in range(n):
+        accepted = none.indices[none.offsets[i] : none.offsets[i + 1]]
+        rho, k = np.sqrt(float(columns["r2"][i])), float(np.cos(theta[i]))
+        s = np.sqrt(max(0.0, 1 - k * k))
+        hx, hy = (
+            float(u[0, i]) / np.hypot(float(u[0, i]), float(u[1, i])),
+            float(u[1, i]) / np.hypot(float(u[0, i]), float(u[1, i])),
+        )
+        ends_x = [0.0, rho * (hx * k - hy * s), rho * (hx * k + hy * s)]
+        ends_y = [0.0, rho * (hy * k + hx * s), rho * (hy * k - hx * s)]
+        x, y = px[accepted].astype(np.float64) - float(c[0, i]), py[accepted].astype(np.float64) - float(c[1, i])
+        outside_exact_box += int(
+            np.count_nonzero((x < min(ends_x)) | (x > max(ends_x)) | (y < min(ends_y)) | (y > max(ends_y)))
+        )
+    assert outside_exact_box > 0

@@ -1,0 +1,154 @@
+"""sectorbench.query: round trips against brute force, the input forms, named ValueErrors,
+the floating-point environment, and the CLI's query command."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import sectorbench
+from sectorbench import scenes
+from sectorbench.cli import main
+from sectorbench.exact import check_fp_environment
+from sectorbench.server import fp_environment
+
+F32 = np.float32
+SECTOR = ("cx", "cy", "ux", "uy", "r2", "cos_theta")
+
+
+@pytest.fixture(scope="module")
+def game():
+    scene = scenes.generate("game", 300, 20_000, seed=7, options={"world": 300.0})
+    return {name: scene.column(name) for name in scene.arrays}
+
+
+def brute(columns):
+    """Each sector's hits: the numpy twin of sse2_nosqrt, N x M."""
+    c = {k: np.asarray(columns[k], dtype=F32)[:, None] for k in SECTOR}
+    dx, dy = columns["px"][None, :] - c["cx"], columns["py"][None, :] - c["cy"]
+    s, a = dx * dx + dy * dy, dx * c["ux"] + dy * c["uy"]
+    inside = (s < c["r2"]) & (a * np.abs(a) > s * (c["cos_theta"] * np.abs(c["cos_theta"])))
+    return [np.flatnonzero(row) for row in inside]
+
+
+@pytest.mark.parametrize("broadphase", ["auto", "none", "grid", "morton"])
+def test_query_round_trips_against_brute_force(game, broadphase):
+    hits = sectorbench.query(game, game, broadphase=broadphase)
+    expected = brute(game)
+    assert hits.offsets.dtype == np.int64 and hits.indices.dtype == np.int32
+    assert len(hits.offsets) == len(game["cx"]) + 1
+    assert np.array_equal(hits.counts, [len(e) for e in expected])
+    for i, e in enumerate(expected):
+        assert np.array_equal(hits.indices[hits.offsets[i] : hits.offsets[i + 1]], e)
+    assert hits.total > 100
+
+
+def test_input_forms_give_the_same_hits(game):
+    reference = sectorbench.query(game, game)
+    sector_names = ("cx", "cy", "ux", "uy", "r", "theta")
+    structured = np.zeros(len(game["cx"]), dtype=[(name, F32) for name in SECTOR])
+    for name in SECTOR:
+        structured[name] = game[name]
+    as_r_theta = {name: game[name] for name in sector_names}
+    points = np.column_stack([game["px"], game["py"]])
+    float64_points = {"px": game["px"].astype(np.float64), "py": game["py"].astype(np.float64)}
+    for sectors, pts in ((structured, game), (as_r_theta, points), (game, float64_points)):
+        assert sectorbench.query(sectors, pts).same_as(reference)
+    assert sectorbench.query(game, game, threads=3).same_as(reference)
+
+
+def test_float32_columns_are_not_copied(game, monkeypatch):
+    from sectorbench.families.sector import query as module
+
+    seen = []
+    original = module.float32_column
+
+    def spy(values, argument):
+        out = original(values, argument)
+        seen.append(np.shares_memory(out, values))
+        return out
+
+    monkeypatch.setattr(module, "float32_column", spy)
+    sectorbench.query(game, game)
+    assert seen and all(seen)
+
+
+def _with(columns, name, index, value, dtype=F32):
+    out = {k: np.array(v) for k, v in columns.items()}
+    out[name] = out[name].astype(dtype)
+    out[name][index] = value
+    return out
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda g: _with(g, "r2", 5, 0.0), r"sectors\['r2'\]\[5\]"),
+        (lambda g: _with(g, "cx", 7, np.nan), r"sectors\['cx'\]\[7\]"),
+        (lambda g: _with(g, "ux", 3, 0.5), r"\[3\] is not a unit vector"),
+        (lambda g: _with(g, "cos_theta", 9, 1.5), r"sectors\['cos_theta'\]\[9\]"),
+        (lambda g: _with(g, "cy", 2, 0.1, np.float64), r"sectors\['cy'\]\[2\] = 0.1 is not exactly a float32"),
+        (lambda g: {**g, "cx": g["cx"].astype("U8")}, r"sectors\['cx'\] has dtype"),
+        (lambda g: {**g, "cy": g["cy"][:-1]}, r"differ in length"),
+        (lambda g: {k: v for k, v in g.items() if k != "uy"}, r"sectors lacks column 'uy'"),
+    ],
+)
+def test_bad_sectors_raise_a_named_value_error(game, change, message):
+    with pytest.raises(ValueError, match=message):
+        sectorbench.query(change(game), game)
+
+
+def test_bad_r_theta_raise_named_value_errors(game):
+    sectors = {name: np.array(game[name]) for name in ("cx", "cy", "ux", "uy", "r", "theta")}
+    for name, index, value, message in (
+        ("r", 4, -1.0, r"sectors\['r'\]\[4\] = -1.0 is not > 0"),
+        ("theta", 6, 0.0, r"sectors\['theta'\]\[6\] = 0.0 is outside \(0, pi\)"),
+        ("theta", 8, 3.1415927, r"sectors\['theta'\]\[8\]"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            sectorbench.query(_with(sectors, name, index, value), game)
+
+
+def test_bad_points_and_options_raise_named_value_errors(game):
+    with pytest.raises(ValueError, match=r"points\['py'\]\[11\]"):
+        sectorbench.query(game, _with(game, "py", 11, np.inf))
+    with pytest.raises(ValueError, match=r"points\['px'\] and points\['py'\] differ in length"):
+        sectorbench.query(game, {"px": game["px"], "py": game["py"][:-3]})
+    with pytest.raises(ValueError, match=r"shape \(M, 2\)"):
+        sectorbench.query(game, np.zeros((5, 3), dtype=F32))
+    with pytest.raises(ValueError, match="broadphase must be"):
+        sectorbench.query(game, game, broadphase="octree")
+    with pytest.raises(ValueError, match="threads must be"):
+        sectorbench.query(game, game, threads=0)
+    with pytest.raises(ValueError, match="kernel must be"):
+        sectorbench.query(game, game, kernel="naive")
+
+
+def test_fp_environment_is_unchanged_after_query(game):
+    before = fp_environment()
+    sectorbench.query(game, game)
+    assert fp_environment() == before == {"denormals_are_zero": False, "flush_to_zero": False}
+    check_fp_environment()  # raises if either mode were on
+    assert np.float32(1e-45) * np.float32(1.0) != 0  # float32 subnormals survive in numpy too
+
+
+def test_cli_query_writes_hits_and_refuses_to_overwrite(tmp_path, game):
+    out = tmp_path / "hits.npz"
+    args = ["query", "--scene", "game", "-n", "300", "-m", "20000", "--seed", "7", "--world", "300", "--out", str(out)]
+    result = CliRunner().invoke(main, args, standalone_mode=False)
+    assert result.exit_code == 0, result.output
+    with np.load(out) as data:
+        expected = sectorbench.query(game, game)
+        assert np.array_equal(data["offsets"], expected.offsets)
+        assert np.array_equal(data["indices"], expected.indices)
+        assert np.array_equal(data["counts"], expected.counts)
+        assert json.loads(str(data["meta"]))["scene"]["options"]["world"] == 300.0
+    before = out.read_bytes()
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 2 and "exists" in again.output
+    assert out.read_bytes() == before
+    forced = CliRunner().invoke(main, [*args, "--force", "--broadphase", "morton"])
+    assert forced.exit_code == 0
