@@ -6,7 +6,7 @@ import math
 import os
 import statistics
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -64,10 +64,9 @@ class RunConfig:
     #: none: the kernels, every pair; others: a point index first, timed end to end.  Empty: the
     #: family's default for the scene kind (an index at game scale, none on the article's scenes).
     broadphases: tuple[str, ...] = ()
-    #: The scene generator's options (e.g. world, rmin, rmax of a game scene); None: its default.
-    world: float | None = None
-    rmin: float | None = None
-    rmax: float | None = None
+    #: The scene generator's options by name (e.g. a game scene's world, rmin, rmax); an option
+    #: left out or None takes the generator's default (scenes.resolved_options).
+    scene_options: Mapping[str, float | None] = field(default_factory=dict)
 
     def __post_init__(self):
         minutes = self.max_minutes
@@ -77,10 +76,6 @@ class RunConfig:
             or not (math.isfinite(minutes) and minutes > 0)
         ):
             raise SectorbenchError(f"--max-minutes must be a number above 0 (got {self.max_minutes!r})")
-
-    @property
-    def scene_options(self) -> dict:
-        return {"world": self.world, "rmin": self.rmin, "rmax": self.rmax}
 
     def to_dict(self) -> dict:
         return {

@@ -302,7 +302,7 @@ def test_run_times_broadphases_in_the_same_rounds_with_identical_hits(tmp_path):
         builds=(BuildConfig.parse("-O2"),),
         timing=TimingConfig(repeat=2, min_sample_s=0.001),
         broadphases=("none", "grid", "morton"),
-        world=400.0,
+        scene_options={"world": 400.0},
         threads=(1, 2),
     )
     result = run(config)

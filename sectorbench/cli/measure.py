@@ -162,9 +162,7 @@ def run_command(
         threads=threads,
         max_minutes=max_minutes,
         broadphases=broadphases,
-        world=world,
-        rmin=rmin,
-        rmax=rmax,
+        scene_options=dict(world=world, rmin=rmin, rmax=rmax),
     )
     baseline_result = None
     if baseline:
