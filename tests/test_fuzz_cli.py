@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from sectorbench.build import BuildConfig, build
 from sectorbench.cli import main
 
 DATA = Path(__file__).parent / "data"
@@ -32,6 +33,8 @@ def sector_arrays(n: int = 3, **override) -> dict:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory, o2_library):
     where = tmp_path_factory.mktemp("fuzz")
+    # Builds the rows need, made now: a cold build may outlast the 5 s before a heartbeat line.
+    build(BuildConfig.parse("-O2", extra_sources=(DATA / "missing_isa_kernel.c",)))
     runs = tmp_path_factory.mktemp("fuzz-runs")
     ok = runs / "ok.json"
     result = CliRunner().invoke(main, ["run", *TINY, "--kernels", "basic,sse2", "--json", str(ok)])

@@ -69,7 +69,7 @@ def verify_command(
 ):
     """Check kernels against the exact oracle; exit 1 if any fails."""
     from ..families import get
-    from ..report import failing_inputs_table, verify_table
+    from ..report import VERIFY_DROP, failing_inputs_table, fit, verify_table
     from ..verify import verify
 
     check_outputs(force, json_path)
@@ -93,7 +93,7 @@ def verify_command(
     if len(skipped) == len(result.kernels):
         raise SectorbenchError(nothing_checked([(k.kernel, k.flags, k.reason) for k in skipped], family))
     console = stdout()
-    console.print(verify_table(result))
+    console.print(fit(verify_table(result), console.width, VERIFY_DROP))
     for verdict in result.kernels:
         if verdict.failing:
             console.print(failing_inputs_table(verdict))
@@ -136,7 +136,7 @@ def nothing_checked(skipped: list[tuple[str, str, str | None]], family: str) -> 
 def kernels_command(flags, cc, sources, disable_isa):
     """List the kernels, what each needs, and whether this CPU has it (for every build given)."""
     from ..build import build
-    from ..report import kernels_table
+    from ..report import fit, kernels_table
     from ..worker import Worker
 
     listings: dict[tuple, list[str]] = {}  # identical listings are shown once, for all their builds
@@ -146,4 +146,4 @@ def kernels_command(flags, cc, sources, disable_isa):
         listings.setdefault(tuple(kernels), []).append(config.label)
     console = stdout()
     for kernels, labels in listings.items():
-        console.print(kernels_table(list(kernels), labels if len(labels) < len(flags) * len(cc) else []))
+        console.print(fit(kernels_table(list(kernels), labels if len(labels) < len(flags) * len(cc) else []), None))
