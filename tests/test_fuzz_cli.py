@@ -240,3 +240,20 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(args, workdir, monkeyp
     assert "internal error" not in result.stderr
     assert result.stdout == ""
     assert snapshot(workdir) == before
+
+
+GOOD = [
+    ("verify", "--kernels", "numpy", "--cases", "300"),  # a peer: built and checked in its own worker
+    ("verify", "--kernels", "basic,numpy", "--cases", "300", "--disable-isa", "avx512f"),
+    ("run", *TINY, "--kernels", "basic", "--disable-isa", "sse2,avx2"),
+    ("kernels", "--flags", "-O1", "--flags", "-O2"),
+]
+
+
+@pytest.mark.parametrize("args", GOOD, ids=[" ".join(row)[:80] for row in GOOD])
+def test_the_checks_let_good_input_through(args, workdir, monkeypatch):
+    monkeypatch.chdir(workdir)
+    before = snapshot(workdir)
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert snapshot(workdir) == before

@@ -106,21 +106,27 @@ def verify_command(
 def check_something_runs(config: VerifyConfig, progress) -> None:
     """Before any case is made: the names, the ISA list and that some selected kernel can run here.
 
-    Builds each flag set (cached afterwards for verify itself) and asks its worker for the kernels.
+    Builds each flag set (cached afterwards for verify itself) and asks its worker for the
+    kernels, as verify will: C kernels in every build, peers once in their own worker.
     """
     from ..build import build
-    from ..kernels import select
+    from ..families import get
+    from ..kernels import select, split_names
+    from ..runner import PEER_BUILD
     from ..worker import Worker
 
+    c_names, peer_names = split_names(config.kernels, get(config.family))
+    workers = [(b, False) for b in config.builds if c_names or not config.kernels]
+    workers += [(PEER_BUILD, True)] if peer_names else []
     skipped = []
-    for build_config in config.builds:
+    for build_config, peers in workers:
         progress(f"building {build_config.label}")
-        with Worker(build(build_config), config.disable_isa) as worker:
+        with Worker(build(build_config), config.disable_isa, peers=peers) as worker:
             kernels, _ = worker.describe()
-        chosen = select(kernels, list(config.kernels), config.family)
+        chosen = select(kernels, peer_names if peers else c_names, config.family)
         if any(k.runnable for k in chosen):
             return
-        skipped += [(k.name, build_config.label, k.skip_reason) for k in chosen]
+        skipped += [(k.name, "python" if peers else build_config.label, k.skip_reason) for k in chosen]
     raise SectorbenchError(nothing_checked(skipped, config.family))
 
 
