@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+import io
 import math
 from collections import Counter
+from collections.abc import Sequence
 
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -320,6 +324,141 @@ def gate_table(report) -> Table:
         table.caption = "\n".join(report.warnings)
         table.caption_justify = "left"
     return table
+
+
+# --------------------------------------------------------------------------
+# Fitting a table to the terminal: columns are left out (or, for the compare matrix,
+# spread over several tables) until the table fits; a cell is wrapped at spaces but never
+# cut, so no number ever shows as "2…".
+
+#: What goes first when a table is too wide, most expendable first.  A column whose cells
+#: are all blank, 0 or – goes before the others listed.
+RUN_DROP = ("min ms", "spread", "NoOp ms", "IPC", "% bound", "bound", "cyc/test", "hit %", "notes", "threads", "net ms")
+VERIFY_DROP = (
+    "bound",
+    "cases",
+    "worst margin",
+    "nondeterministic",
+    "special-value",
+    "rounding-band",
+    "logic-bug",
+)
+GATE_DROP = ("p", "mode", "baseline ms", "current ms")
+#: Headers that may break where a reader expects (a single word cannot wrap).
+HEADER_BREAKS = {
+    "rounding-band": "rounding-\nband",
+    "logic-bug": "logic-\nbug",
+    "special-value": "special-\nvalue",
+    "nondeterministic": "non-\ndeterministic",
+}
+_BLANK = {"", "0", "–", "-"}
+
+
+def _plain(cell) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def _wrappable(table: Table) -> Table:
+    """A copy whose every column wraps at spaces (folding only a word longer than the column)."""
+    table = copy.copy(table)
+    table.columns = [copy.copy(column) for column in table.columns]
+    for column in table.columns:
+        column.no_wrap, column.overflow = False, "fold"
+        if isinstance(column.header, str):
+            column.header = HEADER_BREAKS.get(column.header, column.header)
+    return table
+
+
+def _measuring_console() -> Console:
+    return Console(width=10_000, file=io.StringIO())
+
+
+def min_width(table: Table) -> int:
+    """The narrowest the table can be drawn without folding a word."""
+    return _measuring_console().measure(table).minimum
+
+
+def _settle(table: Table, width: int | None) -> Table:
+    """Fix each column's width between its narrowest (longest word) and widest, within `width`.
+
+    rich would narrow the widest columns first, folding a kernel name while numbers keep
+    spare room; here every column gets at least its longest word and the rest of the
+    width goes to the columns that can use it, in proportion.
+    """
+    table.columns = [copy.copy(column) for column in table.columns]
+    for index, column in enumerate(table.columns):
+        column._index = index  # rich pads the first and last columns by their position
+    if width is None:
+        return table
+    console = _measuring_console()
+    options = console.options
+    ranges = [table._measure_column(console, options, column) for column in table.columns]
+    pads = [table._get_padding_width(index) for index in range(len(table.columns))]
+    room = width - table._extra_width - sum(r.minimum for r in ranges)
+    slack = [r.maximum - r.minimum for r in ranges]
+    if room < 0 or room >= sum(slack):
+        return table  # nothing to share (too narrow anyway, or everything fits at its widest)
+    for column, r, pad, extra in zip(table.columns, ranges, pads, slack):
+        column.width = r.minimum - pad + (extra * room) // sum(slack)
+    return table
+
+
+def fit(table: Table, width: int | None, drop: Sequence[str] = ()) -> Table:
+    """`table` narrowed to `width`: columns named in `drop` left out until it fits.
+
+    Columns whose cells are all blank, 0 or – go first, then the others in `drop`
+    order; the caption says which were left out.
+    """
+    names = {id(column): _plain(column.header) for column in table.columns}
+    original = table.columns
+    table = _wrappable(table)
+    if width is None or min_width(table) <= width:
+        return _settle(table, width)
+    by_name = {names[id(old)]: new for old, new in zip(original, table.columns)}
+    listed = [by_name[name] for name in drop if name in by_name]
+    blank = [column for column in listed if all(_plain(cell).strip() in _BLANK for cell in column.cells)]
+    dropped = []
+    for column in blank + [column for column in listed if column not in blank]:
+        if min_width(table) <= width:
+            break
+        table.columns.remove(column)
+        if column not in blank:
+            dropped.append(next(name for name, new in by_name.items() if new is column))
+    if dropped:
+        note = f"left out to fit {width} columns: {', '.join(dropped)} (a wider terminal or --json has them)"
+        table.caption = f"{table.caption}\n{note}" if table.caption else note
+        table.caption_justify = "left"
+    return _settle(table, width)
+
+
+def split(table: Table, width: int | None, fixed: Sequence[str] = ("kernel", "mode")) -> list[Table]:
+    """`table` as several tables that each fit `width`: its leading columns named in `fixed`
+    in each, then as many of the others as fit, in order (at least one a table)."""
+    table = _wrappable(table)
+    if width is None or min_width(table) <= width:
+        return [_settle(table, width)]
+    count = 0
+    while count < len(table.columns) and _plain(table.columns[count].header) in fixed:
+        count += 1
+    head, rest = table.columns[:count], table.columns[count:]
+    parts: list[list] = []
+    for column in rest:
+        trial = copy.copy(table)
+        trial.columns = [*head, *(parts[-1] if parts else []), column]
+        if parts and min_width(trial) <= width:
+            parts[-1].append(column)
+        else:
+            parts.append([column])
+    tables = []
+    for index, columns in enumerate(parts):
+        part = copy.copy(table)
+        part.columns = [*head, *columns]
+        if index:
+            part.title = f"(continued, {index + 1} of {len(parts)})"
+        if index < len(parts) - 1:
+            part.caption = None
+        tables.append(_settle(part, width))
+    return tables
 
 
 # --------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from sectorbench.build import BuildConfig, build
 from sectorbench.cli import main
 
 DATA = Path(__file__).parent / "data"
@@ -32,6 +33,8 @@ def sector_arrays(n: int = 3, **override) -> dict:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory, o2_library):
     where = tmp_path_factory.mktemp("fuzz")
+    # Builds the rows need, made now: a cold build may outlast the 5 s before a heartbeat line.
+    build(BuildConfig.parse("-O2", extra_sources=(DATA / "missing_isa_kernel.c",)))
     runs = tmp_path_factory.mktemp("fuzz-runs")
     ok = runs / "ok.json"
     result = CliRunner().invoke(main, ["run", *TINY, "--kernels", "basic,sse2", "--json", str(ok)])
@@ -236,4 +239,21 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(args, workdir, monkeyp
     assert "Traceback" not in result.stderr and 'File "' not in result.stderr
     assert "internal error" not in result.stderr
     assert result.stdout == ""
+    assert snapshot(workdir) == before
+
+
+GOOD = [
+    ("verify", "--kernels", "numpy", "--cases", "300"),  # a peer: built and checked in its own worker
+    ("verify", "--kernels", "basic,numpy", "--cases", "300", "--disable-isa", "avx512f"),
+    ("run", *TINY, "--kernels", "basic", "--disable-isa", "sse2,avx2"),
+    ("kernels", "--flags", "-O1", "--flags", "-O2"),
+]
+
+
+@pytest.mark.parametrize("args", GOOD, ids=[" ".join(row)[:80] for row in GOOD])
+def test_the_checks_let_good_input_through(args, workdir, monkeypatch):
+    monkeypatch.chdir(workdir)
+    before = snapshot(workdir)
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, (result.stdout, result.stderr)
     assert snapshot(workdir) == before

@@ -190,3 +190,17 @@ def test_sigterm_removes_the_scratch_directory(tmp_path):
     assert code == 143, process.stderr.read()
     assert "terminated" in process.stderr.read()
     assert list(scratch.iterdir()) == []
+
+
+def test_results_of_schema_1_still_load(tmp_path):
+    """results.py documents that version 1 files load; a baseline from before schema 2 must not be lost."""
+    from sectorbench.results import load
+
+    old = tmp_path / "old.json"
+    row = {"kernel": "basic", "family": "sector", "flags": "-O2", "cc": "cc", "mode": "inline", "status": "ok"}
+    old.write_text(json.dumps({"schema": 1, "scene": {}, "env": {}, "config": {}, "results": [row]}))
+    loaded = load(old)
+    assert loaded.schema == 1 and loaded.results[0].threads == 1
+    (tmp_path / "future.json").write_text(json.dumps({"schema": 99, "results": []}))
+    with pytest.raises(SectorbenchError, match="reads schemas 1, 2"):
+        load(tmp_path / "future.json")

@@ -69,7 +69,7 @@ def verify_command(
 ):
     """Check kernels against the exact oracle; exit 1 if any fails."""
     from ..families import get
-    from ..report import failing_inputs_table, verify_table
+    from ..report import VERIFY_DROP, failing_inputs_table, fit, verify_table
     from ..verify import verify
 
     check_outputs(force, json_path)
@@ -93,7 +93,7 @@ def verify_command(
     if len(skipped) == len(result.kernels):
         raise SectorbenchError(nothing_checked([(k.kernel, k.flags, k.reason) for k in skipped], family))
     console = stdout()
-    console.print(verify_table(result))
+    console.print(fit(verify_table(result), console.width, VERIFY_DROP))
     for verdict in result.kernels:
         if verdict.failing:
             console.print(failing_inputs_table(verdict))
@@ -106,21 +106,27 @@ def verify_command(
 def check_something_runs(config: VerifyConfig, progress) -> None:
     """Before any case is made: the names, the ISA list and that some selected kernel can run here.
 
-    Builds each flag set (cached afterwards for verify itself) and asks its worker for the kernels.
+    Builds each flag set (cached afterwards for verify itself) and asks its worker for the
+    kernels, as verify will: C kernels in every build, peers once in their own worker.
     """
     from ..build import build
-    from ..kernels import select
+    from ..families import get
+    from ..kernels import select, split_names
+    from ..runner import PEER_BUILD
     from ..worker import Worker
 
+    c_names, peer_names = split_names(config.kernels, get(config.family))
+    workers = [(b, False) for b in config.builds if c_names or not config.kernels]
+    workers += [(PEER_BUILD, True)] if peer_names else []
     skipped = []
-    for build_config in config.builds:
+    for build_config, peers in workers:
         progress(f"building {build_config.label}")
-        with Worker(build(build_config), config.disable_isa) as worker:
+        with Worker(build(build_config), config.disable_isa, peers=peers) as worker:
             kernels, _ = worker.describe()
-        chosen = select(kernels, list(config.kernels), config.family)
+        chosen = select(kernels, peer_names if peers else c_names, config.family)
         if any(k.runnable for k in chosen):
             return
-        skipped += [(k.name, build_config.label, k.skip_reason) for k in chosen]
+        skipped += [(k.name, "python" if peers else build_config.label, k.skip_reason) for k in chosen]
     raise SectorbenchError(nothing_checked(skipped, config.family))
 
 
@@ -136,7 +142,7 @@ def nothing_checked(skipped: list[tuple[str, str, str | None]], family: str) -> 
 def kernels_command(flags, cc, sources, disable_isa):
     """List the kernels, what each needs, and whether this CPU has it (for every build given)."""
     from ..build import build
-    from ..report import kernels_table
+    from ..report import fit, kernels_table
     from ..worker import Worker
 
     listings: dict[tuple, list[str]] = {}  # identical listings are shown once, for all their builds
@@ -146,4 +152,4 @@ def kernels_command(flags, cc, sources, disable_isa):
         listings.setdefault(tuple(kernels), []).append(config.label)
     console = stdout()
     for kernels, labels in listings.items():
-        console.print(kernels_table(list(kernels), labels if len(labels) < len(flags) * len(cc) else []))
+        console.print(fit(kernels_table(list(kernels), labels if len(labels) < len(flags) * len(cc) else []), None))

@@ -69,7 +69,13 @@ def scene_options(command):
     command = click.option(
         "--seed", default=RunConfig.seed, show_default=True, type=SEED, help="Scene seed (an integer >= 0)."
     )(command)
-    command = click.option("-m", "--points", default=RunConfig.points, show_default=True, help="M: points.")(command)
+    command = click.option(
+        "-m",
+        "--points",
+        default=RunConfig.points,
+        show_default=True,
+        help="M: points, each tested against every shape.",
+    )(command)
     command = click.option(
         "-n", "--sectors", default=RunConfig.sectors, show_default=True, help="N: shapes (sectors, triangles, ...)."
     )(command)
@@ -171,9 +177,10 @@ def run_command(
         baseline_result = load(baseline)
         check_scene(baseline_result, describe_scene(scene, sectors, points, seed, config.scene_options))
     result = measure(config, baseline_result, gate_config)
-    from ..report import run_table
+    from ..report import RUN_DROP, fit, run_table
 
-    stdout().print(run_table(result))
+    console = stdout()
+    console.print(fit(run_table(result), console.width, RUN_DROP))
     write_json(result, json_path, force, save_to_results)
     if baseline_result is not None:
         run_gate(baseline_result, result, gate_config, markdown_path, force, str(baseline), "this run")
@@ -269,7 +276,7 @@ def compare_command(
     save_to_results,
 ):
     """Time the kernels under several flag sets and compilers in the same rounds; print the matrix."""
-    from ..report import compare_table, run_table
+    from ..report import RUN_DROP, compare_table, fit, run_table, split
 
     ctx = click.get_current_context()
 
@@ -305,6 +312,7 @@ def compare_command(
         note(f"compiler {missing!r} is not installed: its builds are left out")
     result = measure(config)
     console = stdout()
-    console.print(run_table(result))
-    console.print(compare_table(result))
+    console.print(fit(run_table(result), console.width, RUN_DROP))
+    for table in split(compare_table(result), console.width):
+        console.print(table)
     write_json(result, json_path, force, save_to_results, label="compare")

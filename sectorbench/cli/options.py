@@ -223,7 +223,7 @@ def game_options(command):
         )
     ):
         command = click.option(
-            f"--{name}", name, type=float, default=None, help=f"{text} (game, clustered scenes; default {default:g})."
+            f"--{name}", name, type=float, default=None, help=f"{text} (game, clustered scenes) [default: {default:g}]."
         )(command)
     return command
 
@@ -238,5 +238,5 @@ def broadphase_option(command):
         multiple=True,
         type=click.Choice(BROADPHASES),
         help="none: every pair (the kernels); grid, morton: a point index first, timed end to end "
-        "(repeatable; default: none for uniform/article, grid, the measured fastest, for game/clustered).",
+        "(repeatable) [default: none for uniform/article; grid, the measured fastest, for game/clustered].",
     )(command)

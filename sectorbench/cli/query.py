@@ -11,14 +11,14 @@ import numpy as np
 from ..results import check_output, write_atomic
 from ..scenes import generate
 from .app import main, stderr
-from .options import game_options
+from .options import SEED, game_options
 
 
 @main.command("query")
 @click.option("--scene", default="game", show_default=True, help="A sector scene kind (game, clustered, uniform, ...).")
-@click.option("-n", "--sectors", default=10_000, show_default=True, help="N: sectors.")
-@click.option("-m", "--points", default=200_000, show_default=True, help="M: points.")
-@click.option("--seed", default=0, show_default=True, help="Scene seed.")
+@click.option("-n", "--sectors", default=10_000, show_default=True, help="N: sectors of the scene.")
+@click.option("-m", "--points", default=200_000, show_default=True, help="M: points of the scene.")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="Scene seed (an integer >= 0).")
 @game_options
 @click.option(
     "--broadphase",
@@ -27,9 +27,17 @@ from .options import game_options
     type=click.Choice(["auto", "none", "grid", "morton"]),
     help="Point index (auto: grid, the measured fastest).",
 )
-@click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="Threads.")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The .npz file to write.")
-@click.option("--force", is_flag=True, help="Replace an existing --out file.")
+@click.option(
+    "--threads",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Threads, each taking a range of sectors.",
+)
+@click.option(
+    "--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The .npz file to write (required)."
+)
+@click.option("--force", is_flag=True, help="Replace an existing --out file [default: off].")
 def query_command(scene, sectors, points, seed, world, rmin, rmax, broadphase, threads, out, force):
     """Write the hits of a scene's sectors (offsets, indices, counts) to OUT, with the scene's description."""
     from .. import query

@@ -20,7 +20,7 @@ from .options import check_outputs, gate_options, make_gate_config
 @click.option(
     "--across-builds",
     is_flag=True,
-    help="Pair kernels by name and mode, ignoring compiler and flags (one build per file).",
+    help="Pair kernels by name and mode, ignoring compiler and flags (one build per file) [default: off].",
 )
 @click.option(
     "--force", is_flag=True, help="Replace an existing --markdown file (a regular file only) [default: refuse]."
