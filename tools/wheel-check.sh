@@ -11,10 +11,15 @@ work=$(mktemp -d /tmp/sectorbench-wheel-check.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 start=$SECONDS
 
-$PIP wheel "$root" --no-deps --quiet -w "$work/dist"
+# From a clean copy of the tree: setuptools reuses a checkout's build/lib, where files of
+# an earlier build would hide a package missing from pyproject.toml.
+mkdir "$work/src"
+tar -C "$root" --exclude=./.venv --exclude=./build --exclude=./.git --exclude='*.egg-info' \
+    --exclude=__pycache__ --exclude=./results -cf - . | tar -C "$work/src" -xf -
+$PIP wheel "$work/src" --no-deps --quiet -w "$work/dist"
 wheel=$(ls "$work"/dist/sectorbench-*.whl)
 for member in sectorbench/kernels_c/sb_abi.h sectorbench/kernels_c/registry.c sectorbench/cli/app.py \
-    sectorbench/families/sector/__init__.py; do
+    $(cd "$root" && find sectorbench -name __init__.py); do
     "$PYTHON" -c 'import sys, zipfile; sys.exit(sys.argv[2] not in zipfile.ZipFile(sys.argv[1]).namelist())' \
         "$wheel" "$member" || { echo "wheel-check: $member is not in $(basename "$wheel")"; exit 1; }
 done
