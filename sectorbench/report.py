@@ -41,6 +41,12 @@ def run_notes(run: RunResult) -> list[str]:
                 else ""
             )
         )
+    beaten = sorted({r.kernel for r in run.results if (r.percent_of_bound or 0) > 100})
+    if beaten:  # the bound is llvm-mca's model of the loop, not a proof: say where it is wrong
+        notes.append(
+            f"% bound over 100 ({', '.join(beaten)}): the loop ran faster than llvm-mca's model "
+            "of it predicts; read that bound as the model's estimate, not a floor"
+        )
     counters = run.env.get("counters") or {}
     if counters and not counters.get("available"):
         notes.append(f"counters: unavailable ({counters.get('reason')})")
