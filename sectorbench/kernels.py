@@ -35,6 +35,27 @@ class Kernel:
     #: Preconditions beyond the family's (the row's .contract, e.g. "unit u"), which verify honours.
     contract: str = ""
 
+    @classmethod
+    def pseudo(
+        cls, name: str, family: str, takes: tuple[str, ...] = (), loop: str = "", summary: str = "", source: str = ""
+    ) -> Kernel:
+        """A row no C table holds (a broadphase timed end to end, the family's nominal kernel):
+        strict, one lane, run by default."""
+        return cls(
+            name=name,
+            family=family,
+            takes=takes,
+            isa=(),
+            loop=loop,
+            summary=summary,
+            source=source,
+            lanes=1,
+            block=1,
+            known_bad=False,
+            rounding_bound=0.0,
+            tolerance=0.0,
+        )
+
     @property
     def is_default(self) -> bool:
         return not self.known_bad

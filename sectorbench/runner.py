@@ -343,20 +343,8 @@ BROADPHASE_LOOP = "broadphase"
 
 def broadphase_kernel(name: str, family: str) -> Kernel:
     """A broadphase as a row of the table: its own name, no NoOperation (it is timed end to end)."""
-    return Kernel(
-        name=name,
-        family=family,
-        takes=(),
-        isa=(),
-        loop=BROADPHASE_LOOP,
-        summary=f"{name} broadphase: index build + query, end to end",
-        source="broadphase",
-        lanes=1,
-        block=1,
-        known_bad=False,
-        rounding_bound=0.0,
-        tolerance=0.0,
-    )
+    summary = f"{name} broadphase: index build + query, end to end"
+    return Kernel.pseudo(name, family, loop=BROADPHASE_LOOP, summary=summary, source="broadphase")
 
 
 def _series(session: BuildSession, kernel: Kernel, mode: str, threads: int, timing: TimingConfig, noop: bool) -> Series:

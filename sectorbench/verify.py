@@ -257,20 +257,7 @@ def _default_reference(family, case_set, references):
 def _nominal_kernel(family) -> Kernel:
     """A strict kernel taking the family's first arrays, to ask the family about its own parametrisation."""
     takes = tuple(name for name in family.shape_arrays if name not in ("r", "theta"))
-    return Kernel(
-        name="(family)",
-        family=family.name,
-        takes=takes,
-        isa=(),
-        loop="",
-        summary="",
-        source="",
-        lanes=1,
-        block=1,
-        known_bad=False,
-        rounding_bound=0.0,
-        tolerance=0.0,
-    )
+    return Kernel.pseudo("(family)", family.name, takes)
 
 
 def _self_check(family, case_set, seed: int, batch_index: int) -> None:
