@@ -177,6 +177,18 @@ def check_config(config: VerifyConfig) -> None:
             )
 
 
+def nothing_checked(skipped: list[tuple[str, str, str | None]], family: str) -> str:
+    """The one line for a verify that has no kernel to run: each selected one and why not."""
+    if not skipped:
+        return f"no kernel could be checked: the {family} family has no default kernels; name some with --kernels"
+    reasons = "; ".join(f"{name} [{flags}]: {reason}" for name, flags, reason in skipped)
+    return f"no kernel could be checked: {reasons}"
+
+
+def _label(session: BuildSession) -> str:
+    return "python" if session.peers else session.config.label
+
+
 def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, total=None: None) -> VerifyResult:
     check_config(config)
     family = families.get(config.family)
@@ -199,6 +211,9 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                 sessions.append(BuildSession(PEER_BUILD, build(PEER_BUILD), disable_isa=config.disable_isa, peers=True))
             names = {False: c_names, True: peer_names}
             chosen = {id(s): select(s.kernels, names[s.peers], config.family) for s in sessions}
+            if not any(k.runnable for kernels in chosen.values() for k in kernels):  # before any case is made
+                skipped = [(k.name, _label(s), k.skip_reason) for s in sessions for k in chosen[id(s)]]
+                raise SectorbenchError(nothing_checked(skipped, config.family))
             clock_mhz = round(max(sessions[0].worker.request("clock")["mhz"] for _ in range(3)), 1)
             for session in sessions:
                 for kernel in chosen[id(session)]:
@@ -231,9 +246,6 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
             for session in sessions:
                 session.close()
     verdicts = [tally.verdict() for tally in tallies.values()]
-    if verdicts and all(v.status == "skipped" for v in verdicts):
-        reasons = "; ".join(dict.fromkeys(f"{v.kernel}: {v.reason}" for v in verdicts))
-        raise SectorbenchError(f"no kernel could be checked: {reasons}")
     env = {
         "machine": environment.machine_fingerprint(),
         "compilers": {b.cc: environment.compiler_fingerprint(b.cc) for b in config.builds},

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from .. import SectorbenchError
 from ..build import BuildConfig
 from ..families import all_families
 from ..results import write_text_atomic
@@ -87,11 +86,7 @@ def verify_command(
     if input_path is not None:
         get(family).input_cases(input_path)  # a bad file is refused before anything is built
     with Reporter() as progress:
-        check_something_runs(config, progress)
         result = verify(config, lambda what, total=None: progress(what))
-    skipped = [k for k in result.kernels if k.status == "skipped"]
-    if len(skipped) == len(result.kernels):
-        raise SectorbenchError(nothing_checked([(k.kernel, k.flags, k.reason) for k in skipped], family))
     console = stdout()
     console.print(fit(verify_table(result), console.width, VERIFY_DROP))
     for verdict in result.kernels:
@@ -101,40 +96,6 @@ def verify_command(
         write_text_atomic(json_path, json.dumps(result.to_dict(), indent=1) + "\n", overwrite=force)
         note(f"saved {json_path}")
     click.get_current_context().exit(0 if result.passed else 1)
-
-
-def check_something_runs(config: VerifyConfig, progress) -> None:
-    """Before any case is made: the names, the ISA list and that some selected kernel can run here.
-
-    Builds each flag set (cached afterwards for verify itself) and asks its worker for the
-    kernels, as verify will: C kernels in every build, peers once in their own worker.
-    """
-    from ..build import build
-    from ..families import get
-    from ..kernels import select, split_names
-    from ..runner import PEER_BUILD
-    from ..worker import Worker
-
-    c_names, peer_names = split_names(config.kernels, get(config.family))
-    workers = [(b, False) for b in config.builds if c_names or not config.kernels]
-    workers += [(PEER_BUILD, True)] if peer_names else []
-    skipped = []
-    for build_config, peers in workers:
-        progress(f"building {build_config.label}")
-        with Worker(build(build_config), config.disable_isa, peers=peers) as worker:
-            kernels, _ = worker.describe()
-        chosen = select(kernels, peer_names if peers else c_names, config.family)
-        if any(k.runnable for k in chosen):
-            return
-        skipped += [(k.name, "python" if peers else build_config.label, k.skip_reason) for k in chosen]
-    raise SectorbenchError(nothing_checked(skipped, config.family))
-
-
-def nothing_checked(skipped: list[tuple[str, str, str | None]], family: str) -> str:
-    if not skipped:
-        return f"no kernel could be checked: the {family} family has no default kernels; name some with --kernels"
-    reasons = "; ".join(f"{name} [{flags}]: {reason}" for name, flags, reason in skipped)
-    return f"no kernel could be checked: {reasons}"
 
 
 @main.command("kernels")
