@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from ..families.sector.broadphase import BROADPHASES
 from ..results import check_output, write_atomic
 from ..scenes import generate
 from .app import main, stderr
@@ -24,7 +25,7 @@ from .options import SEED, game_options
     "--broadphase",
     default="auto",
     show_default=True,
-    type=click.Choice(["auto", "none", "grid", "morton"]),
+    type=click.Choice(("auto", *BROADPHASES)),
     help="Point index (auto: grid, the measured fastest).",
 )
 @click.option(
