@@ -37,7 +37,13 @@ def _kernels_dir() -> Path:
 
 
 KERNELS_DIR = _kernels_dir()
-ABI_HEADER = KERNELS_DIR / "sb_abi.h"
+#: The harness: the ABI, the row and loop templates, the table.  Every other folder of
+#: kernels_c/ is a family's C side; a family's folder may declare more C interface in abi.h.
+HARNESS_DIR = KERNELS_DIR / "harness"
+ABI_HEADER = HARNESS_DIR / "sb_abi.h"
+FAMILY_ABI = "abi.h"
+#: Folders of kernels_c/ holding C that is not linked into the library (programs with a main()).
+NOT_LINKED = ("drivers",)
 
 #: Default compiler: $CC, else the system's `cc`.
 DEFAULT_CC = os.environ.get("CC", "cc")
@@ -77,13 +83,29 @@ def build_label(cc: str, flags: str, show_cc: bool) -> str:
     return f"{cc} {flags}" if show_cc else flags
 
 
+def _linked(path: Path) -> bool:
+    return path.relative_to(KERNELS_DIR).parts[0] not in NOT_LINKED
+
+
 def sources(config: BuildConfig) -> list[Path]:
-    return sorted(KERNELS_DIR.glob("*.c")) + list(config.extra_sources)
+    """Every C file of kernels_c/ (the harness and each family's folder), then the user's."""
+    return sorted(p for p in KERNELS_DIR.rglob("*.c") if _linked(p)) + list(config.extra_sources)
+
+
+def headers() -> list[Path]:
+    return sorted(KERNELS_DIR.rglob("*.h"))
+
+
+def include_dirs() -> list[Path]:
+    """The harness first (sb_common.h, which user kernels include), then each family's folder."""
+    folders = sorted({p.parent for p in headers()} - {HARNESS_DIR})
+    return [HARNESS_DIR, *folders]
 
 
 def cdef_source() -> str:
-    """The declarations cffi needs: sb_abi.h, which holds no preprocessor lines."""
-    return ABI_HEADER.read_text()
+    """The declarations cffi needs: sb_abi.h, then each family's abi.h (none holds preprocessor lines)."""
+    family_abis = sorted(p for p in KERNELS_DIR.glob(f"*/{FAMILY_ABI}") if p.parent != HARNESS_DIR)
+    return "\n".join(path.read_text() for path in (ABI_HEADER, *family_abis))
 
 
 def default_cache_dir() -> Path:
@@ -111,8 +133,8 @@ def cache_key(config: BuildConfig) -> str:
     for part in (path, version, "\0".join(config.flags), cdef_source()):
         sha.update(part.encode())
         sha.update(b"\0")
-    for source in sources(config) + sorted(KERNELS_DIR.glob("*.h")):
-        sha.update(str(source.name).encode())
+    for source in sources(config) + headers():
+        sha.update(str(source.relative_to(KERNELS_DIR) if source.is_relative_to(KERNELS_DIR) else source).encode())
         sha.update(source.read_bytes())
     return sha.hexdigest()[:24]
 
@@ -132,7 +154,7 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
         *config.flags,
         "-shared",
         "-fPIC",
-        f"-I{KERNELS_DIR}",
+        *(f"-I{folder}" for folder in include_dirs()),
         *map(str, sources(config)),
         "-o",
         partial,

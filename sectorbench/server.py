@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .kernels import Kernel, disabled_features, parse_takes, skip_reason
+from .measure.split import shape_ranges
 from .worker import load_scene
 
 #: A prepared index is built this many times; the fastest build is its build time (the
@@ -114,9 +115,8 @@ class Server:
         key = (kernel.takes, threads, kernel.name if prepared else None)
         if key not in self._c_scenes:
             scene = self.scene
-            bounds = [scene.n_shapes * t // threads for t in range(threads + 1)]
             parts = []
-            for begin, end in zip(bounds, bounds[1:]):
+            for begin, end in shape_ranges(scene.n_shapes, threads):
                 c_scene = self.ffi.new("sb_scene *")
                 c_scene.n_shapes = scene.n_shapes
                 c_scene.n_points = scene.n_points
@@ -275,7 +275,7 @@ class Server:
             raise ValueError(f"{peer.name} has one loop, not a {msg['mode']} loop (peers run in --mode inline)")
         arrays = {name: self.scene.column(name) for name in self.scene.arrays}
         threads, n = msg.get("threads", 1), self.scene.n_shapes
-        ranges = [(n * t // threads, n * (t + 1) // threads) for t in range(threads)]
+        ranges = shape_ranges(n, threads)
         if msg.get("noop"):
             return (lambda part: peer.noop(arrays, *part, float("inf"))), ranges
         return (lambda part: peer.count(arrays, *part)), ranges

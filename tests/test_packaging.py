@@ -19,6 +19,6 @@ def test_every_package_is_listed_for_the_wheel():
 
 
 def test_the_c_sources_are_found_as_package_data():
-    assert (build.KERNELS_DIR / "sb_abi.h").is_file()
-    assert (build.KERNELS_DIR / "registry.c").is_file()
+    assert (build.KERNELS_DIR / "harness" / "sb_abi.h").is_file()
+    assert (build.KERNELS_DIR / "harness" / "registry.c").is_file()
     assert build.KERNELS_DIR.samefile(ROOT / "kernels_c")  # the development install reads the checkout's files

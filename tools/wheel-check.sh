@@ -18,7 +18,7 @@ tar -C "$root" --exclude=./.venv --exclude=./build --exclude=./.git --exclude='*
     --exclude=__pycache__ --exclude=./results -cf - . | tar -C "$work/src" -xf -
 $PIP wheel "$work/src" --no-deps --quiet -w "$work/dist"
 wheel=$(ls "$work"/dist/sectorbench-*.whl)
-for member in sectorbench/kernels_c/sb_abi.h sectorbench/kernels_c/registry.c sectorbench/cli/app.py \
+for member in sectorbench/kernels_c/harness/sb_abi.h sectorbench/kernels_c/harness/registry.c sectorbench/kernels_c/sector/abi.h sectorbench/cli/app.py \
     $(cd "$root" && find sectorbench -name __init__.py); do
     "$PYTHON" -c 'import sys, zipfile; sys.exit(sys.argv[2] not in zipfile.ZipFile(sys.argv[1]).namelist())' \
         "$wheel" "$member" || { echo "wheel-check: $member is not in $(basename "$wheel")"; exit 1; }

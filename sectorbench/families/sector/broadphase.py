@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...measure.split import shape_ranges
+
 #: none: every pair (the brute-force kernels); grid, morton: a point index first.
 BROADPHASES = ("none", "grid", "morton")
 #: Indexes of points (the broadphases that build one).
@@ -158,8 +160,7 @@ class Engine:
                 return self.lib.sb_bp_query(index, sectors, begin, end, code, out)
 
         built = time.perf_counter()
-        bounds = [n * t // threads for t in range(threads + 1)]
-        parts = list(zip(bounds, bounds[1:]))
+        parts = shape_ranges(n, threads)
         if threads == 1:
             results = [self._one(run, 0, n)]
         else:

@@ -1,6 +1,6 @@
 /* SSE2 point-in-sector kernels, structure of arrays, 4 points per step. */
 #include "sb_common.h"
-#include "sector_nosqrt.h"
+#include "nosqrt.h"
 
 #if defined(SB_X86)
 

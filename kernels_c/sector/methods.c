@@ -26,7 +26,7 @@
 #include <float.h>
 
 #include "sb_common.h"
-#include "sector_lut_table.h"
+#include "lut_table.h"
 
 #define SB_PI_F 3.14159265358979f     /* float32(pi) = 3.14159274 > pi, as atan2f returns */
 #define SB_TWO_PI_F 6.28318530717959f /* float32(2 pi) = 2 float32(pi), exactly */

@@ -22,7 +22,8 @@
 #include <stdlib.h>
 
 #include "sb_common.h"
-#include "sector_nosqrt.h"
+#include "nosqrt.h"
+#include "abi.h"
 
 #if defined(SB_X86)
 #include <cpuid.h>

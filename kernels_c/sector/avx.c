@@ -11,7 +11,7 @@
  * no-sqrt test needs 6 multiplies (dx², dy², dx·ux, dy·uy, a·|a|, s·k|k|) and 2 compares
  * per 16 points: 8 cycles, 0.5 cycles per test. */
 #include "sb_common.h"
-#include "sector_nosqrt.h"
+#include "nosqrt.h"
 
 #if defined(SB_X86)
 

@@ -1,0 +1,50 @@
+/* The sector family's C interface beyond the kernel table: the broadphase.
+ *
+ * cffi's cdef() reads this file verbatim after harness/sb_abi.h (declarations only, no
+ * preprocessor lines); broadphase.c includes it. */
+
+/* ---- The sector broadphase (kernels_c/sector/broadphase.c; Python: families/sector/broadphase.py). */
+
+/* Sectors as the narrow phase reads them (the float32 columns of the sector family). */
+typedef struct sb_bp_sectors {
+    int64_t n;
+    const float *cx, *cy, *ux, *uy, *r2, *cos_theta;
+} sb_bp_sectors;
+
+/* CSR hits of `n` sectors: sector i's points are indices[offsets[i] : offsets[i + 1]], ascending.
+ * Both arrays are malloc'd by the query; release them with sb_bp_free (or sb_bp_hits_free). */
+typedef struct sb_bp_hits {
+    int64_t n;
+    int64_t *offsets;       /* n + 1 */
+    int32_t *indices;
+    int64_t nhits, cap;
+    int64_t candidates;     /* pairs the narrow phase tested */
+    int64_t runs;           /* contiguous runs of points fed to it */
+} sb_bp_hits;
+
+/* A point index: a uniform grid (row-major cells) or a Morton (Z-order) table. */
+typedef struct sb_bp_index sb_bp_index;
+
+/* cell: the wanted cell side (raised to about one point per cell); NULL when out of memory. */
+sb_bp_index *sb_bp_grid_build(const float *px, const float *py, int64_t m, double cell);
+/* cell: the finest cell's wanted side; pdep: -1 where the CPU's is fast, 0 never, 1 if it has BMI2. */
+sb_bp_index *sb_bp_morton_build(const float *px, const float *py, int64_t m, double cell, int pdep);
+/* Bits per axis of a Morton index (0 for a grid). */
+int sb_bp_index_qbits(const sb_bp_index *index);
+void sb_bp_index_free(sb_bp_index *index);
+int64_t sb_bp_index_cells(const sb_bp_index *index);
+/* Hits of sectors [begin, end); isa 0 = the best here, 3 AVX-512, 2 AVX2, 1 SSE2.
+ * Returns 0, -1 (isa not supported here) or -2 (out of memory). */
+int sb_bp_query(const sb_bp_index *index, const sb_bp_sectors *s, int64_t begin, int64_t end, int isa,
+                sb_bp_hits *out);
+/* The same narrow phase and output over all M points (no index). */
+int sb_bp_none(const float *px, const float *py, int64_t m, const sb_bp_sectors *s, int64_t begin, int64_t end,
+               int isa, sb_bp_hits *out);
+/* The box of sector i (xmin, xmax, ymin, ymax): it holds every point the kernel accepts; 0 if none. */
+int sb_bp_box(const sb_bp_sectors *s, int64_t i, double *out4);
+int sb_bp_isa_supported(int isa);
+int sb_bp_best_isa(void);
+int sb_bp_fast_pdep(void);
+int64_t sb_bp_selftest_bits(int64_t count);
+void sb_bp_hits_free(sb_bp_hits *hits);
+void sb_bp_free(void *p);

@@ -1,0 +1,3 @@
+"""Correctness: verify (every kernel against the exact oracle, every loop as run calls it) and
+the mutation score.
+"""

@@ -1,0 +1,1 @@
+"""Tables (built, never printed) and plots."""
