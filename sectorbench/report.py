@@ -47,6 +47,15 @@ def run_notes(run: RunResult) -> list[str]:
             f"% bound over 100 ({', '.join(beaten)}): the loop ran faster than llvm-mca's model "
             "of it predicts; read that bound as the model's estimate, not a floor"
         )
+    unbound: dict[str, list[str]] = {}  # a bound that cannot be derived is "–": say why, once per reason
+    for r in run.results:
+        if r.status == "ok" and r.bound_cycles_per_test is None and r.bound_reason and r.threads == 1:
+            unbound.setdefault(r.bound_reason, []).append(r.kernel)
+    if any(r.bound_cycles_per_test for r in run.results):
+        for reason, kernels in unbound.items():
+            notes.append(f"bound – for {', '.join(dict.fromkeys(kernels))}: {reason}")
+    elif unbound:
+        notes.append(f"bound: none derived ({'; '.join(unbound)})")
     counters = run.env.get("counters") or {}
     if counters and not counters.get("available"):
         notes.append(f"counters: unavailable ({counters.get('reason')})")
