@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -173,3 +174,31 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
         if os.path.exists(partial):
             os.unlink(partial)
     return library
+
+
+#: A kernel row as the preprocessor leaves it: `sb_kernel NAME = { .name = "...", ... .family = "..." ... };`.
+_ROW = re.compile(r"\bsb_kernel\s+\w+\s*=\s*\{(.*?)\};", re.S)
+_FIELD = r'\.{}\s*=\s*"([^"]*)"'
+
+
+@cache
+def kernel_index(config: BuildConfig) -> dict[str, str] | None:
+    """Every kernel row's name and family in `config`'s sources, read by preprocessing them
+    (about half a second; nothing is compiled), so that a misspelt --kernels name is refused
+    before a build.  None when the preprocessor fails (the build then reports why)."""
+    cc_path, _ = compiler_identity(config.cc)
+    command = [cc_path, *config.flags, "-E", "-P", *(f"-I{folder}" for folder in include_dirs())]
+    try:
+        completed = subprocess.run(
+            [*command, *map(str, sources(config))], capture_output=True, text=True, timeout=120, errors="replace"
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if completed.returncode != 0:
+        return None
+    index = {}
+    for row in _ROW.finditer(completed.stdout):
+        name, family = re.search(_FIELD.format("name"), row.group(1)), re.search(_FIELD.format("family"), row.group(1))
+        if name:
+            index[name.group(1)] = family.group(1) if family else ""
+    return index

@@ -133,3 +133,40 @@ def select(kernels: list[Kernel], names: list[str] | None, family: str) -> list[
             f"(choose the family with --family or a scene of that family)"
         )
     return chosen
+
+
+def check_names(names, known: dict[str, str]) -> None:
+    """Refuse, before anything is built, names that no kernel, peer or broadphase has; the
+    closest known name is suggested.  known: name -> family."""
+    import difflib
+
+    unknown = [name for name in dict.fromkeys(names) if name not in known]
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+        hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    by_family: dict[str, list[str]] = {}
+    for name, family in known.items():
+        by_family.setdefault(family, []).append(name)
+    listing = "; ".join(f"{family}: {', '.join(names)}" for family, names in by_family.items())
+    raise SectorbenchError(f"unknown kernel {', '.join(hints)}; known kernels: {listing}")
+
+
+def infer_family(names, known: dict[str, str]) -> str | None:
+    """The one family every named kernel belongs to, else None (none named, or several families)."""
+    families = {known[name] for name in names if name in known}
+    return families.pop() if len(families) == 1 else None
+
+
+def known_kernels(config) -> dict[str, str] | None:
+    """name -> family of every kernel a build of `config` holds (kernel_index) and every peer;
+    None when the sources could not be read without building them."""
+    from .build import kernel_index
+    from .families import all_families
+
+    index = kernel_index(config)
+    if index is None:
+        return None
+    return {**index, **{peer.name: family.name for family in all_families() for peer in family.peers()}}

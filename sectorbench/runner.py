@@ -10,10 +10,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import SectorbenchError, environment, machine_code, scenes
+from . import SectorbenchError, environment, families, machine_code, scenes
 from .build import BuildConfig, build
-from .families import family_of_scene
-from .kernels import Kernel, select, split_names
+from .kernels import Kernel, check_names, known_kernels, select, split_names
 from .results import KernelResult, RunResult
 from .stats import summarize
 from .timing import (
@@ -49,7 +48,10 @@ MAX_RUN_MINUTES = 60.0
 class RunConfig:
     """Everything a run depends on; the CLI's options fill it."""
 
-    scene: str = "uniform"  # the article's ranges; see the families' scenes for the others
+    #: The scene kind (or an older spelling of one); None: the family's first kind.
+    scene: str | None = None
+    #: None: the scene's family, else the first registered family (the kinds it lists first).
+    family: str | None = None
     sectors: int = 1000  # N, the article's
     points: int = 100_000  # M, the article's
     seed: int = 0
@@ -58,7 +60,8 @@ class RunConfig:
     modes: tuple[str, ...] = ("inline",)  # inline: as production code; call: the article's method
     timing: TimingConfig = field(default_factory=TimingConfig)
     disable_isa: tuple[str, ...] = ()
-    reference: str = "naive"  # speedups are against this kernel's net time (else the first kernel's)
+    #: Speedups are against this kernel's time; None: the family's reference kernel (else the first row's).
+    reference: str | None = None
     threads: tuple[int, ...] = (1,)  # 1 by default, so that figures stay comparable across machines
     max_minutes: float = MAX_RUN_MINUTES
     #: none: the kernels, every pair; others: a point index first, timed end to end.  Empty: the
@@ -147,6 +150,23 @@ class Plan:
         )
 
 
+def resolve(config: RunConfig) -> RunConfig:
+    """The config with its family and scene kind settled: an older spelling of a kind becomes
+    the kind and its options; a family without a scene gets its first kind; a scene of
+    another family than --family is refused."""
+    if config.scene is None:
+        family = families.get(config.family) if config.family else families.all_families()[0]
+        return replace(config, family=family.name, scene=next(iter(family.scenes)))
+    family = families.family_of_scene(config.scene)
+    if config.family is not None and config.family != family.name:
+        raise SectorbenchError(
+            f"--scene {config.scene} is a {family.name} scene, not one of the {config.family} family "
+            f"(its kinds: {', '.join(families.get(config.family).scenes)})"
+        )
+    kind, options = families.resolve_scene(config.scene, config.scene_options)
+    return replace(config, family=family.name, scene=kind, scene_options=options)
+
+
 def check_time(config: RunConfig) -> None:
     """Refuse, before anything is generated or built, a run expected to outlast config.max_minutes.
 
@@ -179,7 +199,8 @@ def run(
     for mode in config.modes:
         if mode not in MODES:
             raise SectorbenchError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
-    family = family_of_scene(config.scene)
+    config = resolve(config)
+    family = families.get(config.family)
     scenes.check_size(config.sectors, config.points, len(family.shape_arrays), len(family.point_arrays))
     broadphases = config.broadphases or family.default_broadphases(config.scene)
     unknown = [b for b in broadphases if b not in family.broadphases()]
@@ -189,6 +210,9 @@ def run(
         )
     config = replace(config, broadphases=tuple(broadphases))
     check_time(config)
+    known = known_kernels(config.builds[0]) if config.kernels else None
+    if known is not None:  # a misspelt name costs no build
+        check_names(config.kernels, known)
     scene = scenes.generate(config.scene, config.sectors, config.points, config.seed, config.scene_options)
     c_names, peer_names = split_names(config.kernels, family)
     indexed = [b for b in broadphases if b != "none"]
@@ -303,7 +327,7 @@ def _measure(
         _result(scene, session, kernel, mode, threads, series, clock_mhz, loops[id(session)])
         for session, kernel, mode, threads in plan
     ]
-    results = _with_speedups(results, config.reference)
+    results = _with_speedups(results, config.reference or families.get(scene.family).reference_kernel)
     env = _environment(sessions, clock_mhz)
     return RunResult(scene=scene.describe(), env=env, config=config.to_dict(), results=results)
 

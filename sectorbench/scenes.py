@@ -190,7 +190,8 @@ def physical_memory_bytes() -> int | None:
 
 
 def kinds() -> dict[str, str]:
-    """Every scene kind of every registered family: kind -> family name."""
+    """Every scene kind of every registered family: kind -> family name (older spellings,
+    Family.scene_aliases, are accepted wherever a kind is, but not listed)."""
     from .families import all_families
 
     return {kind: family.name for family in all_families() for kind in family.scenes}
@@ -199,8 +200,9 @@ def kinds() -> dict[str, str]:
 def describe(kind: str, n: int, m: int, seed: int = 0, options: Mapping[str, float] | None = None) -> dict:
     """What generate(kind, n, m, seed, options).describe() is, without generating the scene
     (a generator records its options, defaults filled in, as resolved_options does)."""
-    from .families import family_of_scene
+    from .families import family_of_scene, resolve_scene
 
+    kind, options = resolve_scene(kind, options)
     family = family_of_scene(kind)
     resolved = resolved_options(kind, options)
     return {
@@ -217,8 +219,9 @@ def resolved_options(kind: str, options: Mapping[str, float] | None) -> dict[str
     """A scene's options are its generator's keyword-only parameters (e.g. a game's world and
     radii): those given (not None) over their defaults.  One it does not take is refused in
     one line."""
-    from .families import family_of_scene
+    from .families import family_of_scene, resolve_scene
 
+    kind, options = resolve_scene(kind, options)
     parameters = inspect.signature(family_of_scene(kind).scenes[kind]).parameters
     accepted = {name: p.default for name, p in parameters.items() if p.kind is p.KEYWORD_ONLY}
     given = {name: value for name, value in (options or {}).items() if value is not None}
@@ -235,8 +238,9 @@ def resolved_options(kind: str, options: Mapping[str, float] | None) -> dict[str
 def generate(kind: str, n: int, m: int, seed: int = 0, options: Mapping[str, float] | None = None) -> Scene:
     """Generate a scene of `kind` with n shapes and m points from `seed`; `options` are the
     generator's keyword arguments (e.g. world, rmin, rmax of a game scene), None for its default."""
-    from .families import family_of_scene
+    from .families import family_of_scene, resolve_scene
 
+    kind, options = resolve_scene(kind, options)
     family = family_of_scene(kind)
     check_size(n, m, len(family.shape_arrays), len(family.point_arrays))
     if seed < 0:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +34,7 @@ import numpy as np
 from . import SectorbenchError, cases, environment, exact, families
 from .build import BuildConfig, build
 from .cases import BATCH_ROWS
-from .kernels import Kernel, select, split_names
+from .kernels import Kernel, check_names, infer_family, known_kernels, select, split_names
 from .results import SCHEMA_VERSION
 from .runner import PEER_BUILD, PEER_FLAGS
 from .scenes import make_scene
@@ -60,7 +60,8 @@ SECONDS_PER_ROW = 8e-6
 
 @dataclass(frozen=True)
 class VerifyConfig:
-    family: str = "sector"
+    #: None: the family of the named kernels, or the first registered family when none are named.
+    family: str | None = None
     kernels: tuple[str, ...] = ()
     builds: tuple[BuildConfig, ...] = (BuildConfig(),)
     cases: int = 20_000  # rows per random generator; near-boundary and grids come on top
@@ -161,6 +162,19 @@ def estimated_seconds(family, config: VerifyConfig) -> float:
     return rows * SECONDS_PER_ROW * len(config.builds)
 
 
+def resolve(config: VerifyConfig) -> VerifyConfig:
+    """The config with its family settled (from the kernels' names when not given) and its
+    kernel names checked, before anything is built."""
+    known = known_kernels(config.builds[0]) if config.kernels else None
+    if known is not None:
+        check_names(config.kernels, known)
+    family = config.family or (infer_family(config.kernels, known) if known else None)
+    if family is None and config.kernels and known:
+        owners = sorted({known[name] for name in config.kernels})
+        raise SectorbenchError(f"--kernels names kernels of several families ({', '.join(owners)}): choose one")
+    return replace(config, family=family or families.all_families()[0].name)
+
+
 def check_config(config: VerifyConfig) -> None:
     """Refuse what would fail or take absurdly long, before anything is built."""
     family = families.get(config.family)
@@ -190,6 +204,7 @@ def _label(session: BuildSession) -> str:
 
 
 def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, total=None: None) -> VerifyResult:
+    config = resolve(config)
     check_config(config)
     family = families.get(config.family)
     if config.input_path:

@@ -8,21 +8,14 @@ from pathlib import Path
 import click
 
 from ..build import BuildConfig
-from ..families import all_families
 from ..results import write_text_atomic
-from ..verify import VerifyConfig
+from ..verify import VerifyConfig, resolve
 from .app import Reporter, main, note, stdout
-from .options import SEED, RegistryChoice, build_configs, build_options, check_outputs, comma_list, output_options
+from .options import SEED, build_configs, build_options, check_outputs, comma_list, family_option, output_options
 
 
 @main.command("verify")
-@click.option(
-    "--family",
-    type=RegistryChoice(lambda: [f.name for f in all_families()]),
-    default="sector",
-    show_default=True,
-    help="The family whose kernels to check.",
-)
+@family_option("The family whose kernels to check [default: the family of --kernels; without, the first, sector].")
 @click.option(
     "--kernels",
     multiple=True,
@@ -83,8 +76,9 @@ def verify_command(
         input_path=input_path,
         disable_isa=disable_isa,
     )
+    config = resolve(config)  # the family, and the kernels' names, settled before anything is built
     if input_path is not None:
-        get(family).input_cases(input_path)  # a bad file is refused before anything is built
+        get(config.family).input_cases(input_path)  # a bad file is refused before anything is built
     with Reporter() as progress:
         result = verify(config, lambda what, total=None: progress(what))
     console = stdout()

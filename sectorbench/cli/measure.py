@@ -9,24 +9,25 @@ import click
 
 from .. import SectorbenchError
 from ..results import load
-from ..runner import MAX_RUN_MINUTES, Plan, RunConfig, run
+from ..runner import MAX_RUN_MINUTES, Plan, RunConfig, resolve, run
 from ..scenes import describe as describe_scene
-from ..scenes import kinds as scene_kinds
 from ..timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
 from .app import Reporter, main, note, run_gate, stdout, write_json
 from .options import (
     SEED,
-    RegistryChoice,
+    SceneCommand,
     broadphase_option,
     build_configs,
     build_options,
     check_outputs,
     comma_list,
-    game_options,
+    family_option,
     gate_options,
+    given_scene_options,
     make_gate_config,
     output_options,
     refuse_unused_gate_options,
+    scene_option,
     threads_option,
     unique,
 )
@@ -65,7 +66,7 @@ def timing_options(default_repeat: int):
     return decorate
 
 
-def scene_options(command):
+def size_options(command):
     command = click.option(
         "--seed", default=RunConfig.seed, show_default=True, type=SEED, help="Scene seed (an integer >= 0)."
     )(command)
@@ -77,21 +78,21 @@ def scene_options(command):
         help="M: points, each tested against every shape.",
     )(command)
     command = click.option(
-        "-n", "--sectors", default=RunConfig.sectors, show_default=True, help="N: shapes (sectors, triangles, ...)."
+        "-n",
+        "--shapes",
+        "--sectors",
+        "sectors",
+        default=RunConfig.sectors,
+        show_default=True,
+        help="N: shapes of the family (--sectors, its older name, works too).",
     )(command)
     return command
 
 
-@main.command("run")
-@scene_options
-@click.option(
-    "--scene",
-    default=RunConfig.scene,
-    show_default=True,
-    type=RegistryChoice(lambda: scene_kinds()),
-    help="Scene kind (see the README).",
-)
-@game_options
+@main.command("run", cls=SceneCommand)
+@size_options
+@family_option("The family to time [default: the scene's; without --scene, the first registered, sector].")
+@scene_option("[default: the family's first]; its options follow below (--world, --vertices, ...)")
 @click.option(
     "--kernels",
     multiple=True,
@@ -126,10 +127,8 @@ def run_command(
     sectors,
     points,
     seed,
+    family,
     scene,
-    world,
-    rmin,
-    rmax,
     kernels,
     broadphases,
     flags,
@@ -150,6 +149,7 @@ def run_command(
     thresholds,
     normalize,
     markdown_path,
+    **scene_values,
 ):
     """Time kernels over a seeded scene, NoOperation overhead subtracted."""
     refuse_unused_gate_options(click.get_current_context(), baseline)
@@ -157,6 +157,7 @@ def run_command(
     gate_config = make_gate_config(alpha, threshold, thresholds, normalize)
     config = RunConfig(
         scene=scene,
+        family=family,
         sectors=sectors,
         points=points,
         seed=seed,
@@ -168,14 +169,15 @@ def run_command(
         threads=threads,
         max_minutes=max_minutes,
         broadphases=broadphases,
-        scene_options=dict(world=world, rmin=rmin, rmax=rmax),
+        scene_options=given_scene_options(scene_values),
     )
+    config = resolve(config)  # an unknown or mismatched scene is refused here, before any work
     baseline_result = None
     if baseline:
         from ..gate import check_scene
 
         baseline_result = load(baseline)
-        check_scene(baseline_result, describe_scene(scene, sectors, points, seed, config.scene_options))
+        check_scene(baseline_result, describe_scene(config.scene, sectors, points, seed, config.scene_options))
     result = measure(config, baseline_result, gate_config)
     from ..report import RUN_DROP, fit, run_table
 
@@ -215,7 +217,7 @@ COMPARE_REPEAT = 10  # 10 paired rounds give a 95 % interval that is not just mi
 QUICK = dict(points=10_000, repeat=5)
 
 
-@main.command("compare")
+@main.command("compare", cls=SceneCommand)
 @click.option(
     "--preset",
     type=click.Choice(["article"]),
@@ -227,12 +229,9 @@ QUICK = dict(points=10_000, repeat=5)
     help=f"A first look: M={QUICK['points']:,} and {QUICK['repeat']} rounds unless -m/--repeat are given"
     " [default: off].",
 )
-@scene_options
-@click.option(
-    "--scene",
-    type=RegistryChoice(lambda: scene_kinds()),
-    help="Scene kind [default: uniform; article with --preset article].",
-)
+@size_options
+@family_option("The family to time [default: the scene's; without --scene, the first registered, sector].")
+@scene_option("[default: the family's first; article with --preset article]")
 @click.option(
     "--kernels",
     multiple=True,
@@ -254,12 +253,16 @@ QUICK = dict(points=10_000, repeat=5)
 @click.option(
     "--save", "save_to_results", is_flag=True, help="Also save a timestamped JSON under ./results [default: off]."
 )
+@click.option(
+    "--table", is_flag=True, help="Also print the full run table before the matrix [default: the matrix alone]."
+)
 def compare_command(
     preset,
     quick,
     sectors,
     points,
     seed,
+    family,
     scene,
     kernels,
     flags,
@@ -274,6 +277,8 @@ def compare_command(
     json_path,
     force,
     save_to_results,
+    table,
+    **scene_values,
 ):
     """Time the kernels under several flag sets and compilers in the same rounds; print the matrix."""
     from ..report import RUN_DROP, compare_table, fit, run_table, split
@@ -296,7 +301,8 @@ def compare_command(
     if not installed:
         raise SectorbenchError(f"none of the compilers is installed: {', '.join(cc)}")
     config = RunConfig(
-        scene=scene or RunConfig.scene,
+        scene=scene,
+        family=family,
         sectors=sectors,
         points=points,
         seed=seed,
@@ -307,12 +313,15 @@ def compare_command(
         disable_isa=disable_isa,
         threads=threads,
         max_minutes=max_minutes,
+        scene_options=given_scene_options(scene_values),
     )
+    config = resolve(config)
     for missing in (c for c in cc if c not in installed):
         note(f"compiler {missing!r} is not installed: its builds are left out")
     result = measure(config)
     console = stdout()
-    console.print(fit(run_table(result), console.width, RUN_DROP))
-    for table in split(compare_table(result), console.width):
-        console.print(table)
+    if table:
+        console.print(fit(run_table(result), console.width, RUN_DROP))
+    for part in split(compare_table(result), console.width):
+        console.print(part)
     write_json(result, json_path, force, save_to_results, label="compare")

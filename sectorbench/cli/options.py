@@ -9,6 +9,7 @@ import click
 
 from .. import SectorbenchError
 from ..build import DEFAULT_CC, BuildConfig
+from ..families import all_families, scene_options
 from ..gate import GateConfig, load_thresholds
 from ..results import RESULTS_DIR, check_directory, check_output
 
@@ -32,6 +33,23 @@ class RegistryChoice(click.Choice):
     @choices.setter
     def choices(self, _):
         pass
+
+
+class SceneChoice(RegistryChoice):
+    """--scene: the families' scene kinds are listed; their older spellings (Family.scene_aliases,
+    e.g. a kind with its size in its name) are accepted too."""
+
+    def __init__(self):
+        super().__init__(lambda: [kind for f in all_families() for kind in f.scenes])
+
+    def convert(self, value, param, ctx):
+        if any(value in f.scene_aliases for f in all_families()):
+            return value
+        return super().convert(value, param, ctx)
+
+
+def scene_option(default_help: str):
+    return click.option("--scene", default=None, type=SceneChoice(), help=f"Scene kind {default_help}.")
 
 
 def comma_list(ctx, param, values) -> tuple[str, ...]:
@@ -211,32 +229,65 @@ def threads_option(command):
     )(command)
 
 
-def game_options(command):
-    """--world, --rmin, --rmax: the game scenes' sizes; unset, the scene's own default."""
-    from ..families.sector.scenes import GAME_RMAX, GAME_RMIN, GAME_WORLD
+class SceneCommand(click.Command):
+    """A command that also takes every family's scene options (Family.scene_options), read from
+    the registry when first needed, as RegistryChoice is: a family module that fails to
+    import is then one line, like every other error.  They reach the callback as keyword
+    arguments, None when not given."""
 
-    for name, default, text in reversed(
-        (
-            ("world", GAME_WORLD, "Side of the square world"),
-            ("rmin", GAME_RMIN, "Smallest sector radius"),
-            ("rmax", GAME_RMAX, "Largest sector radius"),
+    def get_params(self, ctx):
+        if not getattr(self, "_scene_params", None):
+            self._scene_params = [_scene_param(option) for option in scene_options().values()]
+        params = super().get_params(ctx)
+        after = next((i + 1 for i, param in enumerate(params) if param.name == "scene"), len(params))
+        return [*params[:after], *self._scene_params, *params[after:]]
+
+
+def _scene_param(option) -> click.Option:
+    default = _scene_default(option.name)
+    if option.type is bool:
+        shown = "on" if default else "off"
+        return click.Option(
+            [f"--{option.name}/--no-{option.name}"], default=None, help=f"{option.help} [default: {shown}]."
         )
-    ):
-        command = click.option(
-            f"--{name}", name, type=float, default=None, help=f"{text} (game, clustered scenes) [default: {default:g}]."
-        )(command)
-    return command
+    shown = "" if default is None or "[default" in option.help else f" [default: {default:g}]"
+    return click.Option([f"--{option.name}"], type=option.type, default=None, help=f"{option.help}{shown}.")
+
+
+def _scene_default(name: str):
+    """The default of a scene option: its value in the first generator that takes it."""
+    import inspect
+
+    for family in all_families():
+        for generate in family.scenes.values():
+            parameter = inspect.signature(generate).parameters.get(name)
+            if parameter is not None and parameter.kind is parameter.KEYWORD_ONLY:
+                return parameter.default
+    return None
+
+
+def given_scene_options(values: dict) -> dict:
+    """The scene options the user gave (the others are None: the scene's defaults apply)."""
+    names = set(scene_options())
+    return {name: value for name, value in values.items() if name in names and value is not None}
+
+
+def family_option(help_text: str):
+    return click.option(
+        "--family",
+        type=RegistryChoice(lambda: [f.name for f in all_families()]),
+        default=None,
+        help=help_text,
+    )
 
 
 def broadphase_option(command):
-    """--broadphase none|grid|morton, repeatable."""
-    from ..families.sector.broadphase import BROADPHASES
-
+    """--broadphase, repeatable: the choices of every family that has broadphases."""
     return click.option(
         "--broadphase",
         "broadphases",
         multiple=True,
-        type=click.Choice(BROADPHASES),
-        help="none: every pair (the kernels); grid, morton: a point index first, timed end to end "
-        "(repeatable) [default: none for uniform/article; grid, the measured fastest, for game/clustered].",
+        type=RegistryChoice(lambda: list(dict.fromkeys(b for f in all_families() for b in f.broadphases()))),
+        help="none: every pair (the kernels); another: its index of the points first, timed end to end "
+        "(repeatable) [default: the scene's: none on small scenes, the measured fastest index at game scale].",
     )(command)

@@ -1,4 +1,4 @@
-"""`query`: which points lie in which sectors of a seeded scene, saved as CSR in a .npz file."""
+"""`query`: which points lie in which shapes of a seeded scene, saved as CSR in a .npz file."""
 
 from __future__ import annotations
 
@@ -8,48 +8,64 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ..families.sector.broadphase import BROADPHASES
+from .. import SectorbenchError
+from ..families import all_families, family_of_scene
 from ..results import check_output, write_atomic
 from ..scenes import generate
 from .app import main, stderr
-from .options import SEED, game_options
+from .options import SEED, RegistryChoice, SceneChoice, SceneCommand, given_scene_options
 
 
-@main.command("query")
-@click.option("--scene", default="game", show_default=True, help="A sector scene kind (game, clustered, uniform, ...).")
-@click.option("-n", "--sectors", default=10_000, show_default=True, help="N: sectors of the scene.")
+def _query_families():
+    return [f for f in all_families() if f.query_scene]
+
+
+@main.command("query", cls=SceneCommand)
+@click.option(
+    "--scene",
+    default=None,
+    type=SceneChoice(),
+    help="A scene kind of a family that answers queries [default: that family's game-scale scene, game].",
+)
+@click.option(
+    "-n", "--shapes", "--sectors", "shapes", default=10_000, show_default=True, help="N: shapes of the scene."
+)
 @click.option("-m", "--points", default=200_000, show_default=True, help="M: points of the scene.")
 @click.option("--seed", default=0, show_default=True, type=SEED, help="Scene seed (an integer >= 0).")
-@game_options
 @click.option(
     "--broadphase",
     default="auto",
     show_default=True,
-    type=click.Choice(("auto", *BROADPHASES)),
-    help="Point index (auto: grid, the measured fastest).",
+    type=RegistryChoice(lambda: ["auto", *dict.fromkeys(b for f in _query_families() for b in f.broadphases())]),
+    help="Point index (auto: the family's measured fastest).",
 )
 @click.option(
     "--threads",
     default=1,
     show_default=True,
     type=click.IntRange(min=1),
-    help="Threads, each taking a range of sectors.",
+    help="Threads, each taking a range of shapes.",
 )
 @click.option(
     "--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The .npz file to write (required)."
 )
 @click.option("--force", is_flag=True, help="Replace an existing --out file [default: off].")
-def query_command(scene, sectors, points, seed, world, rmin, rmax, broadphase, threads, out, force):
-    """Write the hits of a scene's sectors (offsets, indices, counts) to OUT, with the scene's description."""
-    from .. import query
-    from ..families import family_of_scene
-
+def query_command(scene, shapes, points, seed, broadphase, threads, out, force, **scene_values):
+    """Write the hits of a scene's shapes (offsets, indices, counts) to OUT, with the scene's description."""
     check_output(out, force)
-    if family_of_scene(scene).name != "sector":
-        raise click.UsageError(f"query answers sector scenes; {scene!r} is a {family_of_scene(scene).name} scene")
-    made = generate(scene, sectors, points, seed, {"world": world, "rmin": rmin, "rmax": rmax})
+    answering = _query_families()
+    if not answering:
+        raise SectorbenchError("no registered family answers queries")
+    family = family_of_scene(scene) if scene else answering[0]
+    if not family.query_scene:
+        names = ", ".join(f.name for f in answering)
+        raise click.UsageError(f"{scene!r} is a {family.name} scene; query answers scenes of: {names}")
+    made = generate(scene or family.query_scene, shapes, points, seed, given_scene_options(scene_values))
     columns = {name: made.column(name) for name in made.arrays}
-    hits = query(columns, columns, broadphase=broadphase, threads=threads)
+    try:
+        hits = family.query(columns, columns, broadphase=broadphase, threads=threads)
+    except ValueError as exc:
+        raise SectorbenchError(str(exc)) from None
     meta = {"scene": made.describe(), "broadphase": broadphase, "threads": threads}
 
     def write(stream):
@@ -63,6 +79,6 @@ def query_command(scene, sectors, points, seed, world, rmin, rmax, broadphase, t
 
     write_atomic(out, write, overwrite=force)
     stderr.print(
-        f"{hits.total} hits of {sectors} sectors x {points} points: index {hits.index_build_s * 1e3:.1f} ms, "
-        f"query {hits.query_s * 1e3:.1f} ms; saved {out}"
+        f"{hits.total} hits of {shapes} {family.shape_noun} x {points} points: "
+        f"index {hits.index_build_s * 1e3:.1f} ms, query {hits.query_s * 1e3:.1f} ms; saved {out}"
     )

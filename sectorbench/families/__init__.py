@@ -12,9 +12,19 @@ import importlib
 import os
 
 from .. import SectorbenchError
-from .base import BooleanFamily, Family, Reference
+from .base import BooleanFamily, Family, Reference, SceneOption
 
-__all__ = ["BooleanFamily", "Family", "Reference", "all_families", "family_of_scene", "get", "register"]
+__all__ = [
+    "BooleanFamily",
+    "Family",
+    "Reference",
+    "SceneOption",
+    "all_families",
+    "family_of_scene",
+    "get",
+    "register",
+    "resolve_scene",
+]
 
 BUILTIN = (
     "sectorbench.families.sector",
@@ -70,8 +80,25 @@ def get(name: str) -> Family:
 
 
 def family_of_scene(kind: str) -> Family:
+    """The family of a scene kind, or of an older spelling of one (Family.scene_aliases)."""
     for family in all_families():
-        if kind in family.scenes:
+        if kind in family.scenes or kind in family.scene_aliases:
             return family
     kinds = [k for family in all_families() for k in family.scenes]
     raise SectorbenchError(f"unknown scene kind {kind!r}; choose one of: {', '.join(kinds)}")
+
+
+def resolve_scene(kind: str, options=None) -> tuple[str, dict]:
+    """(kind, options) with an older spelling replaced by its kind and options; options given
+    (not None) win over the alias's."""
+    given = {name: value for name, value in (options or {}).items() if value is not None}
+    family = family_of_scene(kind)
+    if kind in family.scene_aliases:
+        base, alias_options = family.scene_aliases[kind]
+        return base, {**alias_options, **given}
+    return kind, given
+
+
+def scene_options() -> dict[str, SceneOption]:
+    """Every family's scene options by name (a name two families declare is one option)."""
+    return {option.name: option for family in all_families() for option in family.scene_options}

@@ -19,8 +19,22 @@ import numpy as np
 from .. import cases, exact
 from ..cases import CaseSet, Part, check_input_arrays, read_npz
 
-#: A scene generator: (n shapes, m points, seed) -> Scene.
-SceneGenerator = Callable[[int, int, int], "object"]
+#: A scene generator: (n shapes, m points, seed, **options) -> Scene; its keyword-only
+#: parameters are the kind's options (scenes.resolved_options).
+SceneGenerator = Callable[..., "object"]
+
+
+@dataclass(frozen=True)
+class SceneOption:
+    """An option of some of a family's scene kinds, which the CLI offers as --NAME.
+
+    Which kinds take it is read from their generators' keyword-only parameters; the
+    default shown is the generator's.  type: float, int or bool (a flag).
+    """
+
+    name: str
+    type: type
+    help: str
 
 
 @dataclass(frozen=True)
@@ -49,7 +63,14 @@ class Family:
     shape_arrays: tuple[str, ...]  # per-shape float32 arrays of its scenes
     point_arrays: tuple[str, ...] = ("px", "py")
     scenes: Mapping[str, SceneGenerator] = {}
+    #: The options its scene kinds take (see SceneOption), offered by run, compare and query.
+    scene_options: tuple[SceneOption, ...] = ()
+    #: Older spellings of a kind with options: alias -> (kind, options), e.g. a kind with its
+    #: size in its name.  They keep working; --scene lists only the kinds.
+    scene_aliases: Mapping[str, tuple[str, Mapping[str, object]]] = {}
     default_rounding_bound: float = 8.0  # verify's bound for a row that declares none
+    #: The kernel speedups are against (run's table lists it first); None: the first row's.
+    reference_kernel: str | None = None
     answer_dtype = np.uint8  # what eval_grid / eval_pairs write per test
     answer_width: int = 1  # values of answer_dtype per test (aabr: four vertex indices)
     #: Family data of other lengths or types (name -> numpy dtype), in sb_scene.extra[] order:
@@ -149,6 +170,14 @@ class Family:
     def default_broadphases(self, scene_kind: str) -> tuple[str, ...]:
         """What run measures when --broadphase is not given, for a scene kind."""
         return ("none",)
+
+    # ---- query (optional): which points each shape holds, in the caller's process
+    #: The scene `sectorbench query` uses by default; None: the family has no query.
+    query_scene: str | None = None
+
+    def query(self, shapes, points, *, broadphase: str = "auto", kernel: str = "auto", threads: int = 1):
+        """CSR hits (offsets, indices, counts, total, index_build_s, query_s) of every shape."""
+        raise NotImplementedError(f"the {self.name} family has no query")
 
     def broadphase_engine(self, ffi, lib):
         """An object whose hits(name, columns, n, m, threads=, pool=) returns the family's hits

@@ -23,7 +23,7 @@ from ..base import Family, Reference
 from . import cases as aabr_cases
 from . import oracle
 from .polygons import ellipse_polygon, pack, random_angles, regular_polygon, unpack
-from .scenes import SCENES
+from .scenes import ALIASES, OPTIONS, SCENES
 
 #: A kernel row's .contract for kernels that assume a (weakly) convex polygon: verify
 #: judges them only on polygons that are convex exactly in float32.
@@ -56,6 +56,8 @@ class AabrFamily(Family):
     point_arrays = ("angle", "c", "s")
     extra_arrays = {"polygons": np.int32, "vx": np.float32, "vy": np.float32}
     scenes = SCENES
+    scene_options = OPTIONS
+    scene_aliases = ALIASES
     answer_dtype = np.int32
     answer_width = 4
     default_rounding_bound = 8.0  # angle units of 2^-24 rad; see oracle.py

@@ -2,58 +2,68 @@
 
 Kinds:
   polygons            random convex polygons (hull of stratified points on a random
-                      ellipse), vertex counts log-uniform in 4 .. 1024; random rotations
-  polygons-coherent   the same polygons; one frame-coherent turning sequence
+                      ellipse); options: vertices (V for every polygon, 0: log-uniform in
+                      4 .. 1024) and coherent (one frame-coherent turning sequence instead
+                      of random rotations)
   regular             regular polygons of 4 .. 1024 vertices (many exact ties); random
-  polygons<V>, polygons<V>-coherent   every polygon has V vertices (V in SIZES): the
-                      crossover benchmark's scenes
+                      rotations, or coherent ones
+Older spellings, kept as aliases: polygons-coherent, polygons<V>, polygons<V>-coherent (V in
+SIZES, the crossover benchmark's scenes).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ... import SectorbenchError
 from ...scenes import Scene, make_scene, streams
+from ..base import SceneOption
 from .polygons import F32, coherent_angles, ellipse_polygon, pack, random_angles, regular_polygon
 
 SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
 FEWEST, MOST = 4, 1024
 
 
-def _scene(kind, n, m, seed, polygons, angles) -> Scene:
+def _scene(kind, n, m, seed, polygons, angles, vertices, coherent) -> Scene:
     shapes, points = streams(seed)
     made = [polygons(shapes, i) for i in range(n)]
     columns = {"poly": np.arange(n, dtype=F32), **angles(points, m)}
-    return make_scene(kind, "aabr", columns, seed, extra=pack(made))
+    options = {"coherent": coherent} if vertices is None else {"vertices": vertices, "coherent": coherent}
+    return make_scene(kind, "aabr", columns, seed, extra=pack(made), options=options)
 
 
 def _mixed_size(rng) -> int:
     return int(np.exp(rng.uniform(np.log(FEWEST), np.log(MOST + 1))))
 
 
-def _kind(name, polygons, angles):
-    def generate(n: int, m: int, seed: int) -> Scene:
-        return _scene(name, n, m, seed, polygons, angles)
-
-    generate.__doc__ = f"aabr scene kind {name!r}"
-    return generate
-
-
 def _sized(vertices):
     return lambda rng, i: ellipse_polygon(rng, vertices)
 
 
-SCENES = {
-    "polygons": _kind("polygons", lambda rng, i: ellipse_polygon(rng, _mixed_size(rng)), random_angles),
-    "polygons-coherent": _kind(
-        "polygons-coherent", lambda rng, i: ellipse_polygon(rng, _mixed_size(rng)), coherent_angles
-    ),
-    "regular": _kind(
-        "regular",
-        lambda rng, i: regular_polygon(_mixed_size(rng), 1.0, int(rng.integers(2)), int(rng.integers(FEWEST))),
-        random_angles,
-    ),
-}
+def check_vertices(vertices: int) -> None:
+    if vertices != 0 and not FEWEST <= vertices <= MOST:
+        raise SectorbenchError(f"--vertices must be 0 (mixed) or from {FEWEST} to {MOST} (got {vertices})")
+
+
+def polygons(n: int, m: int, seed: int, *, vertices: int = 0, coherent: bool = False) -> Scene:
+    check_vertices(vertices)
+    made = _sized(vertices) if vertices else lambda rng, i: ellipse_polygon(rng, _mixed_size(rng))
+    return _scene("polygons", n, m, seed, made, coherent_angles if coherent else random_angles, vertices, coherent)
+
+
+def regular(n: int, m: int, seed: int, *, coherent: bool = False) -> Scene:
+    def made(rng, i):
+        return regular_polygon(_mixed_size(rng), 1.0, int(rng.integers(2)), int(rng.integers(FEWEST)))
+
+    return _scene("regular", n, m, seed, made, coherent_angles if coherent else random_angles, None, coherent)
+
+
+SCENES = {"polygons": polygons, "regular": regular}
+OPTIONS = (
+    SceneOption("vertices", int, f"Vertices of every polygon, {FEWEST} to {MOST}; 0: mixed (polygons scenes)"),
+    SceneOption("coherent", bool, "Frame-coherent rotations (a turning character) instead of random ones"),
+)
+ALIASES = {"polygons-coherent": ("polygons", {"coherent": True})}
 for _v in SIZES:
-    SCENES[f"polygons{_v}"] = _kind(f"polygons{_v}", _sized(_v), random_angles)
-    SCENES[f"polygons{_v}-coherent"] = _kind(f"polygons{_v}-coherent", _sized(_v), coherent_angles)
+    ALIASES[f"polygons{_v}"] = ("polygons", {"vertices": _v})
+    ALIASES[f"polygons{_v}-coherent"] = ("polygons", {"vertices": _v, "coherent": True})

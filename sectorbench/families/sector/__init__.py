@@ -15,7 +15,7 @@ from .. import register
 from ..base import BooleanFamily
 from .cases import TRANSFORMS, case_parts, random_sectors
 from .oracle import judged_rows, self_check_sector
-from .scenes import GAME_SCENES, SCENES
+from .scenes import GAME_SCENES, OPTIONS, SCENES
 
 #: How far |u|^2 may be from 1 for a kernel taking theta to be judged (see applicable).
 UNIT_TOLERANCE = 2.0**-20
@@ -45,6 +45,8 @@ class SectorFamily(BooleanFamily):
     shape_arrays = ("cx", "cy", "ux", "uy", "r", "theta", "r2", "cos_theta")
     oracle_arrays = ("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py")
     scenes = SCENES
+    scene_options = OPTIONS
+    reference_kernel = "naive"  # the article's kernel: its speedups are against it
 
     transforms = TRANSFORMS
 
@@ -130,6 +132,13 @@ class SectorFamily(BooleanFamily):
         from .broadphase import FASTEST
 
         return (FASTEST,) if scene_kind in GAME_SCENES else ("none",)
+
+    query_scene = "game"
+
+    def query(self, shapes, points, *, broadphase="auto", kernel="auto", threads=1):
+        from .query import query
+
+        return query(shapes, points, broadphase=broadphase, kernel=kernel, threads=threads)
 
     def broadphase_engine(self, ffi, lib):
         from .broadphase import Engine

@@ -29,6 +29,7 @@ import numpy as np
 
 from ... import SectorbenchError
 from ...scenes import Scene, make_scene, streams
+from ..base import SceneOption
 
 #: The largest float32 strictly below pi: theta must stay < pi, and float32(pi) > pi.
 THETA_MAX = np.nextafter(np.float32(np.pi), np.float32(0))
@@ -173,6 +174,12 @@ def clustered(
 
 #: Scenes at game scale: a world far larger than the cones (run's default broadphase is an index).
 GAME_SCENES = ("game", "clustered")
+
+OPTIONS = (
+    SceneOption("world", float, f"Side of the square world (game, clustered scenes) [default: {GAME_WORLD:g}]"),
+    SceneOption("rmin", float, f"Smallest sector radius (game, clustered scenes) [default: {GAME_RMIN:g}]"),
+    SceneOption("rmax", float, f"Largest sector radius (game, clustered scenes) [default: {GAME_RMAX:g}]"),
+)
 
 SCENES = {
     "uniform": uniform,
