@@ -8,6 +8,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -82,20 +83,58 @@ def majority_hits(results: list[KernelResult]) -> int | None:
     return counts.most_common(1)[0][0] if counts else None
 
 
+#: How the run table spells common flags, so that a row stays on one line at 120 columns; the
+#: caption spells out every abbreviation it used, and JSON keeps the flags as given.
+FLAG_ABBREVIATIONS = {
+    "-ffast-math": "fast",
+    "-march=native": "native",
+    "-mfpmath=387": "x87",
+    "-fno-tree-vectorize": "novec",
+}
+
+
+#: The run table's headers over two lines (fit() and RUN_DROP name columns by their one-line names).
+RUN_HEADERS = {
+    "median ms": "median\nms",
+    "NoOp ms": "NoOp\nms",
+    "net ms": "net\nms",
+    "ns/test": "ns/\ntest",
+    "cyc/test": "cyc/\ntest",
+    "% bound": "%\nbound",
+    "index ms": "index\nms",
+    "index KB": "index\nKB",
+}
+
+
+def abbreviate_flags(flags: str) -> str:
+    return " ".join(FLAG_ABBREVIATIONS.get(word, word) for word in flags.split())
+
+
+def _reference_first(results: list[KernelResult], reference: str | None) -> list[KernelResult]:
+    """The reference kernel's rows first (its speedup is 1.0x: the others read against it)."""
+    return sorted(results, key=lambda r: r.kernel != reference)
+
+
 def run_table(run: RunResult) -> Table:
-    results = run.results
+    """One line per row at 120 columns: the reference kernel first; flags abbreviated (the
+    caption spells them out); a row's problems, skip and crash reasons in numbered notes."""
+    results = _reference_first(run.results, run.config.get("reference"))
     show_mode = len({r.mode for r in results}) > 1
     show_threads = len({r.threads for r in results}) > 1 or any(r.threads > 1 for r in results)
     show_bound = any(r.bound_cycles_per_test for r in results)
     show_counters = any(r.ipc for r in results)
     show_index = any(r.index_build_s is not None or r.broadphase for r in results)
+    majority = majority_hits(results)
+    show_delta = majority is not None and any(r.hits != majority for r in results if r.status == "ok")
     scene = run.scene
-    shapes = scene_shapes(scene)
     table = Table(
-        title=f"{scene['kind']} scene, N={shapes} x M={scene['points']}, seed {scene['seed']}  "
-        f"(times per pass over all N x M tests, median of {run.config.get('repeat')}; "
-        f"spread = (max - min) / median)",
+        title=f"{scene['kind']} scene, N={scene_shapes(scene)} x M={scene['points']}, seed {scene['seed']}: "
+        f"ms per pass over all N x M tests, median of {run.config.get('repeat')}; "
+        f"net = median - NoOp (paired by round)",
         title_justify="left",
+        box=box.SIMPLE_HEAD,
+        collapse_padding=True,
+        pad_edge=False,
     )
     table.add_column("kernel", style="bold", no_wrap=True)
     table.add_column("flags", no_wrap=True)
@@ -104,27 +143,31 @@ def run_table(run: RunResult) -> Table:
     if show_threads:
         table.add_column("threads", justify="right")
     family = _family(results)
-    numbers = [
-        family.count_column,
-        "median ms",
-        "min ms",
-        "spread",
-        "NoOp ms",
-        "net ms",
-        "ns/test",
-        "speedup",
-        "cyc/test",
-    ]
+    numbers = [family.count_column] + (["±k"] if show_delta else [])
+    numbers += ["median ms", "spread", "NoOp ms", "net ms", "ns/test", "speedup", "cyc/test"]
     numbers += ["bound", "% bound"] if show_bound else []
     numbers += ["IPC"] if show_counters else []
     numbers += ["index ms", "index KB"] if show_index else []
-    for name in numbers:
-        table.add_column(name, justify="right")
+    for name in numbers:  # two-line headers: the numbers, not the words, set the widths
+        table.add_column(RUN_HEADERS.get(name, name), justify="right")
     table.add_column("notes")
-    majority = majority_hits(results)
     notes: list[str] = []
+
+    def note_number(text: str) -> str:
+        if text not in notes:
+            notes.append(text)
+        return f"[{notes.index(text) + 1}]"
+
+    used_abbreviations = {}
     for r in results:
-        flags = r.flags if r.cc == PEER_CC else build_label(r.cc, r.flags, show_cc=r.cc != results[0].cc)
+        flags = (
+            abbreviate_flags(r.flags)
+            if r.cc == PEER_CC
+            else build_label(r.cc, abbreviate_flags(r.flags), r.cc != results[0].cc)
+        )
+        used_abbreviations.update(
+            {short: long for long, short in FLAG_ABBREVIATIONS.items() if long in r.flags.split()}
+        )
         cells = [r.kernel, flags]
         if show_mode:
             cells.append(r.mode)
@@ -132,48 +175,48 @@ def run_table(run: RunResult) -> Table:
             cells.append(str(r.threads))
         if r.status != "ok":
             style = "yellow" if r.status == "skipped" else "red"
-            cells += ["–"] * len(numbers) + [Text(f"{r.status}: {r.reason}", style=style)]
-            table.add_row(*cells)
+            status = Text(r.status, style=style)
+            table.add_row(
+                *cells, status, *["–"] * (len(numbers) - 1), note_number(f"{r.kernel}: {r.status}: {r.reason}")
+            )
             continue
-        hit = Text(family.count_cell(r.hits, r.tests))
-        if majority is not None and r.hits != majority:
-            hit = Text(f"{family.count_cell(r.hits, r.tests)} ({r.hits - majority:+d})", style="magenta")
-        row_notes = []
-        for warning in r.warnings:
-            if warning not in notes:
-                notes.append(warning)
-            row_notes.append(f"[{notes.index(warning) + 1}]")
+        delta = []
+        if show_delta:
+            delta = [Text(f"{r.hits - majority:+d}", style="magenta") if r.hits != majority else ""]
+        row_notes = [note_number(warning) for warning in r.warnings]
         cells += [
-            hit,
+            family.count_cell(r.hits, r.tests),
+            *delta,
             _ms(r.median_s),
-            _ms(r.min_s),
-            f"{r.spread:.1%}",
+            f"{r.spread:.0%}",
             _ms(r.overhead_s),
             _ms(r.net_s),
             "–" if r.ns_per_test is None else f"{r.ns_per_test:.3f}",
             "–" if r.speedup is None else f"{r.speedup:.1f}x",
-            _number(r.cycles_per_test),
+            _number(r.cycles_per_test, ".2f"),
         ]
         if show_bound:
-            cells += [_number(r.bound_cycles_per_test), _number(r.percent_of_bound, ".0f")]
+            cells += [_number(r.bound_cycles_per_test, ".2f"), _number(r.percent_of_bound, ".0f")]
         if show_counters:
             cells.append(_number(r.ipc, ".2f"))
         if show_index:
             cells += [_ms(r.index_build_s), "–" if r.index_bytes is None else f"{r.index_bytes / 1024:.1f}"]
         if r.broadphase:
-            notes.append(
-                f"{r.kernel} [{flags}]: end to end (index build + query), no NoOperation subtracted; "
-                f"narrow phase {r.narrow_phase}, {r.candidates} candidate pairs; its speedup is against "
-                f"the reference kernel's net time"
+            row_notes.append(
+                note_number(
+                    f"{r.kernel} [{flags}]: end to end (index build + query), no NoOperation subtracted; "
+                    f"narrow phase {r.narrow_phase}, {r.candidates} candidate pairs"
+                )
             )
-            row_notes.append(f"[{len(notes)}]")
         table.add_row(*cells, " ".join(row_notes))
     captions = []
-    if majority is not None and any(r.hits != majority for r in results if r.status == "ok"):
+    if show_delta:
         captions.append(
-            f"(±k): hits differ by k from the majority count {majority}: kernels disagree on some "
-            f"pairs (float32 rounding near the boundary, or a logic difference; see `sectorbench verify`)."
+            f"±k: hits differ by k from the majority count {majority}: kernels disagree on some pairs "
+            f"(float32 rounding near the boundary, or a logic difference; see `sectorbench verify`)."
         )
+    if used_abbreviations:
+        captions.append("flags: " + ", ".join(f"{short} = {long}" for short, long in used_abbreviations.items()))
     captions += [f"[{i + 1}] {note}" for i, note in enumerate(notes)]
     captions += run_notes(run)
     if captions:
@@ -187,7 +230,7 @@ def kernels_table(kernels: list[Kernel], builds: list[str] = ()) -> Table:
     title = "kernels" + (f" ({', '.join(builds)})" if builds else "")
     table = Table(title=title, title_justify="left")
     for name in ("name", "family", "loop", "needs", "here", "takes", "about"):
-        table.add_column(name)
+        table.add_column(name, no_wrap=name == "name")  # a name is never split: it is typed into --kernels
     for k in kernels:
         if k.runnable:
             here = Text("yes", style="green")
@@ -247,27 +290,40 @@ def verify_table(result) -> Table:
 
 
 def failing_inputs_table(verdict) -> Table:
+    """The first wrong answers of a kernel; their inputs, as exact hex floats, are in
+    failing_inputs_lines (printed below the table, never wrapped or cut: a user pastes them
+    into float.fromhex)."""
     table = Table(
         title=f"{verdict.kernel} [{verdict.flags}]: first {len(verdict.failing)} wrong answers "
-        f"(inputs as exact hex floats)",
+        f"(their inputs below, as exact hex floats)",
         title_justify="left",
     )
-    for name in ("row", "group", "class", "margin", "inputs", "kernel", "oracle"):
-        table.add_column(name)
+    for name in ("row", "group", "class", "margin", "kernel", "oracle"):
+        table.add_column(name, no_wrap=name == "row")
     for row in verdict.failing:
-        inputs = " ".join(f"{k}={v}" for k, v in row["inputs"].items())
         margin = "–" if row["margin"] is None else f"{row['margin']:.3g}"
-        number = "–" if row["row"] is None else str(row["row"])
         table.add_row(
-            number,
+            _row_number(row),
             row["group"],
             row["class"],
             margin,
-            inputs,
             str(row["kernel"]),
             "–" if row["oracle"] is None else str(row["oracle"]),
         )
     return table
+
+
+def _row_number(row: dict) -> str:
+    return "–" if row["row"] is None else str(row["row"])
+
+
+def failing_inputs_lines(verdict) -> list[str]:
+    """One line per wrong answer with inputs: `row 123: cx=0x1.8p+0 cy=...`."""
+    return [
+        f"row {_row_number(row)}: " + " ".join(f"{k}={v}" for k, v in row["inputs"].items())
+        for row in verdict.failing
+        if row["inputs"]
+    ]
 
 
 def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
@@ -348,7 +404,7 @@ def gate_table(report) -> Table:
 
 #: What goes first when a table is too wide, most expendable first.  A column whose cells
 #: are all blank, 0 or – goes before the others listed.
-RUN_DROP = ("min ms", "spread", "NoOp ms", "IPC", "% bound", "bound", "cyc/test", "hit %", "notes", "threads", "net ms")
+RUN_DROP = ("spread", "NoOp ms", "IPC", "% bound", "bound", "cyc/test", "hit %", "notes", "threads", "net ms")
 VERIFY_DROP = (
     "bound",
     "cases",
@@ -373,12 +429,16 @@ def _plain(cell) -> str:
     return cell.plain if isinstance(cell, Text) else str(cell)
 
 
-def _wrappable(table: Table) -> Table:
-    """A copy whose every column wraps at spaces (folding only a word longer than the column)."""
+def _wrappable(table: Table, keep_lines: bool = False) -> Table:
+    """A copy whose columns wrap at spaces (folding only a word longer than the column);
+    with keep_lines, the columns marked no_wrap (a kernel, its flags) still do not."""
     table = copy.copy(table)
     table.columns = [copy.copy(column) for column in table.columns]
     for column in table.columns:
-        column.no_wrap, column.overflow = False, "fold"
+        if keep_lines and column.no_wrap:  # rich would still narrow it to its longest word, and cut
+            column.min_width = max((_measuring_console().measure(cell).maximum for cell in column.cells), default=0)
+        else:
+            column.no_wrap, column.overflow = False, "fold"
         if isinstance(column.header, str):
             column.header = HEADER_BREAKS.get(column.header, column.header)
     return table
@@ -418,15 +478,27 @@ def _settle(table: Table, width: int | None) -> Table:
     return table
 
 
-def fit(table: Table, width: int | None, drop: Sequence[str] = ()) -> Table:
+def fit(table: Table, width: int | None, drop: Sequence[str] = (), whole_lines: bool = False) -> Table:
     """`table` narrowed to `width`: columns named in `drop` left out until it fits.
 
     Columns whose cells are all blank, 0 or – go first, then the others in `drop`
-    order; the caption says which were left out.
+    order; the caption says which were left out.  Rows stay one line while leaving columns
+    out can keep them so (no_wrap columns unwrapped) — always with `whole_lines`, else when
+    that costs no column; past that, cells wrap at spaces.
     """
-    names = {id(column): _plain(column.header) for column in table.columns}
+    wrapped = _fit(table, width, drop, keep_lines=False)
+    if width is None:
+        return wrapped
+    lines = _fit(table, width, drop, keep_lines=True)
+    if min_width(lines) <= width and (whole_lines or len(lines.columns) >= len(wrapped.columns)):
+        return lines
+    return wrapped
+
+
+def _fit(table: Table, width: int | None, drop: Sequence[str], keep_lines: bool) -> Table:
+    names = {id(column): _plain(column.header).replace("\n", " ") for column in table.columns}
     original = table.columns
-    table = _wrappable(table)
+    table = _wrappable(table, keep_lines)
     if width is None or min_width(table) <= width:
         return _settle(table, width)
     by_name = {names[id(old)]: new for old, new in zip(original, table.columns)}

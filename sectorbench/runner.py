@@ -327,9 +327,12 @@ def _measure(
         _result(scene, session, kernel, mode, threads, series, clock_mhz, loops[id(session)])
         for session, kernel, mode, threads in plan
     ]
-    results = _with_speedups(results, config.reference or families.get(scene.family).reference_kernel)
+    reference = _reference_kernel(results, config.reference or families.get(scene.family).reference_kernel)
+    results = _with_speedups(results, reference)
     env = _environment(sessions, clock_mhz)
-    return RunResult(scene=scene.describe(), env=env, config=config.to_dict(), results=results)
+    return RunResult(
+        scene=scene.describe(), env=env, config={**config.to_dict(), "reference": reference}, results=results
+    )
 
 
 def _peer_mode_mismatch(kernel: Kernel, mode: str) -> str | None:
@@ -548,10 +551,15 @@ def _cycles(series: Series, clock_mhz: list[float], tests: int, loop, threads: i
     return out
 
 
-def _with_speedups(results: list[KernelResult], reference: str) -> list[KernelResult]:
-    """Speedup against `reference`, or against the first kernel when it was not measured."""
-    if results and reference not in {r.kernel for r in results}:
-        reference = results[0].kernel
+def _reference_kernel(results: list[KernelResult], wanted: str | None) -> str | None:
+    """The kernel speedups are against: `wanted` if it was measured, else the first row's."""
+    if wanted in {r.kernel for r in results}:
+        return wanted
+    return results[0].kernel if results else None
+
+
+def _with_speedups(results: list[KernelResult], reference: str | None) -> list[KernelResult]:
+    """Speedup against `reference` (see _reference_kernel), same build, mode and threads."""
     reference_net = {(r.cc, r.flags, r.mode, r.threads): r.net_s for r in results if r.kernel == reference and r.net_s}
     return [
         replace(r, speedup=reference_net[(r.cc, r.flags, r.mode, r.threads)] / r.net_s)

@@ -15,6 +15,7 @@ from sectorbench.cli import main
 from sectorbench.report import (
     GATE_DROP,
     RUN_DROP,
+    abbreviate_flags,
     VERIFY_DROP,
     compare_table,
     fit,
@@ -67,16 +68,31 @@ def assert_fits(text: str, width: int, whole: list[str]) -> None:
 @pytest.mark.parametrize("width", [80, 120])
 def test_run_table_fits_and_keeps_every_number_it_shows(saved, width):
     run = saved["run"]
-    text = render(fit(run_table(run), width, RUN_DROP), width)
+    text = render(fit(run_table(run), width, RUN_DROP, whole_lines=True), width)
     ok = [r for r in run.results if r.status == "ok"]
     assert_fits(text, width, [r.kernel for r in run.results] + [f"{r.ns_per_test:.3f}" for r in ok])
     assert all(f"{r.speedup:.1f}x" in text for r in ok if r.speedup)
-    assert "left out to fit" in text  # the full table is wider than 120 columns
+    # one line per row: each row's line holds its kernel, its flags and its mode
+    rows = [line for line in text.splitlines() if line.split() and line.split()[0] in {r.kernel for r in run.results}]
+    assert len(rows) == len(run.results), text
+    for line, r in zip(rows, sorted(run.results, key=lambda r: r.kernel != run.config["reference"])):
+        assert line.split()[0] == r.kernel and f" {abbreviate_flags(r.flags)} " in line and f" {r.mode} " in line
+    assert "left out to fit" in text or width >= 120  # at 80 columns, columns go before lines wrap
 
 
 def test_run_table_is_whole_when_there_is_room(saved):
-    text = render(fit(run_table(saved["run"]), 400, RUN_DROP), 400)
-    assert "left out" not in text and "min ms" in text and "spread" in text
+    text = render(fit(run_table(saved["run"]), 400, RUN_DROP, whole_lines=True), 400)
+    assert "left out" not in text and "NoOp" in text and "spread" in text
+
+
+def test_the_reference_kernel_comes_first_and_abbreviations_are_spelt_out(saved):
+    run = saved["run"]
+    text = render(fit(run_table(run), 120, RUN_DROP, whole_lines=True), 120)
+    first = next(
+        line for line in text.splitlines() if line.split() and line.split()[0] in {r.kernel for r in run.results}
+    )
+    assert first.split()[0] == run.config["reference"] == "naive"
+    assert "-O2 fast" in text and "fast = -ffast-math" in text
 
 
 @pytest.mark.parametrize("width", [40, 80, 120])

@@ -61,7 +61,7 @@ def verify_command(
 ):
     """Check kernels against the exact oracle; exit 1 if any fails."""
     from ..families import get
-    from ..report import VERIFY_DROP, failing_inputs_table, fit, verify_table
+    from ..report import VERIFY_DROP, failing_inputs_lines, failing_inputs_table, fit, verify_table
     from ..verify import verify
 
     check_outputs(force, json_path)
@@ -85,7 +85,9 @@ def verify_command(
     console.print(fit(verify_table(result), console.width, VERIFY_DROP))
     for verdict in result.kernels:
         if verdict.failing:
-            console.print(failing_inputs_table(verdict))
+            console.print(fit(failing_inputs_table(verdict), console.width))
+            for line in failing_inputs_lines(verdict):
+                console.print(line, soft_wrap=True, highlight=False)
     if json_path is not None:
         write_text_atomic(json_path, json.dumps(result.to_dict(), indent=1) + "\n", overwrite=force)
         note(f"saved {json_path}")
@@ -98,6 +100,7 @@ def kernels_command(flags, cc, sources, disable_isa):
     """List the kernels, what each needs, and whether this CPU has it (for every build given)."""
     from ..build import build
     from ..report import fit, kernels_table
+    from ..runner import PEER_BUILD
     from ..worker import Worker
 
     listings: dict[tuple, list[str]] = {}  # identical listings are shown once, for all their builds
@@ -105,6 +108,11 @@ def kernels_command(flags, cc, sources, disable_isa):
         with Worker(build(config), disable_isa) as worker:
             kernels, _ = worker.describe()
         listings.setdefault(tuple(kernels), []).append(config.label)
+    with Worker(build(PEER_BUILD), disable_isa, peers=True) as worker:  # the peers: Python, flags do not apply
+        peers, _ = worker.describe()
     console = stdout()
     for kernels, labels in listings.items():
-        console.print(fit(kernels_table(list(kernels), labels if len(labels) < len(flags) * len(cc) else []), None))
+        shown = labels if len(labels) < len(flags) * len(cc) else []
+        console.print(fit(kernels_table(list(kernels), shown), console.width))
+    if peers:
+        console.print(fit(kernels_table(peers, ["peers: Python, compiler flags do not apply"]), console.width))

@@ -182,7 +182,7 @@ def run_command(
     from ..report import RUN_DROP, fit, run_table
 
     console = stdout()
-    console.print(fit(run_table(result), console.width, RUN_DROP))
+    console.print(fit(run_table(result), console.width, RUN_DROP, whole_lines=True))
     write_json(result, json_path, force, save_to_results)
     if baseline_result is not None:
         run_gate(baseline_result, result, gate_config, markdown_path, force, str(baseline), "this run")
@@ -321,7 +321,7 @@ def compare_command(
     result = measure(config)
     console = stdout()
     if table:
-        console.print(fit(run_table(result), console.width, RUN_DROP))
+        console.print(fit(run_table(result), console.width, RUN_DROP, whole_lines=True))
     for part in split(compare_table(result), console.width):
         console.print(part)
     write_json(result, json_path, force, save_to_results, label="compare")

@@ -53,8 +53,7 @@ def _load() -> None:
     global _loaded, _load_error
     if not _loaded:
         _loaded = True
-        extra = [name.strip() for name in os.environ.get(FAMILIES_ENV, "").split(",") if name.strip()]
-        for module in (*BUILTIN, *extra):
+        for module in _modules():
             try:
                 importlib.import_module(module)
             except Exception as exc:  # the module is the user's: any failure is theirs to read
@@ -66,9 +65,24 @@ def _load() -> None:
         raise _load_error
 
 
+def _modules() -> list[str]:
+    return [*BUILTIN, *(name.strip() for name in os.environ.get(FAMILIES_ENV, "").split(",") if name.strip())]
+
+
 def all_families() -> list[Family]:
+    """Every registered family, in the order their modules are listed (BUILTIN, then
+    $SECTORBENCH_FAMILIES), whatever order they were imported in: the first is the default
+    family of run and verify."""
     _load()
-    return list(_registry.values())
+    modules = _modules()
+
+    def rank(family: Family) -> int:
+        module = type(family).__module__
+        return next(
+            (i for i, name in enumerate(modules) if module == name or module.startswith(name + ".")), len(modules)
+        )
+
+    return sorted(_registry.values(), key=rank)
 
 
 def get(name: str) -> Family:
