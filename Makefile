@@ -48,12 +48,12 @@ bench-article: $(STAMP)
 	$(SB) compare --preset article --save
 	$(SB) compare --save
 
-## bench-aabr: issue 13's crossover (BCS against scans and hill, 4 .. 1024 vertices, random and
+## bench-aabr: the aabr crossover (BCS against scans and hill, 4 .. 1024 vertices, random and
 ##             coherent rotations) -> results/bench-aabr-<date>.json and .png
 bench-aabr: $(STAMP)
 	$(BIN)/python tools/bench_aabr.py
 
-## bench-scale: game scale (issue 12): broadphases vs brute force vs kdtree, 10k x 1M with peak
+## bench-scale: game scale: broadphases vs brute force vs kdtree, 10k x 1M with peak
 ##              memory, scaling in N, M and cone size; saved as results/bench-scale-<UTC>.json
 bench-scale: $(STAMP)
 	$(BIN)/python tools/bench_scale.py

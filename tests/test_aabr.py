@@ -1,4 +1,4 @@
-"""The aabr family (issue 13): run and verify with every kernel, ties, record boundaries,
+"""The aabr family: run and verify with every kernel, ties, record boundaries,
 the BCS build report, the exact oracle's teeth, and the turning-sector box lookup."""
 
 from __future__ import annotations

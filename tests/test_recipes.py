@@ -1,4 +1,4 @@
-"""The README's recipes, run as written: a toy family and its kernels from a temporary directory."""
+"""docs/extending.md's recipes, run as written: a toy family and its kernels from a temporary directory."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "extending.md"
 
 
 def recipe_files() -> dict[str, str]:

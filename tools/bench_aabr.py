@@ -1,4 +1,4 @@
-"""make bench-aabr: the crossover of issue 13 — from how many vertices is the BCS faster
+"""make bench-aabr: the aabr crossover — from how many vertices is the BCS faster
 than scanning? — saved as results/bench-aabr-<date>.json and a plot next to it.
 
 Usage: python tools/bench_aabr.py [--repeat 9] [--sizes 4,8,...] [--out results]
@@ -81,7 +81,7 @@ def main() -> int:
     path = args.out / f"bench-aabr-{stamp}.json"
     document = {
         "schema_version": SCHEMA_VERSION,
-        "what": "issue 13 crossover: aabr kernels, net ns per (polygon, rotation), -O2",
+        "what": "aabr crossover: aabr kernels, net ns per (polygon, rotation), -O2",
         "config": dataclasses.asdict(config),
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "seconds": time.time() - started,

@@ -1,4 +1,4 @@
-"""make bench-scale: the game-scale benchmark of issue 12, saved as results/bench-scale-<UTC>.json.
+"""make bench-scale: the game-scale benchmark, saved as results/bench-scale-<UTC>.json.
 
 1. game and clustered 20 000 x 200 000, each in one `run` (same interleaved rounds): the
    broadphases (grid, morton) end to end against the brute-force SIMD kernels of the same

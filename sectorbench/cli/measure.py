@@ -202,7 +202,7 @@ def measure(config: RunConfig, baseline=None, gate_config=None):
         return run(config, progress, on_plan)
 
 
-#: compare's default builds: the issue's flag ladder, from unoptimised to native fast math.
+#: compare's default builds: a flag ladder, from unoptimised to native fast math.
 COMPARE_FLAGS = ("-O0", "-O2", "-O2 -msse2", "-O2 -ffast-math", "-O3 -march=native", "-O3 -march=native -ffast-math")
 #: The article's two tables: x87 (Win32 default) vs SSE2 scalar code, each with and without fast math.
 #: On x86-64, -mfpmath=387 is what the article's build without /arch:SSE2 was.

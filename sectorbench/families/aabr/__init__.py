@@ -1,5 +1,5 @@
 """The aabr family: the axis-aligned bounding rectangle of a convex polygon rotated about
-its centre, as the four extreme vertices (maxX, maxY, minX, minY) — issue 13, the seed's
+its centre, as the four extreme vertices (maxX, maxY, minX, minY) — the aabr article's
 "bounds caching structure" (BCS) against scans and binary searches.
 
 Its answer is four indices, not a bit: eval_* write int32[4] per test (answers() packs

@@ -1,4 +1,4 @@
-"""The crossover benchmark of issue 13 (`make bench-aabr`): every aabr kernel on polygons
+"""The aabr crossover benchmark (`make bench-aabr`): every aabr kernel on polygons
 of 4 .. 1024 vertices, random and frame-coherent rotations, through the ordinary runner.
 
 Speed-ups are medians of per-round ratios (the runner interleaves kernels round by round,

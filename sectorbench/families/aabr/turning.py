@@ -1,5 +1,5 @@
 """Turning sectors: the box of a sector of fixed (r, theta) whose facing angle phi turns,
-looked up by facing angle — the BCS idea for a sector (issue 13, "Turning sectors").
+looked up by facing angle — the BCS idea for a sector ("Turning sectors" in docs/findings/2026-11-21-aabr.md).
 
 A sector has its apex at 0, radius r, half-angle theta and faces phi; r, theta and phi
 are float32 values, and the ideal sector is defined by them.  Its tight box is the box

@@ -110,7 +110,7 @@ def article(n: int, m: int, seed: int, fill_all_points: bool = False) -> Scene:
     )
 
 
-#: The game scenes' defaults (the issue's): a world far larger than any cone, as in the game
+#: The game scenes' defaults: a world far larger than any cone, as in the game
 #: code that calls this test once per character per cone.
 GAME_WORLD = 1000.0
 GAME_RMIN = 2.0
