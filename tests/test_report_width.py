@@ -15,8 +15,8 @@ from sectorbench.cli import main
 from sectorbench.report import (
     GATE_DROP,
     RUN_DROP,
-    abbreviate_flags,
     VERIFY_DROP,
+    abbreviate_flags,
     compare_table,
     fit,
     gate_table,
