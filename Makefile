@@ -20,9 +20,9 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(SB) run
 
-## test: the test suite (correctness only; no timing assertions; C warnings are errors there)
+## test: the test suite on every core (correctness only; no timing assertions; C warnings are errors there)
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --durations=15
 
 ## lint: ruff's lint rules and format check (configured in pyproject.toml)
 lint: $(STAMP)

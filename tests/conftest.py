@@ -14,9 +14,15 @@ DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(scope="session", autouse=True)
-def private_cache(tmp_path_factory):
-    """Builds go to a fresh cache, so the tests really run the compiler."""
-    cache = tmp_path_factory.mktemp("build-cache")
+def private_cache(tmp_path_factory, worker_id):
+    """Builds go to a fresh cache, so the tests really run the compiler; under pytest-xdist
+    the workers share it (builds are written under a temporary name and renamed, so two
+    workers building one library at once is safe), so each library is built about once."""
+    if worker_id == "master":
+        cache = tmp_path_factory.mktemp("build-cache")
+    else:
+        cache = tmp_path_factory.getbasetemp().parent / "build-cache"
+        cache.mkdir(exist_ok=True)
     previous = os.environ.get("SECTORBENCH_CACHE")
     os.environ["SECTORBENCH_CACHE"] = str(cache)
     yield cache
