@@ -27,7 +27,7 @@ typedef struct sb_scene {
 /* One kernel: a row with named fields (see SB_*_KERNEL in sb_common.h). */
 typedef struct sb_kernel {
     const char *name;
-    const char *family;        /* the family it belongs to, e.g. "sector" */
+    const char *family;        /* the family it belongs to (a name the Python registry knows) */
     const char *takes;         /* the shape arrays it reads, as a C tuple: "(cx, cy, ux, uy, r2, cos_theta)" */
     const char *isa;           /* comma-separated CPU features it needs, "" for none */
     const char *loop;          /* loop shape, e.g. "scalar", "sse2 x4", "avx512 x16 b4": kernels with the

@@ -7,7 +7,7 @@
  *     static inline int basic(float cx, float cy, float ux, float uy, float r2,
  *                             float cos_theta, float px, float py) { ... }
  *     SB_KERNEL(basic, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta),
- *               .family = "sector", .rounding_bound = 8,
+ *               .family = "<its family>", .rounding_bound = 8,
  *               .summary = "...");
  *
  * The positional arguments say how to generate the loops: the instruction set

@@ -15,7 +15,9 @@ from .options import SEED, build_configs, build_options, check_outputs, comma_li
 
 
 @main.command("verify")
-@family_option("The family whose kernels to check [default: the family of --kernels; without, the first, sector].")
+@family_option(
+    "The family whose kernels to check [default: the family of --kernels; without, the first registered family]."
+)
 @click.option(
     "--kernels",
     multiple=True,

@@ -91,7 +91,7 @@ def size_options(command):
 
 @main.command("run", cls=SceneCommand)
 @size_options
-@family_option("The family to time [default: the scene's; without --scene, the first registered, sector].")
+@family_option("The family to time [default: the scene's; without --scene, the first registered family].")
 @scene_option("[default: the family's first]; its options follow below (--world, --vertices, ...)")
 @click.option(
     "--kernels",
@@ -230,7 +230,7 @@ QUICK = dict(points=10_000, repeat=5)
     " [default: off].",
 )
 @size_options
-@family_option("The family to time [default: the scene's; without --scene, the first registered, sector].")
+@family_option("The family to time [default: the scene's; without --scene, the first registered family].")
 @scene_option("[default: the family's first; article with --preset article]")
 @click.option(
     "--kernels",
