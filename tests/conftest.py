@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sectorbench.build import BuildConfig, build
-from sectorbench.worker import Worker
+from sectorbench.measure.worker import Worker
+from sectorbench.native.build import BuildConfig, build
 
 DATA = Path(__file__).parent / "data"
 

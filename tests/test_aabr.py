@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from sectorbench.check.verify import VerifyConfig, verify
 from sectorbench.cli import main
 from sectorbench.families import get
 from sectorbench.families.aabr import oracle, turning
 from sectorbench.families.aabr.cases import polygon_cases, square, ulp_steps
 from sectorbench.families.aabr.polygons import ellipse_polygon, record_keys, regular_polygon, rotation_inputs
-from sectorbench.runner import RunConfig, run
-from sectorbench.scenes import make_scene
-from sectorbench.timing import TimingConfig
-from sectorbench.verify import VerifyConfig, verify
+from sectorbench.measure.runner import RunConfig, run
+from sectorbench.measure.timing import TimingConfig
+from sectorbench.model.scenes import make_scene
 
 KERNELS = ("scan", "scan_avx2", "scan_avx512", "hill", "bcs_search", "bcs_coherent")
 FAMILY = get("aabr")
@@ -172,7 +172,7 @@ def test_cli_run_and_verify(tmp_path):
 
 @pytest.mark.parametrize("kind", ["polygons", "polygons-coherent", "regular", "polygons1024"])
 def test_scenes_are_reproducible(kind):
-    from sectorbench import scenes
+    from sectorbench.model import scenes
 
     a, b = scenes.generate(kind, 3, 20, 7), scenes.generate(kind, 3, 20, 7)
     assert a.digest() == b.digest()
@@ -183,7 +183,7 @@ def test_hill_survives_fma_contraction():
     """-march=native lets the compiler fuse a*b - c*d into an FMA, whose sign is not
     antisymmetric: hill's half-plane tests then misplace e0 itself (margins of 1.7e7
     before its products were pinned)."""
-    from sectorbench.build import BuildConfig
+    from sectorbench.native.build import BuildConfig
 
     native = BuildConfig.parse("-O3 -march=native")
     result = verify(VerifyConfig(family="aabr", cases=200, kernels=("hill",), builds=(native,)))

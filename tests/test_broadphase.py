@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sectorbench import SectorbenchError, scenes
+from sectorbench import SectorbenchError
 from sectorbench.families.sector.broadphase import ISA_CODES, cell_size
 from sectorbench.families.sector.oracle import sector_inside
 from sectorbench.families.sector.peers import NumpyPeer
 from sectorbench.families.sector.query import engine
+from sectorbench.model import scenes
 
 F32 = np.float32
 COLUMNS = ("cx", "cy", "ux", "uy", "r2", "cos_theta")
@@ -289,10 +290,10 @@ def test_bad_scene_options_are_refused(kind, options, message):
 
 
 def test_run_times_broadphases_in_the_same_rounds_with_identical_hits(tmp_path):
-    from sectorbench.build import BuildConfig
-    from sectorbench.results import load, save
-    from sectorbench.runner import RunConfig, run
-    from sectorbench.timing import TimingConfig
+    from sectorbench.measure.runner import RunConfig, run
+    from sectorbench.measure.timing import TimingConfig
+    from sectorbench.model.results import load, save
+    from sectorbench.native.build import BuildConfig
 
     config = RunConfig(
         scene="clustered",
@@ -323,9 +324,9 @@ def test_run_times_broadphases_in_the_same_rounds_with_identical_hits(tmp_path):
 
 
 def test_run_defaults_to_the_fastest_broadphase_at_game_scale():
-    from sectorbench.build import BuildConfig
-    from sectorbench.runner import RunConfig, run
-    from sectorbench.timing import TimingConfig
+    from sectorbench.measure.runner import RunConfig, run
+    from sectorbench.measure.timing import TimingConfig
+    from sectorbench.native.build import BuildConfig
 
     timing = TimingConfig(repeat=1, min_sample_s=0.001)
     game = run(RunConfig(scene="game", sectors=50, points=500, builds=(BuildConfig.parse("-O2"),), timing=timing))

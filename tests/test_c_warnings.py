@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sectorbench.build import BuildConfig, build
+from sectorbench.native.build import BuildConfig, build
 
 DATA = Path(__file__).parent / "data"
 #: Test-only kernel files that must compile (syntax_error.c must not).

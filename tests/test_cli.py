@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from sectorbench.cli import main
-from sectorbench.results import SCHEMA_VERSION
+from sectorbench.model.results import SCHEMA_VERSION
 
 DATA = Path(__file__).parent / "data"
 SMALL = ["-n", "20", "-m", "500", "--repeat", "2", "--min-time", "0.001"]

@@ -1,4 +1,4 @@
-"""Tests for sectorbench.environment (fast: no benchmarks, one real compiler call)."""
+"""Tests for sectorbench.native.environment (fast: no benchmarks, one real compiler call)."""
 
 import copy
 import getpass
@@ -13,12 +13,7 @@ import time
 
 import pytest
 
-from sectorbench.environment import (
-    ISA_FLAGS,
-    compare_fingerprints,
-    compiler_fingerprint,
-    machine_fingerprint,
-)
+from sectorbench.native.environment import ISA_FLAGS, compare_fingerprints, compiler_fingerprint, machine_fingerprint
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="fake compiler is a sh script")
 

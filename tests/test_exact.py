@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sectorbench import exact, families
+from sectorbench import families
 from sectorbench.families.sector.oracle import exactly_evaluable as sector_evaluable
 from sectorbench.families.triangle.oracle import exactly_evaluable as triangle_evaluable
+from sectorbench.oracle import exact
 
 F64 = np.float64
 
@@ -63,8 +64,8 @@ def test_exact_rows_are_logic_bugs_whatever_their_margin():
 
 
 def _kernels():
-    from sectorbench.build import BuildConfig, build
-    from sectorbench.worker import Worker
+    from sectorbench.measure.worker import Worker
+    from sectorbench.native.build import BuildConfig, build
 
     with Worker(build(BuildConfig.parse("-O2"))) as worker:
         return worker.describe()[0]

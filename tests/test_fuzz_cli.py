@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from sectorbench.build import BuildConfig, build
 from sectorbench.cli import main
+from sectorbench.native.build import BuildConfig, build
 
 DATA = Path(__file__).parent / "data"
 TINY = ["-n", "20", "-m", "500", "--repeat", "2", "--min-time", "0.001", "--flags", "-O2"]

@@ -1,4 +1,4 @@
-"""Tests for sectorbench.gate, on synthetic runs (no compiler needed)."""
+"""Tests for sectorbench.compare.gate, on synthetic runs (no compiler needed)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from sectorbench import SectorbenchError, results
-from sectorbench.gate import (
-    GateConfig,
-    GateReport,
-    IncompatibleResults,
-    RowKey,
-    gate,
-    load_thresholds,
-)
-from sectorbench.report import gate_markdown as markdown
-from sectorbench.report import ms_significant as _ms
-from sectorbench.results import KernelResult, RunResult
+from sectorbench import SectorbenchError
+from sectorbench.compare.gate import GateConfig, GateReport, IncompatibleResults, RowKey, gate, load_thresholds
+from sectorbench.model import results
+from sectorbench.model.results import KernelResult, RunResult
+from sectorbench.present.report import gate_markdown as markdown
+from sectorbench.present.report import ms_significant as _ms
 
 # kernel -> (median seconds per pass, its NoOperation kernel)
 KERNELS = {

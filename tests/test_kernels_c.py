@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sectorbench.build import BuildConfig, build
-from sectorbench.scenes import generate, make_scene
-from sectorbench.worker import Worker
+from sectorbench.measure.worker import Worker
+from sectorbench.model.scenes import generate, make_scene
+from sectorbench.native.build import BuildConfig, build
 
 SECTOR_KERNELS = ["naive", "basic", "nosqrt", "bittrick", "sse2", "sse2_nosqrt"]
 F = np.float32

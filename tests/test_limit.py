@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from sectorbench.build import BuildConfig, build
-from sectorbench.machine_code import analyze, find_llvm_mca, host_cpu
-from sectorbench.runner import RunConfig, run
-from sectorbench.timing import TimingConfig
-from sectorbench.verify import VerifyConfig, verify
+from sectorbench.check.verify import VerifyConfig, verify
+from sectorbench.measure.runner import RunConfig, run
+from sectorbench.measure.timing import TimingConfig
+from sectorbench.native.build import BuildConfig, build
+from sectorbench.native.machine_code import analyze, find_llvm_mca, host_cpu
 
 FAST = TimingConfig(repeat=3, min_sample_s=0.002)
 EXACT_SIMD = ("sse2_nosqrt", "avx2_nosqrt", "avx512_nosqrt", "avx512_nosqrt_b4")
@@ -113,7 +113,7 @@ def test_machine_code_says_which_loops_are_vectorised():
 
 
 def test_counters_are_reported_honestly(o2_worker, scratch):
-    from sectorbench.scenes import generate
+    from sectorbench.model.scenes import generate
 
     o2_worker.load(generate("uniform", 5, 100, 0), scratch)
     _, info = o2_worker.describe()
@@ -128,8 +128,8 @@ def test_a_loop_faster_than_its_bound_is_named_in_the_notes():
     """llvm-mca's model is an estimate: at -O3 -march=native it models sse2's vsqrtps loop at
     1.76 cycles/test where the loop runs at about 1.3.  The notes must say so, not print
     136 % of a 'bound' silently."""
-    from sectorbench.report import run_notes
-    from sectorbench.results import KernelResult, RunResult
+    from sectorbench.model.results import KernelResult, RunResult
+    from sectorbench.present.report import run_notes
 
     def row(kernel, cycles, bound):
         return KernelResult(

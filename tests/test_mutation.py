@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sectorbench.mutation import score
+from sectorbench.check.mutation import score
 
 DATA = Path(__file__).parent / "data"
 SOURCES = [DATA / "broken_kernels.c", DATA / "mutants.c", DATA / "correct_variants.c"]

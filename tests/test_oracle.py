@@ -5,7 +5,6 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from sectorbench.exact import OracleSelfCheckError, check_fp_environment, has_special_input
 from sectorbench.families.sector import oracle as sector_oracle
 from sectorbench.families.sector.oracle import (
     sector_constraints,
@@ -25,6 +24,7 @@ from sectorbench.families.triangle.oracle import (
     triangle_margins,
     triangle_mismatch_margin,
 )
+from sectorbench.oracle.exact import OracleSelfCheckError, check_fp_environment, has_special_input
 
 F32 = np.float32
 NAN, INF = float("nan"), float("inf")
@@ -84,13 +84,13 @@ def test_fp_environment_check_detects_a_fast_math_library():
     import subprocess
     import sys
 
-    from sectorbench.build import BuildConfig, build
+    from sectorbench.native.build import BuildConfig, build
 
     check_fp_environment()  # this process never loads a fast-math build
     library = build(BuildConfig.parse("-O2 -ffast-math"))
     script = (
         "import ctypes, sys\n"
-        "from sectorbench.exact import check_fp_environment\n"
+        "from sectorbench.oracle.exact import check_fp_environment\n"
         f"ctypes.CDLL({str(library)!r})\n"
         "try:\n    check_fp_environment()\nexcept RuntimeError as exc:\n    print(exc); sys.exit(3)\n"
     )

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from sectorbench import SectorbenchError
 from sectorbench.cli import main
-from sectorbench.results import SCHEMA_VERSION, check_output, save_new, write_text_atomic
+from sectorbench.model.results import SCHEMA_VERSION, check_output, save_new, write_text_atomic
 
 SMALL = ["-n", "20", "-m", "500", "--repeat", "2", "--min-time", "0.001", "--flags", "-O2", "--kernels", "basic"]
 
@@ -129,7 +129,7 @@ def test_a_symbolic_link_is_written_through(tmp_path):
 
 
 def test_save_new_never_replaces_a_saved_run(tmp_path):
-    from sectorbench.results import RunResult
+    from sectorbench.model.results import RunResult
 
     result = RunResult(scene={}, env={}, config={}, results=[])
     first, second = save_new(result, tmp_path), save_new(result, tmp_path)
@@ -194,7 +194,7 @@ def test_sigterm_removes_the_scratch_directory(tmp_path):
 
 def test_results_of_schema_1_still_load(tmp_path):
     """results.py documents that version 1 files load; a baseline from before schema 2 must not be lost."""
-    from sectorbench.results import load
+    from sectorbench.model.results import load
 
     old = tmp_path / "old.json"
     row = {"kernel": "basic", "family": "sector", "flags": "-O2", "cc": "cc", "mode": "inline", "status": "ok"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from sectorbench import build
+from sectorbench.native import build
 
 ROOT = Path(__file__).resolve().parent.parent
 

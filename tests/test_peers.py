@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from sectorbench.build import BuildConfig
+from sectorbench.check.verify import VerifyConfig, verify
 from sectorbench.families.sector.peers import NumpyPeer
-from sectorbench.runner import PEER_FLAGS, RunConfig, run
-from sectorbench.server import peer_kernel
-from sectorbench.timing import TimingConfig
-from sectorbench.verify import VerifyConfig, verify
+from sectorbench.measure.runner import PEER_FLAGS, RunConfig, run
+from sectorbench.measure.server import peer_kernel
+from sectorbench.measure.timing import TimingConfig
+from sectorbench.native.build import BuildConfig
 
 DATA = Path(__file__).parent / "data"
 FAST = TimingConfig(repeat=2, min_sample_s=0.002)

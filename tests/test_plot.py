@@ -1,4 +1,4 @@
-"""Tests for sectorbench.plot: files are written, sized and guarded; pixels are not judged.
+"""Tests for sectorbench.present.plot: files are written, sized and guarded; pixels are not judged.
 
 Chart tests need matplotlib (the optional 'plot' extra) and are skipped
 without it, through the `mpl` fixture; the PlotUnavailable test runs anyway.
@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 from sectorbench import SectorbenchError
-from sectorbench import results as results_mod
-from sectorbench.plot import (
+from sectorbench.compare.stats import paired_ratio_interval
+from sectorbench.model import results as results_mod
+from sectorbench.model.results import KernelResult, RunResult
+from sectorbench.present.plot import (
     INSTALL_HINT,
     PlotUnavailable,
     bar_chart,
@@ -25,8 +27,6 @@ from sectorbench.plot import (
     median_interval,
     trend_chart,
 )
-from sectorbench.results import KernelResult, RunResult
-from sectorbench.stats import paired_ratio_interval
 
 TESTS = 1000 * 256  # N x M
 KERNELS = ("naive", "branchless", "sse2", "sse2_unrolled", "avx_like", "table")
@@ -244,7 +244,7 @@ def test_load_results_dir_orders_and_skips(tmp_path):
 
 
 def test_trend_chart_over_three_saved_results(mpl, tmp_path):
-    from sectorbench import plot
+    from sectorbench.present import plot
 
     loaded = load_results_dir(three_saved(tmp_path))
     assert plot._run_labels(loaded) == ["aaaaaaa", "2024-05-02", "ccccccc"]

@@ -13,12 +13,12 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from sectorbench import SectorbenchError
-from sectorbench.build import BuildConfig
 from sectorbench.cli import main
 from sectorbench.cli.app import Reporter
 from sectorbench.cli.measure import QUICK
-from sectorbench.runner import RunConfig, _TimeLeft, run
-from sectorbench.timing import Series, TimingConfig, duration, estimate_s
+from sectorbench.measure.runner import RunConfig, _TimeLeft, run
+from sectorbench.measure.timing import Series, TimingConfig, duration, estimate_s
+from sectorbench.native.build import BuildConfig
 
 
 def test_run_reports_a_plan_then_named_steps_with_the_time_left():

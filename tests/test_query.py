@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 import sectorbench
-from sectorbench import scenes
 from sectorbench.cli import main
-from sectorbench.exact import check_fp_environment
-from sectorbench.server import fp_environment
+from sectorbench.measure.server import fp_environment
+from sectorbench.model import scenes
+from sectorbench.oracle.exact import check_fp_environment
 
 F32 = np.float32
 SECTOR = ("cx", "cy", "ux", "uy", "r2", "cos_theta")

@@ -11,8 +11,10 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
+from sectorbench.check.verify import KernelVerdict, VerifyResult
 from sectorbench.cli import main
-from sectorbench.report import (
+from sectorbench.model.results import load
+from sectorbench.present.report import (
     GATE_DROP,
     RUN_DROP,
     VERIFY_DROP,
@@ -24,9 +26,7 @@ from sectorbench.report import (
     run_table,
     split,
 )
-from sectorbench.report import verify_table as verify_table_of
-from sectorbench.results import load
-from sectorbench.verify import KernelVerdict, VerifyResult
+from sectorbench.present.report import verify_table as verify_table_of
 
 SMALL = ["-n", "20", "-m", "500", "--repeat", "3", "--min-time", "0.001"]
 
@@ -131,7 +131,7 @@ def test_verify_table_fits_and_never_cuts_a_verdict(width):
 def test_gate_table_fits(saved, width, tmp_path):
     baseline = tmp_path / "b.json"
     baseline.write_text(json.dumps(saved["run"].to_dict()))
-    from sectorbench.gate import gate
+    from sectorbench.compare.gate import gate
 
     report = gate(load(baseline), saved["run"])
     text = render(fit(gate_table(report), width, GATE_DROP), width)

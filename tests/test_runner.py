@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from sectorbench.build import BuildConfig
-from sectorbench.runner import RunConfig, run
-from sectorbench.timing import TimingConfig
+from sectorbench.measure.runner import RunConfig, run
+from sectorbench.measure.timing import TimingConfig
+from sectorbench.native.build import BuildConfig
 
 DATA = Path(__file__).parent / "data"
 FAST = TimingConfig(repeat=2, min_sample_s=0.001)

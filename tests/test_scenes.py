@@ -3,7 +3,7 @@ import pytest
 
 from sectorbench import SectorbenchError
 from sectorbench.families.sector.scenes import MsvcRand
-from sectorbench.scenes import ALIGN_BYTES, PAD_FLOATS, generate, make_scene
+from sectorbench.model.scenes import ALIGN_BYTES, PAD_FLOATS, generate, make_scene
 
 
 @pytest.mark.parametrize("kind", ["uniform", "article", "article-fixed", "triangles", "thin-triangles"])
@@ -93,7 +93,7 @@ def test_pairs_layout_needs_equal_lengths():
 def test_describe_without_generating_matches_every_generated_scene():
     """A baseline's scene is checked before anything is generated or built: the description
     must be the generated scene's, options and their defaults included."""
-    from sectorbench.scenes import describe, kinds
+    from sectorbench.model.scenes import describe, kinds
 
     for kind in kinds():
         assert describe(kind, 5, 40, 3) == generate(kind, 5, 40, 3).describe(), kind

@@ -1,4 +1,4 @@
-"""Tests for sectorbench.stats."""
+"""Tests for sectorbench.compare.stats."""
 
 import itertools
 import math
@@ -7,7 +7,7 @@ import statistics
 import numpy as np
 import pytest
 
-from sectorbench.stats import (
+from sectorbench.compare.stats import (
     Interval,
     Summary,
     _u_null_counts,

@@ -11,13 +11,13 @@ import pytest
 from click.testing import CliRunner
 
 from sectorbench import families
-from sectorbench.build import BuildConfig
-from sectorbench.cases import ulp_step
+from sectorbench.check.verify import VerifyConfig, verify
 from sectorbench.cli import main
 from sectorbench.families.sector import oracle as sector_oracle
 from sectorbench.families.triangle.cases import ARTICLE_TRIANGLE
-from sectorbench.results import SCHEMA_VERSION
-from sectorbench.verify import VerifyConfig, verify
+from sectorbench.model.cases import ulp_step
+from sectorbench.model.results import SCHEMA_VERSION
+from sectorbench.native.build import BuildConfig
 
 DATA = Path(__file__).parent / "data"
 BROKEN = BuildConfig.parse("-O2", extra_sources=(DATA / "broken_kernels.c",))
@@ -192,7 +192,7 @@ def test_angle_ge_caught_on_exact_edge_input(tmp_path):
 
 def test_the_result_does_not_depend_on_the_batch_size():
     """Cases stream in batches to bound memory; one block per batch must give the same answer."""
-    from sectorbench.cases import BLOCK_ROWS
+    from sectorbench.model.cases import BLOCK_ROWS
 
     config = VerifyConfig(kernels=("radius_le", "lane_dependent", "basic"), builds=(BROKEN,), cases=CASES, show=3)
     whole = verify(config)

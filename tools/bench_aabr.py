@@ -14,9 +14,9 @@ import os
 import time
 from pathlib import Path
 
-from sectorbench import environment
 from sectorbench.families.aabr.bench import SEQUENCES, BenchConfig, crossovers, measure
-from sectorbench.results import SCHEMA_VERSION
+from sectorbench.model.results import SCHEMA_VERSION
+from sectorbench.native import environment
 
 KERNELS = ("scan", "scan_avx2", "scan_avx512", "hill", "bcs_search", "bcs_coherent")
 RATIOS = ("search/scan", "search/best simd", "search/hill", "coherent/scan", "coherent/best simd", "coherent/search")

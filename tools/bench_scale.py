@@ -24,10 +24,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sectorbench.build import BuildConfig
-from sectorbench.results import RESULTS_DIR, write_atomic, write_text_atomic
-from sectorbench.runner import RunConfig, run
-from sectorbench.timing import TimingConfig
+from sectorbench.measure.runner import RunConfig, run
+from sectorbench.measure.timing import TimingConfig
+from sectorbench.model.results import RESULTS_DIR, write_atomic, write_text_atomic
+from sectorbench.native.build import BuildConfig
 
 #: The brute-force kernels in the comparison: the SIMD no-sqrt ones, the fastest of each ISA
 #: (the scalar ones take 10+ s per pass at this size and could not win).
@@ -116,7 +116,8 @@ def memory_run(n: int, m: int, repeat: int, broadphase: str = "grid") -> dict:
 
 def scaling(repeat: int, quick: bool) -> list[dict]:
     """Medians of end-to-end query time as N, M and the cone size vary (game scenes)."""
-    from sectorbench import query, scenes
+    from sectorbench import query
+    from sectorbench.model import scenes
 
     cases = [("N", n, 200_000, (2.0, 20.0)) for n in (5_000, 10_000, 20_000, 40_000)]
     cases += [("M", 10_000, m, (2.0, 20.0)) for m in (100_000, 200_000, 500_000, 1_000_000)]

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from sectorbench.mutation import score
+from sectorbench.check.mutation import score
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 SOURCES = [DATA / "broken_kernels.c", DATA / "mutants.c", DATA / "correct_variants.c"]

@@ -19,8 +19,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import SectorbenchError, __version__
 from ..families import all_families
-from ..results import RESULTS_DIR, save, save_new, write_text_atomic
-from ..timing import duration
+from ..measure.timing import duration
+from ..model.results import RESULTS_DIR, save, save_new, write_text_atomic
 
 #: Tables going to a file or pipe are not squeezed into 80 columns.
 PIPED_WIDTH = 160
@@ -157,8 +157,8 @@ def main():
 
 
 def run_gate(baseline, current, config, markdown_path, force, baseline_label, current_label) -> None:
-    from ..gate import gate
-    from ..report import GATE_DROP, fit, gate_markdown, gate_table
+    from ..compare.gate import gate
+    from ..present.report import GATE_DROP, fit, gate_markdown, gate_table
 
     report = gate(baseline, current, config)
     console = stdout()

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from ..build import BuildConfig
-from ..results import write_text_atomic
-from ..verify import VerifyConfig, resolve
+from ..check.verify import VerifyConfig, resolve
+from ..model.results import write_text_atomic
+from ..native.build import BuildConfig
 from .app import Reporter, main, note, stdout
 from .options import SEED, build_configs, build_options, check_outputs, comma_list, family_option, output_options
 
@@ -62,9 +62,9 @@ def verify_command(
     family, kernels, flags, cc, sources, disable_isa, cases, seed, show, strict_special, input_path, json_path, force
 ):
     """Check kernels against the exact oracle; exit 1 if any fails."""
+    from ..check.verify import verify
     from ..families import get
-    from ..report import VERIFY_DROP, failing_inputs_lines, failing_inputs_table, fit, verify_table
-    from ..verify import verify
+    from ..present.report import VERIFY_DROP, failing_inputs_lines, failing_inputs_table, fit, verify_table
 
     check_outputs(force, json_path)
     config = VerifyConfig(
@@ -100,10 +100,10 @@ def verify_command(
 @build_options((BuildConfig().flags[0],))
 def kernels_command(flags, cc, sources, disable_isa):
     """List the kernels, what each needs, and whether this CPU has it (for every build given)."""
-    from ..build import build
-    from ..report import fit, kernels_table
-    from ..runner import PEER_BUILD
-    from ..worker import Worker
+    from ..measure.runner import PEER_BUILD
+    from ..measure.worker import Worker
+    from ..native.build import build
+    from ..present.report import fit, kernels_table
 
     listings: dict[tuple, list[str]] = {}  # identical listings are shown once, for all their builds
     for config in build_configs(flags, cc, sources):

@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from .. import SectorbenchError
-from ..results import load
-from ..runner import MAX_RUN_MINUTES, Plan, RunConfig, resolve, run
-from ..scenes import describe as describe_scene
-from ..timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
+from ..measure.runner import MAX_RUN_MINUTES, Plan, RunConfig, resolve, run
+from ..measure.timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
+from ..model.results import load
+from ..model.scenes import describe as describe_scene
 from .app import Reporter, main, note, run_gate, stdout, write_json
 from .options import (
     SEED,
@@ -174,12 +174,12 @@ def run_command(
     config = resolve(config)  # an unknown or mismatched scene is refused here, before any work
     baseline_result = None
     if baseline:
-        from ..gate import check_scene
+        from ..compare.gate import check_scene
 
         baseline_result = load(baseline)
         check_scene(baseline_result, describe_scene(config.scene, sectors, points, seed, config.scene_options))
     result = measure(config, baseline_result, gate_config)
-    from ..report import RUN_DROP, fit, run_table
+    from ..present.report import RUN_DROP, fit, run_table
 
     console = stdout()
     console.print(fit(run_table(result), console.width, RUN_DROP, whole_lines=True))
@@ -193,7 +193,7 @@ def measure(config: RunConfig, baseline=None, gate_config=None):
 
     def on_plan(plan: Plan) -> None:
         if baseline is not None:
-            from ..gate import check_rows
+            from ..compare.gate import check_rows
 
             check_rows(baseline, plan.rows, gate_config.normalize)
         note(plan.describe())
@@ -281,7 +281,7 @@ def compare_command(
     **scene_values,
 ):
     """Time the kernels under several flag sets and compilers in the same rounds; print the matrix."""
-    from ..report import RUN_DROP, compare_table, fit, run_table, split
+    from ..present.report import RUN_DROP, compare_table, fit, run_table, split
 
     ctx = click.get_current_context()
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from .. import SectorbenchError
-from ..build import DEFAULT_CC, BuildConfig
+from ..compare.gate import GateConfig, load_thresholds
 from ..families import all_families, scene_options
-from ..gate import GateConfig, load_thresholds
-from ..results import RESULTS_DIR, check_directory, check_output
+from ..model.results import RESULTS_DIR, check_directory, check_output
+from ..native.build import DEFAULT_CC, BuildConfig
 
 
 class RegistryChoice(click.Choice):
@@ -216,7 +216,7 @@ def refuse_unused_gate_options(ctx: click.Context, baseline) -> None:
 
 def threads_option(command):
     """--threads N|all, repeatable: each kernel is timed at each thread count, in the same rounds."""
-    from ..runner import parse_threads
+    from ..measure.runner import parse_threads
 
     return click.option(
         "--threads",

@@ -10,8 +10,8 @@ import numpy as np
 
 from .. import SectorbenchError
 from ..families import all_families, family_of_scene
-from ..results import check_output, write_atomic
-from ..scenes import generate
+from ..model.results import check_output, write_atomic
+from ..model.scenes import generate
 from .app import main, stderr
 from .options import SEED, RegistryChoice, SceneChoice, SceneCommand, given_scene_options
 

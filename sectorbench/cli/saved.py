@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from .. import SectorbenchError
-from ..results import load
-from ..timing import MODES
+from ..measure.timing import MODES
+from ..model.results import load
 from .app import main, note, run_gate
 from .options import check_outputs, gate_options, make_gate_config
 
@@ -27,7 +27,7 @@ from .options import check_outputs, gate_options, make_gate_config
 )
 def regress_command(baseline, current, alpha, threshold, thresholds, normalize, markdown_path, across_builds, force):
     """Exit 1 if CURRENT is significantly slower than BASELINE (2 if they cannot be compared)."""
-    from ..gate import as_baseline_build
+    from ..compare.gate import as_baseline_build
 
     check_outputs(force, markdown_path)
     config = make_gate_config(alpha, threshold, thresholds, normalize)
@@ -56,8 +56,8 @@ def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
 
     A trend without RESULTS reads every saved run under results/.
     """
-    from .. import plot
-    from ..results import RESULTS_DIR
+    from ..model.results import RESULTS_DIR
+    from ..present import plot
 
     check_outputs(force, out)  # before anything is read or drawn
     plot.check_out(out, force)

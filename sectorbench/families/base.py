@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import cases, exact
-from ..cases import CaseSet, Part, check_input_arrays, read_npz
+from ..model import cases
+from ..model.cases import CaseSet, Part, check_input_arrays, read_npz
+from ..oracle import exact
 
 #: A scene generator: (n shapes, m points, seed, **options) -> Scene; its keyword-only
 #: parameters are the kind's options (scenes.resolved_options).

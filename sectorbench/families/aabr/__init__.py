@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import SectorbenchError
-from ...scenes import make_scene
+from ...model.scenes import make_scene
 from .. import register
 from ..base import Family, Reference
 from . import cases as aabr_cases

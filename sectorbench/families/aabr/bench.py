@@ -11,8 +11,8 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ...runner import RunConfig, run
-from ...timing import TimingConfig
+from ...measure.runner import RunConfig, run
+from ...measure.timing import TimingConfig
 from .scenes import SIZES
 
 #: Vertices in all per scene (P = VERTICES // n polygons, at least MIN_POLYGONS): the BCS

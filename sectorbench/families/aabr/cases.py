@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ...cases import CaseSet, Part, case_set
+from ...model.cases import CaseSet, Part, case_set
 from .polygons import (
     F32,
     coherent_angles,

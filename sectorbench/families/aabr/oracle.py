@@ -24,7 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...exact import OracleSelfCheckError
+from ...oracle.exact import OracleSelfCheckError
 
 SIDES = ("maxX", "maxY", "minX", "minY")
 #: Rows x vertices evaluated at once (memory: about 15 float64 arrays of this size).

@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...scenes import PAD_FLOATS
+from ...model.scenes import PAD_FLOATS
 
 F32 = np.float32
 #: The largest float32 below 2pi: angles are in [0, 2pi).

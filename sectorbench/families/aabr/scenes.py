@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import SectorbenchError
-from ...scenes import Scene, make_scene, streams
+from ...model.scenes import Scene, make_scene, streams
 from ..base import SceneOption
 from .polygons import F32, coherent_angles, ellipse_polygon, pack, random_angles, regular_polygon
 

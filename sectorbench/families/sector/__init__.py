@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...exact import has_special_input
-from ...scenes import make_scene
+from ...model.scenes import make_scene
+from ...oracle.exact import has_special_input
 from .. import register
 from ..base import BooleanFamily
 from .cases import TRANSFORMS, case_parts, random_sectors

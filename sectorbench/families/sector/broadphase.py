@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...measure.split import shape_ranges
+from ...model.split import shape_ranges
 
 #: none: every pair (the brute-force kernels); grid, morton: a point index first.
 BROADPHASES = ("none", "grid", "morton")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...cases import (
+from ...model.cases import (
     Part,
     coordinate_transforms,
     exactly_float32,

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import exact, reference
-from ...exact import SCALE_BITS, UNDERFLOW_ERROR
+from ...oracle import exact, reference
+from ...oracle.exact import SCALE_BITS, UNDERFLOW_ERROR
 
 # Fractional bits kept by the integer square root in exact angle margins.
 _ROOT_BITS = 64

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...peers import Peer
+from ..peers import Peer
 
 F32 = np.float32
 TAKES = ("cx", "cy", "ux", "uy", "r2", "cos_theta")

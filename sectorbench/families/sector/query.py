@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ...build import BuildConfig, build, cdef_source
-from ...exact import check_fp_environment
+from ...native.build import BuildConfig, build, cdef_source
+from ...oracle.exact import check_fp_environment
 from . import UNIT_TOLERANCE
 from .broadphase import BROADPHASES, FASTEST, ISA_CODES, ISA_NAMES, Engine, Hits
 

@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 from ... import SectorbenchError
-from ...scenes import Scene, make_scene, streams
+from ...model.scenes import Scene, make_scene, streams
 from ..base import SceneOption
 
 #: The largest float32 strictly below pi: theta must stay < pi, and float32(pi) > pi.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...scenes import make_scene
+from ...model.scenes import make_scene
 from .. import register
 from ..base import BooleanFamily
 from .cases import TRANSFORMS, TRIANGLE_ARRAYS, case_parts, random_triangles

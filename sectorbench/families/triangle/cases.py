@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 
-from ...cases import (
+from ...model.cases import (
     Part,
     coordinate_transforms,
     exactly_float32,

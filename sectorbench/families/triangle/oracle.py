@@ -14,8 +14,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from ... import exact, reference
-from ...exact import SCALE_BITS, TRUST, UNDERFLOW_ERROR
+from ...oracle import exact, reference
+from ...oracle.exact import SCALE_BITS, TRUST, UNDERFLOW_ERROR
 
 
 @dataclass(frozen=True, eq=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...scenes import Scene, make_scene, streams
+from ...model.scenes import Scene, make_scene, streams
 from .cases import TRIANGLE_ARRAYS
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .build import BuildConfig, build
+from ..measure.worker import Worker
+from ..native.build import BuildConfig, build
 from .verify import VerifyConfig, verify
-from .worker import Worker
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The worker process: loads one build's library and runs its kernels on request.
 
-Started by worker.Worker as `python -m sectorbench.server LIBRARY`; reads one JSON
+Started by worker.Worker as `python -m sectorbench.measure.server LIBRARY`; reads one JSON
 request per line on stdin and answers one line on stdout.  Whatever a kernel does to
 this process (FTZ/DAZ from a fast-math library, a crash) stays here.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .kernels import Kernel, disabled_features, parse_takes, skip_reason
-from .measure.split import shape_ranges
+from ..model.kernels import Kernel, disabled_features, parse_takes, skip_reason
+from ..model.split import shape_ranges
 from .worker import load_scene
 
 #: A prepared index is built this many times; the fastest build is its build time (the
@@ -38,7 +38,7 @@ class Server:
     def __init__(self, library: str, peers: bool = False):
         import cffi
 
-        from .build import cdef_source
+        from ..native.build import cdef_source
 
         self.ffi = cffi.FFI()
         self.ffi.cdef(cdef_source())
@@ -50,7 +50,7 @@ class Server:
         self.kernels: dict[str, Kernel] = {}
         self.peers: dict[str, object] = {}
         if peers:
-            from .families import all_families
+            from ..families import all_families
 
             for peer in (p for family in all_families() for p in family.peers()):
                 self.peers[peer.name] = peer
@@ -71,7 +71,7 @@ class Server:
         return self.ffi.string(pointer).decode() if pointer != self.ffi.NULL else ""
 
     def _kernel(self, row) -> Kernel:
-        from .families import get
+        from ..families import get
 
         isa = tuple(f for f in self._text(row.isa).split(",") if f)
         cpu_has = {f: bool(self.lib.sb_cpu_supports(f.encode())) for f in isa}
@@ -231,7 +231,7 @@ class Server:
     def _broadphase_count(self, msg):
         """A broadphase end to end (index build + query of every shape) as one call; each call's
         index build time is kept in self.index_build_s."""
-        from .families import get
+        from ..families import get
 
         family = get(self.scene.family)
         if msg["broadphase"] not in family.broadphases() or msg["broadphase"] == "none":
@@ -310,7 +310,7 @@ class Server:
         return reply
 
     def evaluate(self, msg):
-        from .families import get
+        from ..families import get
 
         row = self._runnable_row(msg["kernel"])
         kernel, scene = self.kernels[msg["kernel"]], self.scene

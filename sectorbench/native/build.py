@@ -22,7 +22,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from . import SectorbenchError
+from .. import SectorbenchError
 
 
 def _kernels_dir() -> Path:
@@ -34,7 +34,7 @@ def _kernels_dir() -> Path:
     try:
         return Path(str(resources.files("sectorbench.kernels_c")))
     except ModuleNotFoundError:  # a bare checkout on PYTHONPATH, not installed
-        return Path(__file__).resolve().parent.parent / "kernels_c"
+        return Path(__file__).resolve().parent.parent.parent / "kernels_c"
 
 
 KERNELS_DIR = _kernels_dir()

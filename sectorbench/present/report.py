@@ -13,12 +13,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from . import SectorbenchError
-from .build import build_label
-from .gate import OVERHEAD, row_label
-from .kernels import Kernel
-from .results import KernelResult, RunResult, scene_shapes
-from .stats import paired_ratio_if_defined
+from .. import SectorbenchError
+from ..compare.gate import OVERHEAD, row_label
+from ..compare.stats import paired_ratio_if_defined
+from ..model.kernels import Kernel
+from ..model.results import KernelResult, RunResult, scene_shapes
+from ..native.build import build_label
 
 #: A peer's "compiler" in results (runner.py): its flags cell shows its flags ("—") alone.
 PEER_CC = "python"
@@ -70,7 +70,7 @@ def _ms(seconds: float | None) -> str:
 def _family(results: list[KernelResult]):
     """The results' family (what its count loops return), or the boolean default for a saved
     run whose family this installation does not know."""
-    from .families import Family, get
+    from ..families import Family, get
 
     try:
         return get(results[0].family) if results else Family()

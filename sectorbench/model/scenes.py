@@ -18,7 +18,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from . import SectorbenchError
+from .. import SectorbenchError
 
 #: Arrays are padded to a multiple of the widest vector (AVX-512: 16 float32).
 PAD_FLOATS = 16
@@ -115,7 +115,7 @@ def make_scene(
 ) -> Scene:
     """Wrap a family's float32 columns (shape and point arrays) in an aligned, padded Scene,
     with its extra arrays (Family.extra_arrays) as 64-byte aligned read-only copies."""
-    from .families import get
+    from ..families import get
 
     owner = get(family)
     missing = [name for name in (*owner.shape_arrays, *owner.point_arrays) if name not in columns]
@@ -192,7 +192,7 @@ def physical_memory_bytes() -> int | None:
 def kinds() -> dict[str, str]:
     """Every scene kind of every registered family: kind -> family name (older spellings,
     Family.scene_aliases, are accepted wherever a kind is, but not listed)."""
-    from .families import all_families
+    from ..families import all_families
 
     return {kind: family.name for family in all_families() for kind in family.scenes}
 
@@ -200,7 +200,7 @@ def kinds() -> dict[str, str]:
 def describe(kind: str, n: int, m: int, seed: int = 0, options: Mapping[str, float] | None = None) -> dict:
     """What generate(kind, n, m, seed, options).describe() is, without generating the scene
     (a generator records its options, defaults filled in, as resolved_options does)."""
-    from .families import family_of_scene, resolve_scene
+    from ..families import family_of_scene, resolve_scene
 
     kind, options = resolve_scene(kind, options)
     family = family_of_scene(kind)
@@ -219,7 +219,7 @@ def resolved_options(kind: str, options: Mapping[str, float] | None) -> dict[str
     """A scene's options are its generator's keyword-only parameters (e.g. a game's world and
     radii): those given (not None) over their defaults.  One it does not take is refused in
     one line."""
-    from .families import family_of_scene, resolve_scene
+    from ..families import family_of_scene, resolve_scene
 
     kind, options = resolve_scene(kind, options)
     parameters = inspect.signature(family_of_scene(kind).scenes[kind]).parameters
@@ -238,7 +238,7 @@ def resolved_options(kind: str, options: Mapping[str, float] | None) -> dict[str
 def generate(kind: str, n: int, m: int, seed: int = 0, options: Mapping[str, float] | None = None) -> Scene:
     """Generate a scene of `kind` with n shapes and m points from `seed`; `options` are the
     generator's keyword arguments (e.g. world, rmin, rmax of a game scene), None for its default."""
-    from .families import family_of_scene, resolve_scene
+    from ..families import family_of_scene, resolve_scene
 
     kind, options = resolve_scene(kind, options)
     family = family_of_scene(kind)

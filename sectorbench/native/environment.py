@@ -225,7 +225,7 @@ def _package_version(name: str) -> str | None:
 
 def _project_git() -> dict:
     """Commit and dirty flag of the checkout holding this package (nulls if none)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parent.parent.parent
     # An installed copy may sit inside some unrelated repository (e.g. a venv
     # in another project); its commit would be misleading.
     if {"site-packages", "dist-packages"} & set(root.parts):

@@ -39,10 +39,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
-from . import SectorbenchError
-from .build import build_label
-from .environment import compare_fingerprints
-from .results import SCHEMA_VERSION, KernelResult, RunResult
+from .. import SectorbenchError
+from ..model.results import SCHEMA_VERSION, KernelResult, RunResult
+from ..native.build import build_label
+from ..native.environment import compare_fingerprints
 from .stats import Comparison, compare, normalized
 
 __all__ = [

@@ -38,10 +38,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import SectorbenchError
-from .build import build_label
-from .results import KernelResult, RunResult, check_output, load, scene_shapes, write_atomic
-from .stats import _check_confidence, median_interval
+from .. import SectorbenchError
+from ..compare.stats import _check_confidence, median_interval
+from ..model.results import KernelResult, RunResult, check_output, load, scene_shapes, write_atomic
+from ..native.build import build_label
 
 __all__ = [
     "PlotUnavailable",

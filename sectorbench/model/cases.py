@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import SectorbenchError
+from .. import SectorbenchError
 from .scenes import make_scene
 
 F32 = np.float32

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
-from . import SectorbenchError
+from .. import SectorbenchError
 
 #: Features to treat as missing (comma-separated), e.g. to measure the fallbacks of a
 #: machine without AVX-512 on one that has it.  The CLI's --disable-isa fills it too.
@@ -163,8 +163,8 @@ def infer_family(names, known: dict[str, str]) -> str | None:
 def known_kernels(config) -> dict[str, str] | None:
     """name -> family of every kernel a build of `config` holds (kernel_index) and every peer;
     None when the sources could not be read without building them."""
-    from .build import kernel_index
-    from .families import all_families
+    from ..families import all_families
+    from ..native.build import kernel_index
 
     index = kernel_index(config)
     if index is None:

@@ -10,11 +10,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import SectorbenchError, environment, families, machine_code, scenes
-from .build import BuildConfig, build
-from .kernels import Kernel, check_names, known_kernels, select, split_names
-from .results import KernelResult, RunResult
-from .stats import summarize
+from .. import SectorbenchError, families
+from ..compare.stats import summarize
+from ..model import scenes
+from ..model.kernels import Kernel, check_names, known_kernels, select, split_names
+from ..model.results import KernelResult, RunResult
+from ..native import environment, machine_code
+from ..native.build import BuildConfig, build
 from .timing import (
     CALIBRATION_SAMPLES,
     MODES,

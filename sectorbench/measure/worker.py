@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import SectorbenchError
-from .kernels import DISABLE_ISA_ENV, Kernel, disabled_features
+from .. import SectorbenchError
+from ..model.kernels import DISABLE_ISA_ENV, Kernel, disabled_features
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)
 #: Saved scenes name a family's extra arrays with this prefix (apart from its columns).
 EXTRA_PREFIX = "extra:"
 
@@ -47,7 +47,7 @@ class Worker:
             DISABLE_ISA_ENV: ",".join(sorted(self.disabled)),
         }
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "sectorbench.server", str(self.library), *(["--peers"] if peers else [])],
+            [sys.executable, "-m", "sectorbench.measure.server", str(self.library), *(["--peers"] if peers else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -180,7 +180,7 @@ def save_scene(scene, directory: Path) -> Path:
 
 
 def load_scene(path: Path):
-    from .scenes import make_scene
+    from ..model.scenes import make_scene
 
     with np.load(path) as data:
         meta = json.loads(str(data["__meta__"]))

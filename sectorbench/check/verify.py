@@ -31,14 +31,17 @@ from pathlib import Path
 
 import numpy as np
 
-from . import SectorbenchError, cases, environment, exact, families
-from .build import BuildConfig, build
-from .cases import BATCH_ROWS
-from .kernels import Kernel, check_names, infer_family, known_kernels, select, split_names
-from .results import SCHEMA_VERSION
-from .runner import PEER_BUILD, PEER_FLAGS
-from .scenes import make_scene
-from .worker import BuildSession, WorkerCrashed, save_scene
+from .. import SectorbenchError, families
+from ..measure.runner import PEER_BUILD, PEER_FLAGS
+from ..measure.worker import BuildSession, WorkerCrashed, save_scene
+from ..model import cases
+from ..model.cases import BATCH_ROWS
+from ..model.kernels import Kernel, check_names, infer_family, known_kernels, select, split_names
+from ..model.results import SCHEMA_VERSION
+from ..model.scenes import make_scene
+from ..native import environment
+from ..native.build import BuildConfig, build
+from ..oracle import exact
 
 CLASSES = ("rounding-band", "logic-bug", "special-value", "nondeterministic")
 #: Flags that let the compiler assume no NaN, infinity or signed zero.
