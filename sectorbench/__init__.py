@@ -1,25 +1,33 @@
-"""sectorbench: benchmark and verify small float32 geometric kernels written in C."""
+"""sectorbench: benchmark and verify small float32 geometric kernels written in C.
+
+The functions families offer to Python programs are attributes of this package, found in the
+registry when first used (`sectorbench.query`, `sectorbench.Hits`: which points lie in which
+shapes, at game scale); `help(sectorbench.query)` shows the function's own documentation.
+"""
+
+from .errors import SectorbenchError
 
 __version__ = "0.1.0"
+__all__ = ["SectorbenchError"]
 
 
-class SectorbenchError(Exception):
-    """A problem the user can fix (bad input, a compile error, an unreadable file).
+def __getattr__(name: str):
+    import importlib
+    import importlib.util
 
-    The CLI prints its message on one line and exits with status 2.
-    """
+    if name.startswith("_"):
+        raise AttributeError(f"module 'sectorbench' has no attribute {name!r}")
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # `from . import families` and the like
+        return importlib.import_module(f"{__name__}.{name}")
+    from .families import public_api
+
+    found = public_api(name)
+    if found is None:
+        raise AttributeError(f"module 'sectorbench' has no attribute {name!r}")
+    return found
 
 
-def query(sectors, points, *, broadphase="auto", kernel="auto", threads=1):
-    """Which points lie in which sectors: see sectorbench.families.sector.query.query."""
-    from .families.sector.query import query as sector_query
+def __dir__():
+    from .families import public_api_names
 
-    return sector_query(sectors, points, broadphase=broadphase, kernel=kernel, threads=threads)
-
-
-def __getattr__(name):
-    if name == "Hits":
-        from .families.sector.broadphase import Hits
-
-        return Hits
-    raise AttributeError(f"module 'sectorbench' has no attribute {name!r}")
+    return sorted({*globals(), *public_api_names()})

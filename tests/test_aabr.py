@@ -13,9 +13,9 @@ from sectorbench.families import get
 from sectorbench.families.aabr import oracle, turning
 from sectorbench.families.aabr.cases import polygon_cases, square, ulp_steps
 from sectorbench.families.aabr.polygons import ellipse_polygon, record_keys, regular_polygon, rotation_inputs
+from sectorbench.families.scene_kinds import make_scene
 from sectorbench.measure.runner import RunConfig, run
 from sectorbench.measure.timing import TimingConfig
-from sectorbench.model.scenes import make_scene
 
 KERNELS = ("scan", "scan_avx2", "scan_avx512", "hill", "bcs_search", "bcs_coherent")
 FAMILY = get("aabr")
@@ -172,7 +172,7 @@ def test_cli_run_and_verify(tmp_path):
 
 @pytest.mark.parametrize("kind", ["polygons", "polygons-coherent", "regular", "polygons1024"])
 def test_scenes_are_reproducible(kind):
-    from sectorbench.model import scenes
+    from sectorbench.families import scene_kinds as scenes
 
     a, b = scenes.generate(kind, 3, 20, 7), scenes.generate(kind, 3, 20, 7)
     assert a.digest() == b.digest()

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sectorbench import SectorbenchError
+from sectorbench.errors import SectorbenchError
+from sectorbench.families import scene_kinds as scenes
 from sectorbench.families.sector.broadphase import ISA_CODES, cell_size
 from sectorbench.families.sector.oracle import sector_inside
 from sectorbench.families.sector.peers import NumpyPeer
 from sectorbench.families.sector.query import engine
-from sectorbench.model import scenes
 
 F32 = np.float32
 COLUMNS = ("cx", "cy", "ux", "uy", "r2", "cos_theta")

@@ -163,7 +163,9 @@ ROWS = (
         ("verify", "--family", "nope"),
         ("verify", "--kernels", ""),
         ("verify", "--kernels", "nope"),
-        ("verify", "--kernels", "orient"),
+        ("verify", "--family", "sector", "--kernels", "orient"),  # orient is a triangle kernel
+        ("verify", "--kernels", "orient,naive"),  # two families: which one is meant?
+        ("verify", "--kernels", "naiv"),  # misspelt: refused before any build
         ("verify", "--kernels", "sse2,sse2_nosqrt", "--disable-isa", "sse2"),
         ("verify", "--source", str(DATA / "missing_isa_kernel.c"), "--kernels", "needs_fp16"),
         ("verify", "--disable-isa", "nosuchisa"),

@@ -8,8 +8,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from sectorbench import SectorbenchError
 from sectorbench.compare.gate import GateConfig, GateReport, IncompatibleResults, RowKey, gate, load_thresholds
+from sectorbench.errors import SectorbenchError
 from sectorbench.model import results
 from sectorbench.model.results import KernelResult, RunResult
 from sectorbench.present.report import gate_markdown as markdown

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sectorbench.families.scene_kinds import generate, make_scene
 from sectorbench.measure.worker import Worker
-from sectorbench.model.scenes import generate, make_scene
 from sectorbench.native.build import BuildConfig, build
 
 SECTOR_KERNELS = ["naive", "basic", "nosqrt", "bittrick", "sse2", "sse2_nosqrt"]

@@ -113,7 +113,7 @@ def test_machine_code_says_which_loops_are_vectorised():
 
 
 def test_counters_are_reported_honestly(o2_worker, scratch):
-    from sectorbench.model.scenes import generate
+    from sectorbench.families.scene_kinds import generate
 
     o2_worker.load(generate("uniform", 5, 100, 0), scratch)
     _, info = o2_worker.describe()

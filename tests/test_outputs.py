@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sectorbench import SectorbenchError
 from sectorbench.cli import main
+from sectorbench.errors import SectorbenchError
 from sectorbench.model.results import SCHEMA_VERSION, check_output, save_new, write_text_atomic
 
 SMALL = ["-n", "20", "-m", "500", "--repeat", "2", "--min-time", "0.001", "--flags", "-O2", "--kernels", "basic"]

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sectorbench import SectorbenchError
 from sectorbench.compare.stats import paired_ratio_interval
+from sectorbench.errors import SectorbenchError
 from sectorbench.model import results as results_mod
 from sectorbench.model.results import KernelResult, RunResult
 from sectorbench.present.plot import (

@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from sectorbench import SectorbenchError
 from sectorbench.cli import main
 from sectorbench.cli.app import Reporter
 from sectorbench.cli.measure import QUICK
+from sectorbench.errors import SectorbenchError
 from sectorbench.measure.runner import RunConfig, _TimeLeft, run
 from sectorbench.measure.timing import Series, TimingConfig, duration, estimate_s
 from sectorbench.native.build import BuildConfig

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 import sectorbench
 from sectorbench.cli import main
+from sectorbench.families import scene_kinds as scenes
 from sectorbench.measure.server import fp_environment
-from sectorbench.model import scenes
 from sectorbench.oracle.exact import check_fp_environment
 
 F32 = np.float32

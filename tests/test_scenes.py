@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 
-from sectorbench import SectorbenchError
+from sectorbench.errors import SectorbenchError
+from sectorbench.families.scene_kinds import generate, make_scene
 from sectorbench.families.sector.scenes import MsvcRand
-from sectorbench.model.scenes import ALIGN_BYTES, PAD_FLOATS, generate, make_scene
+from sectorbench.model.scenes import ALIGN_BYTES, PAD_FLOATS
 
 
 @pytest.mark.parametrize("kind", ["uniform", "article", "article-fixed", "triangles", "thin-triangles"])
@@ -93,7 +94,7 @@ def test_pairs_layout_needs_equal_lengths():
 def test_describe_without_generating_matches_every_generated_scene():
     """A baseline's scene is checked before anything is generated or built: the description
     must be the generated scene's, options and their defaults included."""
-    from sectorbench.model.scenes import describe, kinds
+    from sectorbench.families.scene_kinds import describe, kinds
 
     for kind in kinds():
         assert describe(kind, 5, 40, 3) == generate(kind, 5, 40, 3).describe(), kind

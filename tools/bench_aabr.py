@@ -14,7 +14,8 @@ import os
 import time
 from pathlib import Path
 
-from sectorbench.families.aabr.bench import SEQUENCES, BenchConfig, crossovers, measure
+from aabr_bench import SEQUENCES, BenchConfig, crossovers, measure
+
 from sectorbench.model.results import SCHEMA_VERSION
 from sectorbench.native import environment
 

@@ -31,14 +31,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import SectorbenchError, families
+from .. import families
+from ..errors import SectorbenchError
+from ..families.scene_kinds import make_scene
 from ..measure.runner import PEER_BUILD, PEER_FLAGS
+from ..measure.selection import check_names, infer_family, known_kernels, select, split_names
 from ..measure.worker import BuildSession, WorkerCrashed, save_scene
 from ..model import cases
 from ..model.cases import BATCH_ROWS
-from ..model.kernels import Kernel, check_names, infer_family, known_kernels, select, split_names
+from ..model.kernels import Kernel
 from ..model.results import SCHEMA_VERSION
-from ..model.scenes import make_scene
 from ..native import environment
 from ..native.build import BuildConfig, build
 from ..oracle import exact

@@ -17,7 +17,8 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .. import SectorbenchError, __version__
+from .. import __version__
+from ..errors import SectorbenchError
 from ..families import all_families
 from ..measure.timing import duration
 from ..model.results import RESULTS_DIR, save, save_new, write_text_atomic

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from .. import SectorbenchError
+from ..errors import SectorbenchError
+from ..families.scene_kinds import describe as describe_scene
 from ..measure.runner import MAX_RUN_MINUTES, Plan, RunConfig, resolve, run
 from ..measure.timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
 from ..model.results import load
-from ..model.scenes import describe as describe_scene
 from .app import Reporter, main, note, run_gate, stdout, write_json
 from .options import (
     SEED,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from .. import SectorbenchError
 from ..compare.gate import GateConfig, load_thresholds
+from ..errors import SectorbenchError
 from ..families import all_families, scene_options
 from ..model.results import RESULTS_DIR, check_directory, check_output
 from ..native.build import DEFAULT_CC, BuildConfig

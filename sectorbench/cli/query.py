@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 import numpy as np
 
-from .. import SectorbenchError
+from ..errors import SectorbenchError
 from ..families import all_families, family_of_scene
+from ..families.scene_kinds import generate
 from ..model.results import check_output, write_atomic
-from ..model.scenes import generate
 from .app import main, stderr
 from .options import SEED, RegistryChoice, SceneChoice, SceneCommand, given_scene_options
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .. import SectorbenchError
+from ..errors import SectorbenchError
 from ..measure.timing import MODES
 from ..model.results import load
 from .app import main, note, run_gate

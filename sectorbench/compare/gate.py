@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import SectorbenchError
+from ..errors import SectorbenchError
 from ..model.results import SCHEMA_VERSION, KernelResult, RunResult
 from ..native.build import build_label
 from ..native.environment import compare_fingerprints

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 
-from .. import SectorbenchError
+from ..errors import SectorbenchError
 from .base import BooleanFamily, Family, Reference, SceneOption
 
 __all__ = [
@@ -116,3 +116,16 @@ def resolve_scene(kind: str, options=None) -> tuple[str, dict]:
 def scene_options() -> dict[str, SceneOption]:
     """Every family's scene options by name (a name two families declare is one option)."""
     return {option.name: option for family in all_families() for option in family.scene_options}
+
+
+def public_api(name: str):
+    """The object a family offers as `sectorbench.<name>` (Family.public_api), or None."""
+    for family in all_families():
+        if name in family.public_api:
+            module, attribute = family.public_api[name].split(":")
+            return getattr(importlib.import_module(module), attribute)
+    return None
+
+
+def public_api_names() -> list[str]:
+    return [name for family in all_families() for name in family.public_api]

@@ -18,10 +18,11 @@ import numpy as np
 
 from ..model import cases
 from ..model.cases import CaseSet, Part, check_input_arrays, read_npz
+from ..model.scenes import SceneArrays
 from ..oracle import exact
 
 #: A scene generator: (n shapes, m points, seed, **options) -> Scene; its keyword-only
-#: parameters are the kind's options (scenes.resolved_options).
+#: parameters are the kind's options (scene_kinds.resolved_options).
 SceneGenerator = Callable[..., "object"]
 
 
@@ -83,6 +84,11 @@ class Family:
 
     def count_cell(self, hits: int, tests: int) -> str:
         return f"{hits / tests * 100:.4f}"
+
+    @property
+    def scene_arrays(self) -> SceneArrays:
+        """What its scenes hold, as the Scene value needs it."""
+        return SceneArrays(self.name, self.shape_arrays, self.point_arrays, dict(self.extra_arrays), self.shape_noun)
 
     # ---- kernels
     def inputs(self, kernel) -> tuple[str, ...]:
@@ -171,6 +177,10 @@ class Family:
     def default_broadphases(self, scene_kind: str) -> tuple[str, ...]:
         """What run measures when --broadphase is not given, for a scene kind."""
         return ("none",)
+
+    #: What the family offers Python programs as attributes of the sectorbench package:
+    #: name -> "module:attribute", imported when first used (e.g. its query function).
+    public_api: Mapping[str, str] = {}
 
     # ---- query (optional): which points each shape holds, in the caller's process
     #: The scene `sectorbench query` uses by default; None: the family has no query.

@@ -10,13 +10,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import SectorbenchError, families
+from .. import families
 from ..compare.stats import summarize
+from ..errors import SectorbenchError
+from ..families import scene_kinds
 from ..model import scenes
-from ..model.kernels import Kernel, check_names, known_kernels, select, split_names
+from ..model.kernels import Kernel
 from ..model.results import KernelResult, RunResult
 from ..native import environment, machine_code
 from ..native.build import BuildConfig, build
+from .selection import check_names, known_kernels, select, split_names
 from .timing import (
     CALIBRATION_SAMPLES,
     MODES,
@@ -70,7 +73,7 @@ class RunConfig:
     #: family's default for the scene kind (an index at game scale, none on the article's scenes).
     broadphases: tuple[str, ...] = ()
     #: The scene generator's options by name (e.g. a game scene's world, rmin, rmax); an option
-    #: left out or None takes the generator's default (scenes.resolved_options).
+    #: left out or None takes the generator's default (families.scene_kinds.resolved_options).
     scene_options: Mapping[str, float | None] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -215,7 +218,7 @@ def run(
     known = known_kernels(config.builds[0]) if config.kernels else None
     if known is not None:  # a misspelt name costs no build
         check_names(config.kernels, known)
-    scene = scenes.generate(config.scene, config.sectors, config.points, config.seed, config.scene_options)
+    scene = scene_kinds.generate(config.scene, config.sectors, config.points, config.seed, config.scene_options)
     c_names, peer_names = split_names(config.kernels, family)
     indexed = [b for b in broadphases if b != "none"]
     with tempfile.TemporaryDirectory(prefix="sectorbench-") as scratch:

@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-from .. import SectorbenchError
+from ..errors import SectorbenchError
 
 #: Each setting's one home, with its default and why.
 DEFAULT_REPEAT = 5  # rounds: 5 gives a median and, with MWU, p = 1/252 at best

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import SectorbenchError
+from ..errors import SectorbenchError
 from ..model.kernels import DISABLE_ISA_ENV, Kernel, disabled_features
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)
@@ -180,7 +180,7 @@ def save_scene(scene, directory: Path) -> Path:
 
 
 def load_scene(path: Path):
-    from ..model.scenes import make_scene
+    from ..families.scene_kinds import make_scene
 
     with np.load(path) as data:
         meta = json.loads(str(data["__meta__"]))

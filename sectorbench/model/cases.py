@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import SectorbenchError
-from .scenes import make_scene
+from ..errors import SectorbenchError
+from .scenes import SceneArrays, build_scene
 
 F32 = np.float32
 SPECIAL_VALUES = (np.nan, np.inf, -np.inf, -0.0, 1e-40)  # 1e-40 is a float32 subnormal
@@ -65,7 +65,7 @@ def fixed(group: str, columns: Mapping[str, object], metamorphic: bool = True) -
 
 @dataclass
 class CaseSet:
-    family: str
+    arrays: SceneArrays  # the family's arrays (Family.scene_arrays)
     columns: Columns
     group: np.ndarray  # generator of each row
     #: metamorphic rows: index (in this set) of the row they were transformed from, else -1
@@ -78,12 +78,16 @@ class CaseSet:
     def __len__(self) -> int:
         return len(self.group)
 
+    @property
+    def family(self) -> str:
+        return self.arrays.family
+
     def scene(self, rows: slice | np.ndarray = slice(None), shift: int = 0):
         """The rows as a pairs-layout scene, optionally after `shift` copies of row 0."""
         columns = {k: v[rows] for k, v in self.columns.items()}
         if shift:
             columns = {k: np.concatenate([np.repeat(v[:1], shift), v]) for k, v in columns.items()}
-        return make_scene("verify", self.family, columns, layout="pairs", extra=self.extra)
+        return build_scene("verify", self.arrays, columns, layout="pairs", extra=self.extra)
 
 
 def case_set(
@@ -101,7 +105,7 @@ def case_set(
     source = np.full(rows, -1) if sources is None else np.asarray(sources)
     empty = np.zeros(0, dtype=F32)
     return CaseSet(
-        family.name,
+        family.scene_arrays,
         {k: np.concatenate([p[k] for p in pieces]) if pieces else empty for k in names},
         np.concatenate(groups) if groups else np.zeros(0, dtype=object),
         source,
@@ -151,7 +155,7 @@ def generate(family, parts: list[Part], seed: int, transforms: Mapping[str, Tran
 def concatenate(family, sets: list[CaseSet]) -> CaseSet:
     offsets = np.cumsum([0, *(len(s) for s in sets)])[:-1]
     return CaseSet(
-        family.name,
+        family.scene_arrays,
         {k: np.concatenate([s.columns[k] for s in sets]) for k in sets[0].columns},
         np.concatenate([s.group for s in sets]),
         np.concatenate([np.where(s.source >= 0, s.source + o, -1) for s, o in zip(sets, offsets)]),

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from .. import SectorbenchError
+from ..errors import SectorbenchError
 
 SCHEMA_VERSION = 2
 #: Versions this sectorbench reads (older ones lack fields, which take their defaults).

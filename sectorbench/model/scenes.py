@@ -10,7 +10,6 @@ where it uses anything else).
 from __future__ import annotations
 
 import hashlib
-import inspect
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from .. import SectorbenchError
+from ..errors import SectorbenchError
 
 #: Arrays are padded to a multiple of the widest vector (AVX-512: 16 float32).
 PAD_FLOATS = 16
@@ -104,9 +103,21 @@ def aligned_array(values: np.ndarray, length: int) -> np.ndarray:
     return array
 
 
-def make_scene(
+@dataclass(frozen=True)
+class SceneArrays:
+    """What a family's scenes hold (Family.scene_arrays): the arrays a shape and a point have,
+    its extra arrays (name -> numpy dtype) and the noun of its shapes."""
+
+    family: str
+    shape_arrays: tuple[str, ...]
+    point_arrays: tuple[str, ...]
+    extra_arrays: Mapping[str, type]
+    shape_noun: str
+
+
+def build_scene(
     kind: str,
-    family: str,
+    owner: SceneArrays,
     columns: Mapping[str, np.ndarray],
     seed: int | None = None,
     layout: str = "grid",
@@ -114,10 +125,9 @@ def make_scene(
     options: Mapping[str, float] | None = None,
 ) -> Scene:
     """Wrap a family's float32 columns (shape and point arrays) in an aligned, padded Scene,
-    with its extra arrays (Family.extra_arrays) as 64-byte aligned read-only copies."""
-    from ..families import get
-
-    owner = get(family)
+    with its extra arrays as 64-byte aligned read-only copies.  (families.make_scene finds
+    `owner` by the family's name.)"""
+    family = owner.family
     missing = [name for name in (*owner.shape_arrays, *owner.point_arrays) if name not in columns]
     if missing:
         raise SectorbenchError(f"{family} scene lacks arrays: {', '.join(missing)}")
@@ -187,65 +197,6 @@ def physical_memory_bytes() -> int | None:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
-
-
-def kinds() -> dict[str, str]:
-    """Every scene kind of every registered family: kind -> family name (older spellings,
-    Family.scene_aliases, are accepted wherever a kind is, but not listed)."""
-    from ..families import all_families
-
-    return {kind: family.name for family in all_families() for kind in family.scenes}
-
-
-def describe(kind: str, n: int, m: int, seed: int = 0, options: Mapping[str, float] | None = None) -> dict:
-    """What generate(kind, n, m, seed, options).describe() is, without generating the scene
-    (a generator records its options, defaults filled in, as resolved_options does)."""
-    from ..families import family_of_scene, resolve_scene
-
-    kind, options = resolve_scene(kind, options)
-    family = family_of_scene(kind)
-    resolved = resolved_options(kind, options)
-    return {
-        "kind": kind,
-        "family": family.name,
-        "seed": seed,
-        family.shape_noun: n,
-        "points": m,
-        **({"options": resolved} if resolved else {}),
-    }
-
-
-def resolved_options(kind: str, options: Mapping[str, float] | None) -> dict[str, float]:
-    """A scene's options are its generator's keyword-only parameters (e.g. a game's world and
-    radii): those given (not None) over their defaults.  One it does not take is refused in
-    one line."""
-    from ..families import family_of_scene, resolve_scene
-
-    kind, options = resolve_scene(kind, options)
-    parameters = inspect.signature(family_of_scene(kind).scenes[kind]).parameters
-    accepted = {name: p.default for name, p in parameters.items() if p.kind is p.KEYWORD_ONLY}
-    given = {name: value for name, value in (options or {}).items() if value is not None}
-    unknown = sorted(set(given) - set(accepted))
-    if unknown:
-        names = ", ".join(f"--{name}" for name in unknown)
-        raise SectorbenchError(
-            f"{names} does not apply to {kind} scenes"
-            + (f" (they take: {', '.join(sorted(accepted))})" if accepted else "")
-        )
-    return {**accepted, **given}
-
-
-def generate(kind: str, n: int, m: int, seed: int = 0, options: Mapping[str, float] | None = None) -> Scene:
-    """Generate a scene of `kind` with n shapes and m points from `seed`; `options` are the
-    generator's keyword arguments (e.g. world, rmin, rmax of a game scene), None for its default."""
-    from ..families import family_of_scene, resolve_scene
-
-    kind, options = resolve_scene(kind, options)
-    family = family_of_scene(kind)
-    check_size(n, m, len(family.shape_arrays), len(family.point_arrays))
-    if seed < 0:
-        raise SectorbenchError(f"--seed must be >= 0 (got {seed})")
-    return family.scenes[kind](n, m, seed, **resolved_options(kind, options))
 
 
 def streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:

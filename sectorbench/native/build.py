@@ -22,7 +22,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from .. import SectorbenchError
+from ..errors import SectorbenchError
 
 
 def _kernels_dir() -> Path:

@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import SectorbenchError
 from ..compare.stats import _check_confidence, median_interval
+from ..errors import SectorbenchError
 from ..model.results import KernelResult, RunResult, check_output, load, scene_shapes, write_atomic
 from ..native.build import build_label
 

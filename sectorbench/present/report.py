@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .. import SectorbenchError
 from ..compare.gate import OVERHEAD, row_label
 from ..compare.stats import paired_ratio_if_defined
+from ..errors import SectorbenchError
 from ..model.kernels import Kernel
 from ..model.results import KernelResult, RunResult, scene_shapes
 from ..native.build import build_label

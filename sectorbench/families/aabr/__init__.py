@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import SectorbenchError
-from ...model.scenes import make_scene
+from ...errors import SectorbenchError
 from .. import register
 from ..base import Family, Reference
+from ..scene_kinds import make_scene
 from . import cases as aabr_cases
 from . import oracle
 from .polygons import ellipse_polygon, pack, random_angles, regular_polygon, unpack

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import SectorbenchError
-from ...model.scenes import Scene, make_scene, streams
+from ...errors import SectorbenchError
+from ...model.scenes import Scene, streams
 from ..base import SceneOption
+from ..scene_kinds import make_scene
 from .polygons import F32, coherent_angles, ellipse_polygon, pack, random_angles, regular_polygon
 
 SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024)

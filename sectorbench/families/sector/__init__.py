@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...model.scenes import make_scene
 from ...oracle.exact import has_special_input
 from .. import register
 from ..base import BooleanFamily
+from ..scene_kinds import make_scene
 from .cases import TRANSFORMS, case_parts, random_sectors
 from .oracle import judged_rows, self_check_sector
 from .scenes import GAME_SCENES, OPTIONS, SCENES
@@ -134,6 +134,7 @@ class SectorFamily(BooleanFamily):
         return (FASTEST,) if scene_kind in GAME_SCENES else ("none",)
 
     query_scene = "game"
+    public_api = {"query": f"{__name__}.query:query", "Hits": f"{__name__}.broadphase:Hits"}
 
     def query(self, shapes, points, *, broadphase="auto", kernel="auto", threads=1):
         from .query import query

@@ -27,9 +27,10 @@ import math
 
 import numpy as np
 
-from ... import SectorbenchError
-from ...model.scenes import Scene, make_scene, streams
+from ...errors import SectorbenchError
+from ...model.scenes import Scene, streams
 from ..base import SceneOption
+from ..scene_kinds import make_scene
 
 #: The largest float32 strictly below pi: theta must stay < pi, and float32(pi) > pi.
 THETA_MAX = np.nextafter(np.float32(np.pi), np.float32(0))

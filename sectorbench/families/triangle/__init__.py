@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...model.scenes import make_scene
 from .. import register
 from ..base import BooleanFamily
+from ..scene_kinds import make_scene
 from .cases import TRANSFORMS, TRIANGLE_ARRAYS, case_parts, random_triangles
 from .oracle import judged_rows, self_check_triangle
 from .scenes import SCENES

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...model.scenes import Scene, make_scene, streams
+from ...model.scenes import Scene, streams
+from ..scene_kinds import make_scene
 from .cases import TRIANGLE_ARRAYS
 
 

@@ -11,9 +11,9 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ...measure.runner import RunConfig, run
-from ...measure.timing import TimingConfig
-from .scenes import SIZES
+from sectorbench.families.aabr.scenes import SIZES
+from sectorbench.measure.runner import RunConfig, run
+from sectorbench.measure.timing import TimingConfig
 
 #: Vertices in all per scene (P = VERTICES // n polygons, at least MIN_POLYGONS): the BCS
 #: set stays in L2 (about 400 KB), as in the prototype, so the figures compare.
