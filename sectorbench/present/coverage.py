@@ -9,9 +9,11 @@ from rich.text import Text
 def coverage_table(result) -> Table:
     """One row per declared cell; an empty side in red (a hole in verify's cases)."""
     table = Table(
-        title=f"coverage: {result.family} family, --cases {result.cases}, seed {result.seed}: "
-        f"{len(result.cells) - len(result.empty)}/{len(result.cells)} cells filled on both sides",
+        title=f"coverage: {result.family} family, --cases {result.cases}, seed {result.seed}",
         title_justify="left",
+        caption=f"{len(result.cells) - len(result.empty)}/{len(result.cells)} cells filled on both sides "
+        f"({result.rows} rows examined)",
+        caption_justify="left",
     )
     table.add_column("piece", no_wrap=True)
     table.add_column("region", no_wrap=True)
