@@ -138,3 +138,11 @@ def test_verify_coverage_refuses_input_in_one_line(tmp_path):
     result = CliRunner().invoke(main, ["verify", "--coverage", "--input", str(path)])
     assert result.exit_code == 2
     assert "--coverage counts the generated cases" in result.output and "Traceback" not in result.output
+
+
+def test_verify_coverage_exits_1_on_an_empty_cell(monkeypatch):
+    names = families.get("triangle").oracle_arrays
+    monkeypatch.setattr(triangle_cases, "exact_cell_rows", lambda: {k: [] for k in names})
+    result = CliRunner().invoke(main, ["verify", "--family", "triangle", "--coverage", "--cases", str(CASES)])
+    assert result.exit_code == 1, result.output
+    assert "/96 cells filled on both sides" in " ".join(result.output.split())
