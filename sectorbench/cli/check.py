@@ -57,9 +57,30 @@ from .options import SEED, build_configs, build_options, check_outputs, comma_li
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Check these cases (.npz, one row per pair) instead of generated ones [default: generated].",
 )
+@click.option(
+    "--coverage",
+    "coverage_only",
+    is_flag=True,
+    help="Print how many exact rows the generated cases put on each side of every boundary piece, per "
+    "region of the parameters, instead of checking kernels (the oracle only: nothing is built); "
+    "exit 1 if a cell is empty [default: off].",
+)
 @output_options
 def verify_command(
-    family, kernels, flags, cc, sources, disable_isa, cases, seed, show, strict_special, input_path, json_path, force
+    family,
+    kernels,
+    flags,
+    cc,
+    sources,
+    disable_isa,
+    cases,
+    seed,
+    show,
+    strict_special,
+    input_path,
+    coverage_only,
+    json_path,
+    force,
 ):
     """Check kernels against the exact oracle; exit 1 if any fails."""
     from ..check.verify import verify
@@ -67,6 +88,8 @@ def verify_command(
     from ..present.report import VERIFY_DROP, failing_inputs_lines, failing_inputs_table, fit, verify_table
 
     check_outputs(force, json_path)
+    if coverage_only:
+        _coverage_command(family, cases, seed, input_path, kernels, json_path, force)
     config = VerifyConfig(
         family=family,
         kernels=kernels,
@@ -90,6 +113,25 @@ def verify_command(
             console.print(fit(failing_inputs_table(verdict), console.width))
             for line in failing_inputs_lines(verdict):
                 console.print(line, soft_wrap=True, highlight=False)
+    if json_path is not None:
+        write_text_atomic(json_path, json.dumps(result.to_dict(), indent=1) + "\n", overwrite=force)
+        note(f"saved {json_path}")
+    click.get_current_context().exit(0 if result.passed else 1)
+
+
+def _coverage_command(family, cases, seed, input_path, kernels, json_path, force) -> None:
+    """verify --coverage: the coverage table of the generated cases; exit 1 if a cell is empty."""
+    from ..check.coverage import coverage
+    from ..present.coverage import coverage_table
+    from ..present.report import fit
+
+    if input_path is not None or kernels:
+        raise click.UsageError("--coverage counts the generated cases: it takes neither --input nor --kernels")
+    with Reporter() as progress:
+        progress(f"coverage of the {family} family's cases")
+        result = coverage(family, cases, seed)
+    console = stdout()
+    console.print(fit(coverage_table(result), console.width, ()))
     if json_path is not None:
         write_text_atomic(json_path, json.dumps(result.to_dict(), indent=1) + "\n", overwrite=force)
         note(f"saved {json_path}")

@@ -165,6 +165,24 @@ class Family:
     def describe_answer(self, value) -> str:
         return str(value)
 
+    # ---- coverage (check/coverage.py): the cells verify's cases must fill
+    #: What the coverage table counts on each side of a boundary piece (its two columns).
+    coverage_sides: tuple[str, str] = ("inside", "outside")
+
+    def coverage_cells(self) -> tuple[tuple[str, str], ...]:
+        """The declared (boundary piece, parameter region) cells, each to hold rows on both sides."""
+        return ()
+
+    def coverage_rows(self, case_set: CaseSet, reference: Reference) -> tuple:
+        """Each row's cell: (piece, first_side, regions, counted).
+
+        piece: the boundary piece a row lies just beside (object array, "" for none);
+        first_side: True on coverage_sides[0]; regions: one label array per parameter
+        dimension (a row counts in one region of each); counted: rows that count (for a
+        predicate family, rows the oracle marks exact: a wrong answer there is a logic bug).
+        """
+        raise NotImplementedError(f"the {self.name} family declares no coverage cells")
+
     def peers(self) -> tuple:
         """Kernels in Python (numpy, numba) a user would write instead (peers.Peer)."""
         return ()

@@ -131,6 +131,25 @@ static inline int m_swapped_uv(float cx, float cy, float ux, float uy, float r2,
 }
 MUTANT(m_swapped_uv, SCALAR, SECTOR_R2, "sector", "components of u swapped in D.u");
 
+/* ---------------------------------------------------------------- sector: away from cos(theta) = 0
+ * Wrong only beside a boundary where no exact row used to be: an edge ray at a half-angle
+ * other than 90 degrees, the arc of a tiny sector.  Only the coverage cells' exact rows
+ * (docs/coverage.md) see them; everywhere else they are right or within rounding. */
+
+static inline int m_edge_ge_wide(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy, a = dx * ux + dy * uy, t = sqrtf(s) * k;
+    /* the wide-sector branch (theta > 90 degrees) written with >=; the apex kept out by s > 0 */
+    return s < r2 && (k < 0 ? (a >= t) & (s > 0) : a > t);
+}
+MUTANT(m_edge_ge_wide, SCALAR, SECTOR_R2, "sector", ">= on the edge rays of wide sectors only (cos(theta) < 0)");
+
+static inline int m_tiny_radius(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy;
+    /* "never compare with an exact 0": no effect above r2 ~ 2^-100, the arc inside below */
+    return s < r2 + FLT_MIN && dx * ux + dy * uy > sqrtf(s) * k;
+}
+MUTANT(m_tiny_radius, SCALAR, SECTOR_R2, "sector", "s < r2 + FLT_MIN: the arc of tiny sectors inside");
+
 /* ---------------------------------------------------------------- sector: signed zeros */
 
 static inline int m_atan_quadrant(float cx, float cy, float ux, float uy, float r, float theta, float px, float py) {
@@ -287,3 +306,15 @@ static inline int t_unscaled_tolerance(float ax, float ay, float bx, float by, f
 SB_KERNEL(t_unscaled_tolerance, SCALAR, 1, TRIANGLE, .family = "triangle", .known_bad = 1,
           .rounding_bound = 16, .tolerance = (double)1e-4f,
           .summary = "recast_cross with its tolerance not scaled by the area");
+
+static inline int t_vertex_snap(float ax, float ay, float bx, float by, float cx, float cy, float px, float py) {
+    /* "a point within 1/256 of an edge's length from a vertex is on it" (vertex snapping) */
+    const float ex = bx - ax, ey = by - ay, snap = (ex * ex + ey * ey) * (1.0f / 65536.0f);
+    const float da = (px - ax) * (px - ax) + (py - ay) * (py - ay), db = (px - bx) * (px - bx) + (py - by) * (py - by),
+                dc = (px - cx) * (px - cx) + (py - cy) * (py - cy);
+    if (da < snap || db < snap || dc < snap) return 0;
+    const float o1 = orient(ax, ay, bx, by, px, py), o2 = orient(bx, by, cx, cy, px, py),
+                o3 = orient(cx, cy, ax, ay, px, py);
+    return ((o1 > 0) & (o2 > 0) & (o3 > 0)) | ((o1 < 0) & (o2 < 0) & (o3 < 0));
+}
+MUTANT(t_vertex_snap, SCALAR, TRIANGLE, "triangle", "points within |ab|/256 of a vertex snapped onto it: outside");

@@ -122,6 +122,14 @@ class AabrFamily(Family):
             convex = np.array([convexity(x, y) != "nonconvex" for x, y in unpack(case_set.extra)])
         return np.asarray(convex)[case_set.columns["poly"].astype(np.int64)]
 
+    coverage_sides = ("before the key, or tied", "at or after it, or untied")
+
+    def coverage_cells(self):
+        return aabr_cases.coverage_cells()
+
+    def coverage_rows(self, case_set, reference):
+        return aabr_cases.coverage_rows(case_set)
+
     def self_check(self, case_set, rng, size):
         columns = case_set.columns
         oracle.self_check(unpack(case_set.extra), columns["poly"], columns["c"], columns["s"], rng, size)

@@ -138,6 +138,10 @@ def _regular_angles(rng, x, y):
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
+def _special(rng, x, y):
+    return special_angles()
+
+
 def _needle(rng, i):
     return ellipse_polygon(rng, SIZES[i % 9], 1e6, (1e-12, 1e-11), rotate=False)
 
@@ -155,10 +159,16 @@ GROUPS = (
     ("huge 1e6", 0.1, lambda r, i: scaled(_sized(r, i), 1e6), _mixed),
     ("tiny 1e-6", 0.1, lambda r, i: scaled(_sized(r, i), 1e-6), _mixed),
     ("needle 1e6 x 1e-6", 0.1, _needle, _mixed),
+    # one regular polygon of every size with two vertices mirror images across the x axis
+    # (phase 1): exact ties at angle 0 at every size, whatever --cases (the coverage cells)
+    ("regular ties, every size", None, lambda r, i: regular_polygon(SIZES[i % len(SIZES)], 1.0, 1), _special),
 )
 
 
-def group_rows(count: int, share: float) -> int:
+def group_rows(count: int, share: float | None) -> int:
+    """Rows a group aims at: a share of --cases, or (share None) one polygon of each size."""
+    if share is None:
+        return len(SIZES) * len(special_angles()["angle"])
     return max(1, int(count * share))
 
 
@@ -198,3 +208,81 @@ def polygon_cases(family, rows, first_row: int = 0) -> CaseSet:
     polygons = [polygon for _, polygon, _ in rows]
     extra = {**pack(polygons), "convex": np.array([convexity(x, y) != "nonconvex" for x, y in polygons])}
     return case_set(family, columns, first_row=first_row, extra=extra)
+
+
+# ---------------------------------------------------------------------------- coverage cells
+#
+# The aabr answer changes only where a rotation crosses a record key (an edge of the hull
+# turns axis-parallel) and is ambiguous only at exact ties.  Its kernels look records up
+# by a float32 angle, so no row is rounding-free for all of them: the oracle decides
+# every row exactly (double-double) and the coverage table counts all rows, beside
+# each piece, per polygon size.
+
+PIECES = ("record key ±2 ulp", "special angle ±1 ulp")
+#: Vertex-count bins (upper bounds, inclusive) of the polygon sizes (near-duplicate
+#: vertices take 1024 to 1028).
+SIZE_BOUNDS = (4, 8, 16, 64, 256, 2048)
+#: The float32 angles where regular polygons' extremes tie exactly (0 and multiples of π/4).
+SPECIAL = np.array([k * np.pi / 4 for k in range(8)], F32)
+
+
+def size_labels() -> list[str]:
+    lows = (3, *(b + 1 for b in SIZE_BOUNDS[:-1]))
+    return [f"{lo} .. {hi} vertices" for lo, hi in zip(lows, SIZE_BOUNDS)]
+
+
+def coverage_cells() -> tuple[tuple[str, str], ...]:
+    return tuple((piece, region) for piece in PIECES for region in size_labels())
+
+
+def coverage_rows(case_set) -> tuple:
+    """(piece, first side, regions, counted) per row.
+
+    Beside a record key (within 2 ulps): first side is before the key (angle < key).
+    Beside a special angle (within 1 ulp): first side is a row with an exact tie (some
+    side has two or more exact extremes), second one without.
+    """
+    from .oracle import extreme_sets, rotated
+    from .polygons import record_keys, unpack
+
+    polygons = unpack(case_set.extra)
+    columns = case_set.columns
+    index = columns["poly"].astype(np.int64)
+    angle = columns["angle"]
+    rows = len(index)
+    piece = np.full(rows, "", dtype=object)
+    first = np.zeros(rows, dtype=bool)
+    size = np.zeros(rows, dtype=np.int64)
+    near_special = np.zeros(rows, dtype=bool)
+    for steps in (-1, 0, 1):
+        near_special |= np.isin(angle, ulp_steps(SPECIAL, (steps,)))
+    for p in np.unique(index):
+        mine = np.flatnonzero(index == p)
+        x, y = polygons[p]
+        size[mine] = len(x)
+        keys = record_keys(x, y)
+        if len(keys):
+            at = np.clip(np.searchsorted(keys, angle[mine]), 0, len(keys) - 1)
+            for candidate in (at, np.maximum(at - 1, 0)):
+                key = keys[candidate]
+                beside = _within_ulps(angle[mine], key, max(ULPS))
+                piece[mine[beside]] = PIECES[0]
+                first[mine[beside]] = angle[mine][beside] < key[beside]
+        special = mine[near_special[mine]]
+        if len(special):
+            (xh, xl), (yh, yl) = rotated(x, y, columns["c"][special], columns["s"][special])
+            tied = np.zeros(len(special), dtype=bool)
+            for hi, lo, sign in ((xh, xl, 1), (yh, yl, 1), (xh, xl, -1), (yh, yl, -1)):
+                tied |= extreme_sets(hi, lo, sign).sum(axis=1) > 1
+            unclaimed = piece[special] == ""
+            piece[special[unclaimed]] = PIECES[1]
+            first[special[unclaimed]] = tied[unclaimed]
+    bins = np.searchsorted(np.asarray(SIZE_BOUNDS), size)
+    labels = np.array([*size_labels(), ""], dtype=object)[np.where(size >= 3, bins, len(SIZE_BOUNDS))]
+    return piece, first, [labels], np.ones(rows, dtype=bool)
+
+
+def _within_ulps(a: np.ndarray, b: np.ndarray, ulps: int) -> np.ndarray:
+    """|a − b| <= ulps float32 steps (a, b float32 and of one sign)."""
+    ia, ib = np.asarray(a, F32).view(np.int32).astype(np.int64), np.asarray(b, F32).view(np.int32).astype(np.int64)
+    return np.abs(ia - ib) <= ulps

@@ -13,6 +13,7 @@ from ...oracle.exact import has_special_input
 from .. import register
 from ..base import BooleanFamily
 from ..scene_kinds import make_scene
+from . import cases as sector_cases
 from .cases import TRANSFORMS, case_parts, random_sectors
 from .oracle import judged_rows, self_check_sector
 from .scenes import GAME_SCENES, OPTIONS, SCENES
@@ -145,6 +146,12 @@ class SectorFamily(BooleanFamily):
         from .broadphase import Engine
 
         return Engine(ffi, lib)
+
+    def coverage_cells(self):
+        return sector_cases.coverage_cells()
+
+    def coverage_rows(self, case_set, reference):
+        return sector_cases.coverage_rows(case_set.columns, reference)
 
     def self_check(self, case_set, rng, size):
         self_check_sector(*(case_set.columns[name] for name in self.oracle_arrays), rng=rng, size=size)

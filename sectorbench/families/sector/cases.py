@@ -235,6 +235,7 @@ def case_parts(count: int) -> list[Part]:
         fixed("exact arc", _pythagorean_arc_rows()),
         fixed("exact edge", _perpendicular_rows()),
         fixed("exact apex", _apex_rows()),
+        fixed("exact cells", exact_cell_rows()),
         fixed("signed-zero D", _signed_zero_d_rows()),
         Part("cos_theta extreme", 64, _cos_extremes, unit_rows=3),
         Part("tiny r2", 64, _scaled(1e-16)),
@@ -244,3 +245,171 @@ def case_parts(count: int) -> list[Part]:
         Part("special values", 8, lambda rng, n: _special_values(rng, n)[0], unit_rows=40),
         Part("special values", 8, lambda rng, n: _special_values(rng, n)[1], unit_rows=10),
     ]
+
+
+# ---------------------------------------------------------------------------- coverage cells
+#
+# Exact rows beside every boundary piece in every region (docs/coverage.md).  An edge ray
+# through an exactly representable point at any angle: D = (d1, d2)·2^e for a
+# Pythagorean triple (d1, d2, m), so |D| = m·2^e is exact; u = m·(p1, p2)·2^-f for
+# integers p near 2^f/m·(cos α, sin α), so |u| is within ~2^-f of 1; then
+# D·u = |D|·k exactly for k = (d1 p1 + d2 p2)·2^-f, a float32 of about f bits.  With
+# f = 12 − bits(m), D·u, its square, |D|·k and |D|²·k² all fit float32's 24 bits: the
+# oracle marks the rows exact.  k ± 2^-f puts D just inside or just outside the ray.
+
+#: Pieces of the sector's boundary, as the coverage table names them.
+PIECES = ("arc", "left edge ray", "right edge ray", "apex")
+#: Half-angle bins: (0, π) in THETA_BINS equal parts (the sign of cos θ follows the bin).
+THETA_BINS = 8
+#: r² bins by binary exponent: from just above float32's normal minimum to near its maximum.
+R2_EXPONENTS = (-126, -80, -40, -8, 8, 40, 80, 128)
+#: |c| bins (the apex's offset from the origin, where float32 cancellation bites).
+OFFSET_EDGES = (0.0, 1.0, 32.0, 1024.0, 32768.0, np.inf)
+#: A row lies "just beside" a piece when its constraint's margin is at most this many
+#: float32 roundings (2^-7 relative): the nearest exact rows off an edge ray sit ~2^15 away.
+NEAR_MARGIN = 2.0**17
+#: ... and beside the apex when |D| <= r·APEX_SHARE.
+APEX_SHARE = 2.0**-4
+#: Pythagorean triples (d1, d2, m) for the directions of D; m < 16 keeps f >= 8.
+TRIPLES = ((1, 0, 1), (3, 4, 5), (5, 12, 13))
+
+
+def theta_labels() -> list[str]:
+    return [
+        f"θ in [{i}π/8, {i + 1}π/8), cos θ {'>' if i < THETA_BINS // 2 else '≤'} 0".replace("[0π/8", "(0")
+        for i in range(THETA_BINS)
+    ]
+
+
+def r2_labels() -> list[str]:
+    return [f"r² in [2^{lo}, 2^{hi})" for lo, hi in zip(R2_EXPONENTS[:-1], R2_EXPONENTS[1:])]
+
+
+def offset_labels() -> list[str]:
+    return [
+        f"|c| in [{lo:g}, {hi:g})" if np.isfinite(hi) else f"|c| >= {lo:g} (1e5)"
+        for lo, hi in zip(OFFSET_EDGES[:-1], OFFSET_EDGES[1:])
+    ]
+
+
+def coverage_cells() -> tuple[tuple[str, str], ...]:
+    regions = (*theta_labels(), *r2_labels(), *offset_labels())
+    return tuple((piece, region) for piece in PIECES for region in regions)
+
+
+def _directions():
+    """Every sign and order of each triple's legs: D's directions."""
+    out = []
+    for a, b, m in TRIPLES:
+        for x, y in dict.fromkeys(((a, b), (b, a))):
+            for sx, sy in ((1, 1), (-1, 1), (1, -1), (-1, -1)):
+                if (sx * x, sy * y, m) not in out:
+                    out.append((sx * x, sy * y, m))
+    return out
+
+
+def _ray_rows(rows: dict, d1: int, d2: int, m: int, theta: float, side: int, e: int, cx: float, cy: float) -> None:
+    """Rows beside each piece for D = (d1, d2)·2^e on the `side` edge ray (+1 left) of half-angle ~theta."""
+    f = 12 - m.bit_length()
+    alpha = np.arctan2(d2, d1) - side * theta
+    p1, p2 = (int(round(2.0**f / m * v)) for v in (np.cos(alpha), np.sin(alpha)))
+    K = d1 * p1 + d2 * p2
+    ux, uy = m * p1 * 2.0**-f, m * p2 * 2.0**-f
+    s = m * m * 4.0**e
+
+    def add(k_units, r2, scale=1.0):
+        dx, dy = d1 * 2.0**e * scale, d2 * 2.0**e * scale
+        for key, value in (
+            ("cx", cx),
+            ("cy", cy),
+            ("ux", ux),
+            ("uy", uy),
+            ("r2", r2),
+            ("cos_theta", k_units * 2.0**-f),
+            ("px", cx + dx),
+            ("py", cy + dy),
+        ):
+            rows[key].append(value)
+
+    for dk in (0, 1, -1):  # on the ray, just outside, just inside
+        add(K + dk, 4 * s)
+    s32 = F32(s)
+    for r2 in (s32, np.nextafter(s32, F32(np.inf)), np.nextafter(s32, F32(0))):  # on, inside, outside the arc
+        add(K - 1, float(r2))
+    for dk in (1, -1):  # a sixteenth of the radius out: beside the apex, outside and inside the angle
+        add(K + dk, 4 * s, scale=APEX_SHARE / 2)
+    add(K, 4 * s, scale=0.0)  # the apex itself
+
+
+def exact_cell_rows() -> dict:
+    """The constructions of the coverage cells: every region of each dimension, every piece."""
+    rows = {k: [] for k in ("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py")}
+    directions = _directions()
+    by_triple = [[d for d in directions if d[2] == m] for _, _, m in TRIPLES]
+    step = np.pi / THETA_BINS
+    count = 0
+
+    def some_directions():
+        nonlocal count
+        count += 1
+        return [group[count % len(group)] for group in by_triple]
+
+    for i in range(THETA_BINS):
+        for theta in ((i + 0.25) * step, (i + 0.5) * step, (i + 0.75) * step):
+            for d1, d2, m in some_directions():
+                for side in (1, -1):
+                    _ray_rows(rows, d1, d2, m, theta, side, 0, 0.0, 0.0)
+    wide_and_narrow = (3 * np.pi / 16, 11 * np.pi / 16)
+    for exponent in (-110, -60, -24, 0, 24, 60, 124):  # r² = 4 m² 4^e near 2^exponent
+        for theta in wide_and_narrow:
+            for d1, d2, m in some_directions():
+                e = int(round((exponent - 2 - 2 * np.log2(m)) / 2))
+                for side in (1, -1):
+                    _ray_rows(rows, d1, d2, m, theta, side, e, 0.0, 0.0)
+    for offset in (0.0, 1.25, 40.5, 4000.5, 100000.0):
+        for theta in wide_and_narrow:
+            for d1, d2, m in some_directions():
+                for side in (1, -1):
+                    _ray_rows(rows, d1, d2, m, theta, side, 0, offset, -offset)
+    return rows
+
+
+def coverage_rows(columns: dict, reference) -> tuple:
+    """(piece, inside, regions, counted) per row: see Family.coverage_rows and the constants above."""
+    from .oracle import sector_exact
+
+    names = ("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py")
+    result = sector_exact(*(columns[name] for name in names))
+    c = {name: columns[name].astype(np.float64) for name in names}
+    with np.errstate(all="ignore"):
+        dx, dy = c["px"] - c["cx"], c["py"] - c["cy"]
+        s = dx * dx + dy * dy
+        radius_margin = np.where(np.isnan(result.radius_margin), np.inf, result.radius_margin)
+        angle_margin = np.where(np.isnan(result.angle_margin), np.inf, result.angle_margin)
+        # The constraint that decides: for an outside row one it breaks, else the nearer one.
+        radius_decides = np.where(result.radius_ok == result.angle_ok, radius_margin <= angle_margin, ~result.radius_ok)
+        margin = np.where(radius_decides, radius_margin, angle_margin)
+        cross = c["ux"] * dy - c["uy"] * dx
+        edge = np.where(cross > 0, PIECES[1], np.where(cross < 0, PIECES[2], ""))
+        piece = np.where(margin <= NEAR_MARGIN, np.where(radius_decides, PIECES[0], edge), "")
+        apex = (s <= c["r2"] * APEX_SHARE**2) & (c["r2"] > 0) & np.isfinite(c["r2"])
+        piece = np.where(apex, PIECES[3], piece).astype(object)
+        length = np.hypot(c["ux"], c["uy"])
+        theta = np.arccos(np.clip(c["cos_theta"] / length, -1, 1))
+        theta_bin = np.clip(np.floor(theta / (np.pi / THETA_BINS)), 0, THETA_BINS - 1)
+        r2_bin = np.searchsorted(np.asarray(R2_EXPONENTS, dtype=float), np.log2(c["r2"]), side="right") - 1
+        offset = np.maximum(np.abs(c["cx"]), np.abs(c["cy"]))
+        offset_bin = np.searchsorted(np.asarray(OFFSET_EDGES), offset, side="right") - 1
+    regions = [
+        _labels(theta_labels(), np.where(np.isfinite(theta), theta_bin, -1)),
+        _labels(r2_labels(), np.where((r2_bin >= 0) & (r2_bin < len(R2_EXPONENTS) - 1), r2_bin, -1)),
+        _labels(offset_labels(), np.where(np.isfinite(offset), offset_bin, -1)),
+    ]
+    return piece, reference.answer.astype(bool), regions, reference.exact.copy()
+
+
+def _labels(names: list[str], index: np.ndarray) -> np.ndarray:
+    """Label per row from a bin index (-1 or NaN: outside every bin, labelled "")."""
+    table = np.array([*names, ""], dtype=object)
+    index = np.nan_to_num(np.asarray(index, dtype=float), nan=-1).astype(np.int64)
+    return table[np.where((index >= 0) & (index < len(names)), index, len(names))]

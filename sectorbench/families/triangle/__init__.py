@@ -13,6 +13,7 @@ import numpy as np
 from .. import register
 from ..base import BooleanFamily
 from ..scene_kinds import make_scene
+from . import cases as triangle_cases
 from .cases import TRANSFORMS, TRIANGLE_ARRAYS, case_parts, random_triangles
 from .oracle import judged_rows, self_check_triangle
 from .scenes import SCENES
@@ -51,6 +52,12 @@ class TriangleFamily(BooleanFamily):
 
     def exact_rows(self, columns, kernel):
         return judged_rows(columns, kernel.tolerance)
+
+    def coverage_cells(self):
+        return triangle_cases.coverage_cells()
+
+    def coverage_rows(self, case_set, reference):
+        return triangle_cases.coverage_rows(case_set.columns, reference)
 
     def self_check(self, case_set, rng, size):
         columns = [case_set.columns[name] for name in self.oracle_arrays]

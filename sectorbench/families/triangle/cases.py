@@ -152,6 +152,7 @@ def case_parts(count: int) -> list[Part]:
         ),
         fixed("exact vertex/edge", on_boundary),
         fixed("exact degenerate", degenerate),
+        fixed("exact cells", exact_cell_rows()),
         fixed("signed-zero edges", _signed_zero_edge_rows()),
         fixed("article case", {k: [v] for k, v in ARTICLE_TRIANGLE.items()}),
         fixed("article typo case", {k: [v] for k, v in ARTICLE_TRIANGLE_TYPO.items()}),
@@ -162,3 +163,148 @@ def case_parts(count: int) -> list[Part]:
             40,
         ),
     ]
+
+
+# ---------------------------------------------------------------------------- coverage cells
+#
+# Exact rows beside every edge and vertex of every kind of triangle (docs/coverage.md):
+# small-integer triangles of four shapes, both windings, scaled by powers of two and
+# offset.  Vertices at multiples of 2^10 units and points one small lattice step from a
+# vertex or an edge's midpoint keep every orientation's products within float32's 24
+# bits, so the oracle marks the rows exact: a wrong answer there is a logic bug.
+
+PIECES = ("edge ab", "edge bc", "edge ca", "vertex a", "vertex b", "vertex c")
+#: Integer triangles (counter-clockwise), one per shape the coverage table names.
+SHAPES = {
+    "thin": ((0, 0), (64, 2), (31, 3)),
+    "right": ((0, 0), (16, 0), (0, 12)),
+    "obtuse": ((0, 0), (16, 0), (-5, 7)),
+    "acute": ((0, 0), (16, 3), (5, 14)),
+}
+WINDINGS = ("counter-clockwise", "clockwise")
+#: A triangle is thin when twice its area is below this share of its longest edge squared.
+THIN_SHARE = 1 / 16
+#: Bins of the longest edge's binary exponent.
+SIZE_EXPONENTS = (-64, -32, -8, 8, 32, 64)
+#: Bins of max(|ax|, |ay|): where the triangle sits (float32 cancellation grows with it).
+OFFSET_EDGES = (0.0, 1.0, 32.0, 1024.0, 32768.0, np.inf)
+#: A row lies just beside an edge when its distance from the edge's line is at most this
+#: share of the longest edge (a margin in roundings would not do: an axis-aligned edge's
+#: orientation has one term, so every point off it is 2^24 roundings away), and beside a
+#: vertex when within VERTEX_SHARE of the longest edge from it.
+EDGE_SHARE = 2.0**-7
+VERTEX_SHARE = 2.0**-6
+#: Vertices sit at multiples of 2^VERTEX_BITS units for vertex rows, 2^EDGE_BITS for edge rows.
+VERTEX_BITS, EDGE_BITS = 10, 8
+
+
+def size_labels() -> list[str]:
+    return [f"longest edge in [2^{lo}, 2^{hi})" for lo, hi in zip(SIZE_EXPONENTS[:-1], SIZE_EXPONENTS[1:])]
+
+
+def offset_labels() -> list[str]:
+    return [
+        f"|a| in [{lo:g}, {hi:g})" if np.isfinite(hi) else f"|a| >= {lo:g} (1e5)"
+        for lo, hi in zip(OFFSET_EDGES[:-1], OFFSET_EDGES[1:])
+    ]
+
+
+def coverage_cells() -> tuple[tuple[str, str], ...]:
+    regions = (*SHAPES, *WINDINGS, *size_labels(), *offset_labels())
+    return tuple((piece, region) for piece in PIECES for region in regions)
+
+
+def _triangle_rows(rows: dict, vertices, unit: float, offset: float) -> None:
+    """Points on, just inside and just outside each vertex and edge of one triangle."""
+
+    def add(scaled, px, py):
+        values = [offset + v * unit for v in (*scaled[0], *scaled[1], *scaled[2])]
+        for key, value in zip((*TRIANGLE_ARRAYS, "px", "py"), (*values, offset + px * unit, offset + py * unit)):
+            rows[key].append(value)
+
+    big = [(x << VERTEX_BITS, y << VERTEX_BITS) for x, y in vertices]
+    for i, (vx, vy) in enumerate(big):
+        (ax, ay), (bx, by) = vertices[(i + 1) % 3], vertices[(i + 2) % 3]
+        wx, wy = ax + bx - 2 * vertices[i][0], ay + by - 2 * vertices[i][1]  # into the corner
+        for sign in (0, 1, -1):  # on the vertex, just inside, just behind it
+            add(big, vx + sign * wx, vy + sign * wy)
+    mid = [(x << EDGE_BITS, y << EDGE_BITS) for x, y in vertices]
+    for i in range(3):
+        (x0, y0), (x1, y1), (x2, y2) = mid[i], mid[(i + 1) % 3], mid[(i + 2) % 3]
+        ex, ey = x1 - x0, y1 - y0
+        steps = ((0, 1), (1, 0), (0, -1), (-1, 0))
+        nx, ny = max(steps, key=lambda n: ex * n[1] - ey * n[0])  # the lattice step most to the left
+        side = 1 if ex * (y2 - y0) - ey * (x2 - x0) > 0 else -1  # the third vertex's side
+        for share in (2, 4):
+            mx, my = x0 + ex // share, y0 + ey // share
+            for sign in (0, side, -side):  # on the edge, just inside, just outside
+                add(mid, mx + sign * nx, my + sign * ny)
+
+
+def exact_cell_rows() -> dict:
+    """The constructions of the coverage cells: each shape and winding at every size and offset."""
+    rows = {k: [] for k in (*TRIANGLE_ARRAYS, "px", "py")}
+    for vertices in SHAPES.values():
+        for winding in (vertices, (vertices[0], vertices[2], vertices[1])):
+            # The longest edge near 2^size; at 2^-40 the smallest product, about 2^8 units²,
+            # stays normal (>= 2^-126) even in the "scale 2^-8" metamorphic copies, which
+            # -ffast-math's flush-to-zero would otherwise turn into wrong answers.
+            for size in (-40, -20, 0, 20, 50):
+                _triangle_rows(rows, winding, 2.0 ** (size - 16), 0.0)
+            for offset in (1.25, 40.5, 4000.5, 100000.0):
+                _triangle_rows(rows, winding, 2.0**-6, offset)
+    return rows
+
+
+def coverage_rows(columns: dict, reference) -> tuple:
+    """(piece, inside, regions, counted) per row: see Family.coverage_rows and the constants above."""
+    names = (*TRIANGLE_ARRAYS, "px", "py")
+    c = {name: columns[name].astype(np.float64) for name in names}
+    with np.errstate(all="ignore"):
+        corners = [(c["ax"], c["ay"]), (c["bx"], c["by"]), (c["cx"], c["cy"])]
+        sides = [(q[0] - p[0], q[1] - p[1]) for p, q in zip(corners, corners[1:] + corners[:1])]
+        lengths = np.stack([np.hypot(*e) for e in sides], axis=1)
+        longest = lengths.max(axis=1)
+        twice_area = sides[0][0] * sides[2][1] - sides[0][1] * sides[2][0]  # (b − a) × (a − c), sign flipped
+        distance = np.stack([np.hypot(c["px"] - x, c["py"] - y) for x, y in corners], axis=1)
+        line_distance = np.stack(
+            [
+                np.abs(e[0] * (c["py"] - p[1]) - e[1] * (c["px"] - p[0])) / length
+                for e, p, length in zip(sides, corners, lengths.T)
+            ],
+            axis=1,
+        )
+        line_distance = np.where(np.isnan(line_distance), np.inf, line_distance)
+        nearest_edge = np.argmin(line_distance, axis=1)
+        piece = np.where(np.min(line_distance, axis=1) <= longest * EDGE_SHARE, nearest_edge, -1)
+        nearest_vertex = np.argmin(distance, axis=1)
+        piece = np.where(np.min(distance, axis=1) <= longest * VERTEX_SHARE, 3 + nearest_vertex, piece)
+        piece = np.where((twice_area != 0) & np.isfinite(longest), piece, -1)
+        dots = [-(e[0] * f[0] + e[1] * f[1]) for e, f in zip(sides, sides[2:] + sides[:2])]  # at each corner
+        shape = np.where(
+            np.abs(twice_area) < THIN_SHARE * longest**2,
+            0,
+            np.where(
+                np.logical_or.reduce([d == 0 for d in dots]),
+                1,
+                np.where(np.logical_or.reduce([d < 0 for d in dots]), 2, 3),
+            ),
+        )
+        winding = np.where(twice_area < 0, 0, np.where(twice_area > 0, 1, -1))  # −(b − a)×(c − a) < 0: ccw
+        size_bin = np.searchsorted(np.asarray(SIZE_EXPONENTS, dtype=float), np.log2(longest), side="right") - 1
+        offset = np.maximum(np.abs(c["ax"]), np.abs(c["ay"]))
+        offset_bin = np.searchsorted(np.asarray(OFFSET_EDGES), offset, side="right") - 1
+    regions = [
+        _labels(list(SHAPES), np.where(twice_area != 0, shape, -1)),
+        _labels(list(WINDINGS), winding),
+        _labels(size_labels(), np.where(size_bin < len(SIZE_EXPONENTS) - 1, size_bin, -1)),
+        _labels(offset_labels(), np.where(np.isfinite(offset), offset_bin, -1)),
+    ]
+    return _labels(list(PIECES), piece), reference.answer.astype(bool), regions, reference.exact.copy()
+
+
+def _labels(names: list[str], index: np.ndarray) -> np.ndarray:
+    """Label per row from a bin index (-1 or NaN: outside every bin, labelled "")."""
+    table = np.array([*names, ""], dtype=object)
+    index = np.nan_to_num(np.asarray(index, dtype=float), nan=-1).astype(np.int64)
+    return table[np.where((index >= 0) & (index < len(names)), index, len(names))]
