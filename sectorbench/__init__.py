@@ -10,16 +10,20 @@ class SectorbenchError(Exception):
     """
 
 
-def query(sectors, points, *, broadphase="auto", kernel="auto", threads=1):
-    """Which points lie in which sectors: see sectorbench.families.sector.query.query."""
-    from .families.sector.query import query as sector_query
-
-    return sector_query(sectors, points, broadphase=broadphase, kernel=kernel, threads=threads)
-
-
 def __getattr__(name):
+    """The query API, imported on first use (it loads numpy and cffi, which the CLI's other
+    commands need not wait for): `query` and `prepare` are the family's own functions, so
+    help(sectorbench.query) shows their whole documentation."""
     if name == "Hits":
         from .families.sector.broadphase import Hits
 
         return Hits
+    if name in ("query", "prepare"):
+        from .families.sector import query as api
+
+        return getattr(api, name)
     raise AttributeError(f"module 'sectorbench' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), "Hits", "prepare", "query"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import io
 import math
-from collections import Counter
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -68,9 +67,50 @@ def _family(results: list[KernelResult]):
         return Family()
 
 
-def majority_hits(results: list[KernelResult]) -> int | None:
-    counts = Counter(r.hits for r in results if r.status == "ok" and r.hits is not None)
-    return counts.most_common(1)[0][0] if counts else None
+def expected_hits(run: RunResult) -> tuple[dict, str] | None:
+    """What each row's count is judged against, as ({row key: count}, how it reads), or None.
+
+    The exact oracle's count where the run has one (Family.exact_count); else the reference
+    kernel's count (the one speedups are against), in the row's build, mode and thread count
+    where it ran there.  Never a majority: of two kernels, the wrong one may be first.
+    """
+    ok = [r for r in run.results if r.status == "ok" and r.hits is not None]
+    if not ok:
+        return None
+    if run.exact_count is not None:
+        return {_key(r): run.exact_count for r in ok}, f"the exact oracle's count {run.exact_count}"
+    reference = next((r.speedup_reference for r in ok if r.speedup_reference), ok[0].kernel)
+    counts = {_key(r): r.hits for r in ok if r.kernel == reference}
+    if not counts:
+        return None
+    first = next(iter(counts.values()))
+    return {_key(r): counts.get(_key(r), first) for r in ok}, f"the reference kernel {reference}'s count"
+
+
+def _key(r: KernelResult) -> tuple:
+    return (r.cc, r.flags, r.mode, r.threads)
+
+
+def speedup_caption(results: list[KernelResult]) -> str | None:
+    """What the speedup column is relative to, and on which time; or that nothing was."""
+    ok = [r for r in results if r.status == "ok"]
+    if not ok:
+        return None
+    compared = [r for r in ok if r.speedup is not None]
+    if not compared:
+        return "speedup: – (no reference kernel ran in any row's build, mode and thread count)"
+    references = ", ".join(dict.fromkeys(r.speedup_reference for r in compared if r.speedup_reference))
+    basis = next((r.speedup_basis for r in compared if r.speedup_basis), "net")
+    text = f"speedup: {references or 'the reference kernel'}'s {basis} time / the row's, same build, mode and threads"
+    if basis == "gross":
+        text += (
+            "; gross (end to end), not net, because a row is marked memory-bound: there the NoOperation "
+            "subtraction removes load time the kernel hides, so net would rank it wrongly"
+        )
+    missing = sorted({r.kernel for r in ok if r.speedup is None})
+    if missing:
+        text += f"; none for {', '.join(missing)} (no reference in its build)"
+    return text
 
 
 def run_table(run: RunResult) -> Table:
@@ -112,7 +152,8 @@ def run_table(run: RunResult) -> Table:
     for name in numbers:
         table.add_column(name, justify="right")
     table.add_column("notes")
-    majority = majority_hits(results)
+    yardstick = expected_hits(run)
+    expected, judged_against = yardstick if yardstick else ({}, "")
     notes: list[str] = []
     for r in results:
         flags = r.flags if r.cc == PEER_CC else build_label(r.cc, r.flags, show_cc=r.cc != results[0].cc)
@@ -127,8 +168,8 @@ def run_table(run: RunResult) -> Table:
             table.add_row(*cells)
             continue
         hit = Text(family.count_cell(r.hits, r.tests))
-        if majority is not None and r.hits != majority:
-            hit = Text(f"{family.count_cell(r.hits, r.tests)} ({r.hits - majority:+d})", style="magenta")
+        if expected.get(_key(r)) is not None and r.hits != expected[_key(r)]:
+            hit = Text(f"{family.count_cell(r.hits, r.tests)} ({r.hits - expected[_key(r)]:+d})", style="magenta")
         row_notes = []
         for warning in r.warnings:
             if warning not in notes:
@@ -154,18 +195,18 @@ def run_table(run: RunResult) -> Table:
         if r.broadphase:
             notes.append(
                 f"{r.kernel} [{flags}]: end to end (index build + query), no NoOperation subtracted; "
-                f"narrow phase {r.narrow_phase}, {r.candidates} candidate pairs; its speedup is against "
-                f"the reference kernel's net time"
+                f"narrow phase {r.narrow_phase}, {r.candidates} candidate pairs"
             )
             row_notes.append(f"[{len(notes)}]")
         table.add_row(*cells, " ".join(row_notes))
     captions = []
-    if majority is not None and any(r.hits != majority for r in results if r.status == "ok"):
+    if any(expected.get(_key(r)) not in (None, r.hits) for r in results if r.status == "ok"):
         captions.append(
-            f"(±k): hits differ by k from the majority count {majority}: kernels disagree on some "
+            f"(±k): hits differ by k from {judged_against}: the kernels disagree on some "
             f"pairs (float32 rounding near the boundary, or a logic difference; see `sectorbench verify`)."
         )
     captions += [f"[{i + 1}] {note}" for i, note in enumerate(notes)]
+    captions += [caption] if (caption := speedup_caption(results)) else []
     captions += run_notes(run)
     if captions:
         table.caption = "\n".join(captions)

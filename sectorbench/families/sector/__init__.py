@@ -14,7 +14,7 @@ from ...scenes import make_scene
 from .. import register
 from ..base import BooleanFamily
 from .cases import TRANSFORMS, case_parts, random_sectors
-from .oracle import judged_rows, self_check_sector
+from .oracle import judged_rows, sector_inside, self_check_sector
 from .scenes import GAME_SCENES, SCENES
 
 #: How far |u|^2 may be from 1 for a kernel taking theta to be judged (see applicable).
@@ -92,6 +92,9 @@ class SectorFamily(BooleanFamily):
             band = np.abs(angle_to_u(columns) - half_angle(columns, kernel)) <= kernel.tolerance
             margin, exact_rows = np.where(band, 0.0, margin), exact_rows & ~band
         return inside, margin, exact_rows, evaluable
+
+    def strict_inside(self, columns):
+        return sector_inside(*(columns[name] for name in self.oracle_arrays))
 
     def applicable(self, kernel, case_set):
         """Rows on which a kernel can be judged against the (r2, cos_theta) oracle.

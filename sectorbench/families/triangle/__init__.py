@@ -14,7 +14,7 @@ from ...scenes import make_scene
 from .. import register
 from ..base import BooleanFamily
 from .cases import TRANSFORMS, TRIANGLE_ARRAYS, case_parts, random_triangles
-from .oracle import judged_rows, self_check_triangle
+from .oracle import judged_rows, self_check_triangle, triangle_inside
 from .scenes import SCENES
 
 #: The tolerance of the recastnavigation kernels, which the self-check also covers.
@@ -51,6 +51,9 @@ class TriangleFamily(BooleanFamily):
 
     def exact_rows(self, columns, kernel):
         return judged_rows(columns, kernel.tolerance)
+
+    def strict_inside(self, columns):
+        return triangle_inside(*(columns[name] for name in self.oracle_arrays))
 
     def self_check(self, case_set, rng, size):
         columns = [case_set.columns[name] for name in self.oracle_arrays]
