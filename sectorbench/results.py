@@ -87,7 +87,7 @@ class KernelResult:
     broadphase: str | None = None  # a broadphase row (run --broadphase): its name
     candidates: int | None = None  # pairs its narrow phase tested per pass
     narrow_phase: str | None = None  # the brute-force kernel whose predicate it runs
-    #: Bytes a pass touches (measure/validity.working_set): what is compared with the L2 cache.
+    #: Bytes each block of shapes reads again (measure/validity.working_set): what is compared with L2.
     working_set_bytes: int | None = None
     #: False where net = gross - NoOperation does not measure the kernel (measure/validity.judge),
     #: with the reason in `validity`; None where nothing was subtracted or it was not judged.

@@ -476,7 +476,7 @@ def _result(
     overhead_s = summarize(overhead.samples).median
     touched = _working_set(scene, kernel, threads)
     valid = validity.judge(
-        touched.resident_bytes,
+        touched.reused_bytes,
         validity.private_cache_bytes(environment.cpu_caches()),
         summary.median,
         overhead_s,
@@ -494,8 +494,8 @@ def _result(
         net_samples_s=list(net.net_samples_s),
         net_s=net.net_s,
         ns_per_test=net.net_s / scene.tests * 1e9,
-        warnings=warnings + list(net.warnings) + ([valid.reason] if valid.reason else []),
-        working_set_bytes=touched.resident_bytes,
+        warnings=warnings + list(net.warnings) + [text for text in (valid.reason, valid.note) if text],
+        working_set_bytes=touched.reused_bytes,
         net_valid=valid.net_valid,
         validity=valid.reason,
         **base,

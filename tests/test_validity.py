@@ -44,13 +44,14 @@ CACHES = [
 
 def test_working_set_counts_points_shapes_and_extra_and_streams_points_per_block():
     grid = working_set(1000, 100_000, point_arrays=2, shape_arrays=6, block=1, extra_bytes=100)
-    assert grid.resident_bytes == 2 * 4 * 100_000 + 6 * 4 * 1000 + 100
+    assert grid.touched_bytes == 2 * 4 * 100_000 + 6 * 4 * 1000 + 100
+    assert grid.reused_bytes == 2 * 4 * 100_000  # the points, read again by every block of shapes
     assert grid.streamed_bytes == 1000 * 2 * 4 * 100_000 + 6 * 4 * 1000 + 100
     blocked = working_set(1000, 100_000, point_arrays=2, shape_arrays=6, block=4)
-    assert blocked.resident_bytes == grid.resident_bytes - 100
+    assert blocked.reused_bytes == grid.reused_bytes
     assert blocked.streamed_bytes == 250 * 2 * 4 * 100_000 + 6 * 4 * 1000
     pairs = working_set(500, 500, point_arrays=2, shape_arrays=6, layout="pairs")
-    assert pairs.resident_bytes == pairs.streamed_bytes == (2 + 6) * 4 * 500
+    assert pairs.touched_bytes == pairs.reused_bytes == pairs.streamed_bytes == (2 + 6) * 4 * 500
 
 
 def test_cache_sizes_are_read_from_sysfs_and_recorded_in_the_fingerprint(tmp_path):
@@ -76,6 +77,10 @@ def test_within_l2_a_row_is_never_marked_whatever_the_samples_say():
         L2 // 2, L2, gross_s=1.0, noop_s=0.9, net_s=0.1, gross_cycles_per_test=1.0, bound_cycles_per_test=0.5
     )
     assert verdict.net_valid and verdict.reason is None
+    assert (
+        verdict.note.startswith("net 0.1 cycles/test, below the loop's bound 0.5") and "lower estimate" in verdict.note
+    )
+    assert judge(L2 // 2, L2, 1.0, 0.9, 0.1).note is None  # no bound: nothing to say within L2
 
 
 def test_beyond_l2_the_noop_share_marks_the_row_even_without_a_bound():
@@ -89,7 +94,7 @@ def test_beyond_l2_the_noop_share_marks_the_row_even_without_a_bound():
 def test_issue_game_scale_example_marks_both_avx512_rows():
     """Issue 19's figures: gross 559.5 / 553.4 ms at 0.51 / 0.52 cycles a test, NoOperation
     333.9 / 83.6 ms, the loop's bound 0.50; 1.6 MB of points against a 2 MB L2 (Zen 4)."""
-    points = working_set(20_000, 200_000, 2, 6).resident_bytes
+    points = working_set(20_000, 200_000, 2, 6).reused_bytes
     zen4_l2 = 1 * 2**20
     plain = judge(points, zen4_l2, 0.5595, 0.3339, 0.2258, 0.51, 0.50)
     blocked = judge(points, zen4_l2, 0.5534, 0.0836, 0.4702, 0.52, 0.50)
@@ -189,6 +194,7 @@ def test_a_scene_that_fits_in_l2_is_not_marked():
     (row,) = [r for r in result.results if r.status == "ok"]
     assert row.working_set_bytes <= l2
     assert row.net_valid is True and row.validity is None and not any(MEMORY_BOUND in w for w in row.warnings)
+    assert row.working_set_bytes == 2 * 4 * points
     assert row.speedup_basis == "net"
 
 
@@ -370,3 +376,17 @@ def test_the_first_query_announces_its_build_once_and_prepare_does_it_ahead(tmp_
     assert Path(prepared.split(" ", 1)[1]).is_file()
     # After prepare(), the queries say nothing more: loading was announced once.
     assert lines[-1] == prepared and not any("WARNING" in line for line in lines)
+
+
+def test_compare_table_picks_the_fastest_build_end_to_end_where_a_row_is_memory_bound():
+    from dataclasses import replace
+
+    from sectorbench.report import compare_table
+
+    fast_net = _row("avx2_nosqrt", 0.70, 0.20, net_valid=False, ns_per_test=0.2)
+    fast_gross = replace(_row("avx2_nosqrt", 0.55, 0.45, net_valid=False, ns_per_test=0.45), flags="-O3")
+    result = RunResult(scene={}, env={}, config={}, results=[fast_net, fast_gross])
+    table = compare_table(result)
+    assert "fastest build by gross time" in table.title
+    styles = [cell.style for column in table.columns[1:] for cell in column.cells]
+    assert styles == ["", "bold green"]  # -O3: 0.55 s end to end, though its net is the larger
