@@ -80,7 +80,8 @@ def test_within_l2_a_row_is_never_marked_whatever_the_samples_say():
     assert (
         verdict.note.startswith("net 0.1 cycles/test, below the loop's bound 0.5") and "lower estimate" in verdict.note
     )
-    assert judge(L2 // 2, L2, 1.0, 0.9, 0.1).note is None  # no bound: nothing to say within L2
+    assert "NoOperation 90% of the gross time" in verdict.note
+    assert judge(L2 // 2, L2, 1.0, 0.1, 0.9).note is None  # a small NoOperation, no bound: nothing to say
 
 
 def test_beyond_l2_the_noop_share_marks_the_row_even_without_a_bound():

@@ -106,8 +106,9 @@ def cache_level(size_bytes: int, caches: Iterable[Mapping]) -> str | None:
 class Validity:
     net_valid: bool
     reason: str | None  # why net does not hold (MEMORY_BOUND and the evidence), None when it does
-    #: Within L2, net below the loop's bound: the NoOperation's own loop overhead overlaps the
-    #: kernel's arithmetic (the fastest SIMD loops).  Said, but not ranked on: no cache overflows.
+    #: Within L2, the same evidence (net below the loop's bound, a large NoOperation share): the
+    #: NoOperation's own loop overhead may overlap the kernel's arithmetic (the fastest SIMD
+    #: loops).  Said, but not ranked on: no cache overflows, and the rule's gate is that fact.
     note: str | None = None
 
 
@@ -133,17 +134,17 @@ def judge(
         net_cycles = gross_cycles_per_test * net_s / gross_s
         if net_cycles < bound_cycles_per_test:
             evidence.append(f"net {net_cycles:.3g} cycles/test, below the loop's bound {bound_cycles_per_test:.3g}")
+    share = noop_s / gross_s
+    if share > NOOP_SHARE_LIMIT:
+        evidence.append(f"NoOperation {share:.0%} of the gross time (over {NOOP_SHARE_LIMIT:.0%})")
     if l2_bytes is not None and working_set_bytes <= l2_bytes:
         note = (
-            f"{evidence[0]}: the NoOperation's loop overhead overlaps this kernel's arithmetic, so net is a "
-            "lower estimate (the data fit in L2: not ranked by gross time)"
+            f"{'; '.join(evidence)}: the NoOperation's loop overhead may overlap this kernel's arithmetic, "
+            "so read net as a lower estimate (the data fit in L2: not ranked by gross time)"
             if evidence
             else None
         )
         return Validity(True, None, note)
-    share = noop_s / gross_s
-    if share > NOOP_SHARE_LIMIT:
-        evidence.append(f"NoOperation {share:.0%} of the gross time (over {NOOP_SHARE_LIMIT:.0%})")
     if not evidence:
         return Validity(True, None)
     where = (
