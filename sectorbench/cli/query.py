@@ -41,7 +41,7 @@ from .options import SEED, game_options
 @click.option("--force", is_flag=True, help="Replace an existing --out file [default: off].")
 def query_command(scene, sectors, points, seed, world, rmin, rmax, broadphase, threads, out, force):
     """Write the hits of a scene's sectors (offsets, indices, counts) to OUT, with the scene's description."""
-    from .. import query
+    from .. import prepare, query
     from ..families import family_of_scene
 
     check_output(out, force)
@@ -49,6 +49,7 @@ def query_command(scene, sectors, points, seed, world, rmin, rmax, broadphase, t
         raise click.UsageError(f"query answers sector scenes; {scene!r} is a {family_of_scene(scene).name} scene")
     made = generate(scene, sectors, points, seed, {"world": world, "rmin": rmin, "rmax": rmax})
     columns = {name: made.column(name) for name in made.arrays}
+    prepare()  # the library first, asked for: the query's own log is then the CLI's line below
     hits = query(columns, columns, broadphase=broadphase, threads=threads)
     meta = {"scene": made.describe(), "broadphase": broadphase, "threads": threads}
 
