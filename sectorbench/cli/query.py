@@ -62,6 +62,7 @@ def query_command(scene, shapes, points, seed, broadphase, threads, out, force, 
         raise click.UsageError(f"{scene!r} is a {family.name} scene; query answers scenes of: {names}")
     made = generate(scene or family.query_scene, shapes, points, seed, given_scene_options(scene_values))
     columns = {name: made.column(name) for name in made.arrays}
+    family.prepare_query()  # the library first, asked for: the query's own log is then the CLI's line below
     try:
         hits = family.query(columns, columns, broadphase=broadphase, threads=threads)
     except ValueError as exc:

@@ -39,6 +39,12 @@ class SceneOption:
     help: str
 
 
+#: Most tests BooleanFamily.exact_count evaluates: the oracle (float filter, exact fallback)
+#: takes about 2 µs a pair in numpy here, so 2^19 pairs cost about a second, small next to a
+#: run's calibration; beyond, the reference kernel's count is the yardstick.
+EXACT_COUNT_MAX_TESTS = 2**19
+
+
 @dataclass(frozen=True)
 class Reference:
     """The oracle on a case set, for one kernel's contract.
@@ -78,6 +84,12 @@ class Family:
     #: Family data of other lengths or types (name -> numpy dtype), in sb_scene.extra[] order:
     #: a scene carries them in Scene.extra (e.g. polygon vertices, shared by many shapes).
     extra_arrays: Mapping[str, type] = {}
+
+    #: True where a kernel's innermost (hot) loop steps over the points, a fixed number of tests an
+    #: iteration: then machine_code's cycles per iteration, divided by them, bound a test, and its
+    #: vector class compares with the NoOperation loop's.  A family whose kernels loop inside one
+    #: test (over a polygon's vertices, a search) sets False: run derives no bound for its rows.
+    hot_loop_over_points: bool = True
 
     #: What a count loop returns, as `run`'s table shows it (a boolean family: hits).
     count_column = "hit %"
@@ -183,6 +195,12 @@ class Family:
         """
         raise NotImplementedError(f"the {self.name} family declares no coverage cells")
 
+    def exact_count(self, scene) -> int | None:
+        """What the count loops must return on `scene`, from the exact oracle, where it is cheap
+        to compute (run judges every row's count against it); None where it is not (too many
+        tests, or an answer the oracle does not make unique, such as ties)."""
+        return None
+
     def peers(self) -> tuple:
         """Kernels in Python (numpy, numba) a user would write instead (peers.Peer)."""
         return ()
@@ -203,6 +221,9 @@ class Family:
     # ---- query (optional): which points each shape holds, in the caller's process
     #: The scene `sectorbench query` uses by default; None: the family has no query.
     query_scene: str | None = None
+
+    def prepare_query(self) -> None:
+        """Build and load what query() needs ahead of the first call (which would otherwise do it)."""
 
     def query(self, shapes, points, *, broadphase: str = "auto", kernel: str = "auto", threads: int = 1):
         """CSR hits (offsets, indices, counts, total, index_build_s, query_s) of every shape."""
@@ -238,6 +259,26 @@ class BooleanFamily(Family):
 
     def exact_rows(self, columns: dict[str, np.ndarray], kernel) -> tuple:
         raise NotImplementedError
+
+    def strict_inside(self, columns: dict[str, np.ndarray]) -> np.ndarray | None:
+        """The exact oracle's inside flags of a strict kernel, one per row of float32 columns
+        (the family's shape and point arrays), without margins; None: no cheap oracle."""
+        return None
+
+    def exact_count(self, scene) -> int | None:
+        """The oracle's hit count over the scene, when it has at most EXACT_COUNT_MAX_TESTS tests."""
+        if scene.tests > EXACT_COUNT_MAX_TESTS:
+            return None
+        names = (*self.shape_arrays, *self.point_arrays)
+        if scene.layout == "pairs":
+            columns = {name: scene.column(name) for name in names}
+        else:
+            n, m = scene.n_shapes, scene.n_points
+            columns = {name: np.repeat(scene.column(name), m) for name in self.shape_arrays}
+            columns.update({name: np.tile(scene.column(name), n) for name in self.point_arrays})
+        with np.errstate(all="ignore"):
+            inside = self.strict_inside(columns)
+        return None if inside is None else int(np.count_nonzero(inside))
 
     def input_cases(self, path: Path) -> CaseSet:
         data = read_npz(path)

@@ -19,6 +19,7 @@ from ..model.kernels import Kernel
 from ..model.results import KernelResult, RunResult
 from ..native import environment, machine_code
 from ..native.build import BuildConfig, build
+from . import validity
 from .selection import check_names, known_kernels, select, split_names
 from .timing import (
     CALIBRATION_SAMPLES,
@@ -139,7 +140,8 @@ class Plan:
     tests: int  # per pass
     repeat: int
     rows: tuple[Row, ...]  # every result row
-    estimate_s: float  # at TYPICAL_NS_PER_TEST
+    estimate_s: float  # each row by its own model: TYPICAL_NS_PER_TEST a test, BROADPHASE_NS_PER_ITEM an item
+    broadphase_series: int = 0  # of `series`, broadphase rows (timed end to end)
 
     def describe(self) -> str:
         def plural(count: int, word: str) -> str:
@@ -148,10 +150,15 @@ class Plan:
         counts = [plural(self.builds, "build"), plural(self.kernels, "kernel"), plural(self.modes, "mode")]
         if self.threads > 1:
             counts.append(plural(self.threads, "thread count"))
+        extra = [plural(self.noops, "NoOperation loop")]
+        if self.broadphase_series:
+            extra.append(f"{self.broadphase_series} broadphase series")
         return (
-            f"plan: {' × '.join(counts)} (+ {plural(self.noops, 'NoOperation loop')}), "
+            f"plan: {' × '.join(counts)} (+ {', '.join(extra)}), "
             f"{plural(self.repeat, 'round')} after calibration, {self.tests:,} tests a pass; "
-            f"about {duration(self.estimate_s)} (assuming {TYPICAL_NS_PER_TEST:g} ns a test until calibrated)"
+            f"about {duration(self.estimate_s)} (assuming {TYPICAL_NS_PER_TEST:g} ns a test"
+            + (f", a broadphase {BROADPHASE_NS_PER_ITEM:g} ns a shape or point" if self.broadphase_series else "")
+            + " until calibrated)"
         )
 
 
@@ -180,8 +187,14 @@ def check_time(config: RunConfig) -> None:
     the kernels are known and calibrated, the run is checked again with what was measured.
     """
     tests = config.sectors * config.points
-    series = len(config.builds) * len(config.modes) * len(config.threads) * (max(1, len(config.kernels)) + 1)
-    expected = estimate_s(series, tests, config.timing, TYPICAL_NS_PER_TEST)
+    broadphases = config.broadphases or ("none",)
+    brute_force = bool(config.kernels) or "none" in broadphases
+    per_build = len(config.builds) * len(config.threads)
+    series = per_build * len(config.modes) * (max(1, len(config.kernels)) + 1) if brute_force else 0
+    indexed = per_build * len([b for b in broadphases if b != "none"])
+    expected = estimate_s(series, tests, config.timing, TYPICAL_NS_PER_TEST) + estimate_s(
+        indexed, config.sectors + config.points, config.timing, BROADPHASE_NS_PER_ITEM
+    )
     if expected > config.max_minutes * 60:
         raise SectorbenchError(
             f"this run would take about {duration(expected)} (N={config.sectors:,} x M={config.points:,} = "
@@ -281,6 +294,9 @@ def _measure(
                             )
 
     noops = {key for key in series if key[1] not in {kernel.name for _, kernel, _, _ in plan}}
+    # A broadphase row's own model: its cost grows with the shapes and points it indexes, not N x M.
+    indexed = {(s.config, k.name, m, t) for s, k, m, t in plan if k.loop == BROADPHASE_LOOP}
+    priors = {key: (scene.n_shapes + scene.n_points) * BROADPHASE_NS_PER_ITEM * 1e-9 for key in indexed}
     on_plan(
         Plan(
             builds=len(sessions),
@@ -292,7 +308,9 @@ def _measure(
             tests=scene.tests,
             repeat=config.timing.repeat,
             rows=tuple(_row(session, kernel, mode, threads) for session, kernel, mode, threads in plan),
-            estimate_s=estimate_s(len(series), scene.tests, config.timing, TYPICAL_NS_PER_TEST),
+            estimate_s=estimate_s(len(series) - len(indexed), scene.tests, config.timing, TYPICAL_NS_PER_TEST)
+            + estimate_s(len(indexed), scene.n_shapes + scene.n_points, config.timing, BROADPHASE_NS_PER_ITEM),
+            broadphase_series=len(indexed),
         )
     )
 
@@ -309,7 +327,7 @@ def _measure(
         except SectorbenchError:
             clock_mhz.append(float("nan"))
 
-    clock = _TimeLeft(list(series.values()), config.timing, scene.tests)
+    clock = _TimeLeft(list(series.values()), config.timing, scene.tests, priors)
 
     def check_calibrated_time() -> None:
         left = clock.left_s()
@@ -335,8 +353,14 @@ def _measure(
     reference = _reference_kernel(results, config.reference or families.get(scene.family).reference_kernel)
     results = _with_speedups(results, reference)
     env = _environment(sessions, clock_mhz)
+    progress("counting the exact oracle's hits")
+    exact_count = families.get(scene.family).exact_count(scene)
     return RunResult(
-        scene=scene.describe(), env=env, config={**config.to_dict(), "reference": reference}, results=results
+        scene=scene.describe(),
+        env=env,
+        config={**config.to_dict(), "reference": reference},
+        results=results,
+        exact_count=exact_count,
     )
 
 
@@ -352,25 +376,32 @@ def _row(session: BuildSession, kernel: Kernel, mode: str, threads: int) -> Row:
 class _TimeLeft:
     """Seconds of measuring left: assumed per test until a series is calibrated, then its own."""
 
-    def __init__(self, series: list[Series], timing: TimingConfig, tests: int):
+    def __init__(self, series: list[Series], timing: TimingConfig, tests: int, priors: Mapping | None = None):
         self.series, self.timing, self.tests = series, timing, tests
+        self.priors = dict(priors or {})  # series key -> seconds a pass, by the row's own model
 
     def left_s(self) -> float:
         live = [s for s in self.series if s.failure is None]
-        calibrated = [s.calls * s.seconds_per_call for s in live if s.calls]
-        # An uncalibrated series is taken to cost what the calibrated ones do on average.
+        calibrated = [s.calls * s.seconds_per_call for s in live if s.calls and s.key not in self.priors]
+        # An uncalibrated series is taken to cost what the calibrated ones do on average
+        # (a row with a model of its own, a broadphase, what that model says).
         pass_s = sum(calibrated) / len(calibrated) if calibrated else self.tests * TYPICAL_NS_PER_TEST * 1e-9
         left = 0.0
         for s in live:
+            own_s = self.priors.get(s.key, pass_s)
             if not s.calls:
-                left += max(CALIBRATION_SAMPLES * self.timing.min_sample_s, pass_s)
-            sample = s.calls * s.seconds_per_call if s.calls else sample_s(self.timing, pass_s)
+                left += max(CALIBRATION_SAMPLES * self.timing.min_sample_s, own_s)
+            sample = s.calls * s.seconds_per_call if s.calls else sample_s(self.timing, own_s)
             left += (self.timing.repeat - len(s.samples or ())) * sample
         return left
 
 
 #: The loop shape of a broadphase row: the index build and the query, end to end.
 BROADPHASE_LOOP = "broadphase"
+#: What a broadphase row is assumed to cost until calibrated, per shape and per point it indexes
+#: and queries (its cost grows with N + M, not with N x M tests): grid on game 10 000 x 1 000 000
+#: took 27 ms end to end here (issue 19), about 27 ns an item.
+BROADPHASE_NS_PER_ITEM = 30.0
 
 
 def broadphase_kernel(name: str, family: str) -> Kernel:
@@ -453,7 +484,9 @@ def _result(
     hits = mine.hits[0]
     summary = summarize(mine.samples)
     loop, noop_loop = loops.get(f"{kernel.name}_count_{mode}"), loops.get(f"{kernel.name}_noop_{mode}")
-    if loop and noop_loop and loop.vector != noop_loop.vector:
+    per_test = getattr(_family_of(kernel), "hot_loop_over_points", True)
+    classified = loop and noop_loop and NOT_CLASSIFIED not in (loop.vector, noop_loop.vector)
+    if classified and per_test and loop.vector != noop_loop.vector:
         warnings.append(
             f"the kernel's loop was compiled {loop.vector}, its NoOperation's {noop_loop.vector}: "
             f"the overhead subtracted is that of a {noop_loop.vector} loop"
@@ -465,7 +498,7 @@ def _result(
         min_s=summary.min,
         spread=summary.spread,
         jit_s=getattr(mine, "jit_s", None),
-        **_cycles(mine, clock_mhz, scene.tests, loop, threads),
+        **_cycles(mine, clock_mhz, scene.tests, loop, threads, per_test),
     )
     index, problem = _index(session, kernel)
     timing.update(index)
@@ -476,18 +509,47 @@ def _result(
         warnings.append(f"NoOperation loop {kernel.overhead_key} failed: {overhead.failure}")
         return KernelResult(status="ok", hits=hits, hit_rate=hits / scene.tests, warnings=warnings, **timing, **base)
     net = net_time(mine.samples, overhead.samples)
+    overhead_s = summarize(overhead.samples).median
+    touched = _working_set(scene, kernel, threads)
+    valid = validity.judge(
+        touched.reused_bytes,
+        validity.private_cache_bytes(environment.cpu_caches()),
+        summary.median,
+        overhead_s,
+        net.net_s,
+        timing.get("cycles_per_test"),
+        timing.get("bound_cycles_per_test"),
+    )
     return KernelResult(
         status="ok",
         hits=hits,
         hit_rate=hits / scene.tests,
         **timing,
         overhead_samples_s=overhead.samples,
-        overhead_s=summarize(overhead.samples).median,
+        overhead_s=overhead_s,
         net_samples_s=list(net.net_samples_s),
         net_s=net.net_s,
         ns_per_test=net.net_s / scene.tests * 1e9,
-        warnings=warnings + list(net.warnings),
+        warnings=warnings + list(net.warnings) + [text for text in (valid.reason, valid.note) if text],
+        working_set_bytes=touched.reused_bytes,
+        net_valid=valid.net_valid,
+        validity=valid.reason,
         **base,
+    )
+
+
+def _working_set(scene, kernel: Kernel, threads: int) -> validity.WorkingSet:
+    """A pass's bytes from the scene's layout and the kernel's record (its arrays, its block);
+    with threads, one thread's share of the shapes (each core streams the points through its own L2)."""
+    extra = sum(int(getattr(array, "nbytes", 0)) for array in scene.extra.values())
+    return validity.working_set(
+        -(-scene.n_shapes // max(1, threads)),
+        scene.n_points,
+        len(scene.point_arrays),
+        len(kernel.takes),
+        scene.layout,
+        kernel.block,
+        extra,
     )
 
 
@@ -528,7 +590,21 @@ def _broadphase_result(scene, mine: Series, base: dict) -> KernelResult:
     )
 
 
-def _cycles(series: Series, clock_mhz: list[float], tests: int, loop, threads: int) -> dict:
+#: machine_code's vector class of a loop with no floating-point arithmetic it can see (an
+#: integer search, a loop calling out): shown as "not classified", never as a width.
+NOT_CLASSIFIED = "none"
+
+
+def _family_of(kernel: Kernel):
+    from ..families import get
+
+    try:
+        return get(kernel.family)
+    except SectorbenchError:  # a saved row of a family this installation lacks
+        return None
+
+
+def _cycles(series: Series, clock_mhz: list[float], tests: int, loop, threads: int, per_test: bool = True) -> dict:
     """Gross cycles per test, the loop's bound and vector class, and counted cycles and
     instructions where hardware counters work.
 
@@ -541,10 +617,14 @@ def _cycles(series: Series, clock_mhz: list[float], tests: int, loop, threads: i
     cycles = statistics.median(series.samples) * clock * 1e6 / tests if clock and series.samples else None
     out = {"cycles_per_test": cycles}
     if loop is not None:
-        out["loop_vector"] = loop.vector
-        if threads == 1:  # the bound is one core's
+        out["loop_vector"] = None if loop.vector == NOT_CLASSIFIED else loop.vector
+        if threads == 1 and per_test:  # the bound is one core's
             out["bound_cycles_per_test"], out["bound_model"] = loop.bound_cycles_per_test, loop.model
         out["bound_reason"] = loop.reason
+        if not per_test:
+            out["bound_reason"] = "none derived: the hot loop runs inside one test (its family's kernels loop there)"
+        if loop.vector == NOT_CLASSIFIED:
+            out["bound_reason"] = f"loop not classified: {loop.reason or 'no floating-point arithmetic in it'}"
     if series.counted:
         cycles = statistics.median(c for c, _ in series.counted) / tests
         instructions = statistics.median(i for _, i in series.counted) / tests
@@ -564,11 +644,24 @@ def _reference_kernel(results: list[KernelResult], wanted: str | None) -> str | 
 
 
 def _with_speedups(results: list[KernelResult], reference: str | None) -> list[KernelResult]:
-    """Speedup against `reference` (see _reference_kernel), same build, mode and threads."""
-    reference_net = {(r.cc, r.flags, r.mode, r.threads): r.net_s for r in results if r.kernel == reference and r.net_s}
+    """Speedup against `reference` (see _reference_kernel), same build, mode and threads; on
+    net time, or on gross time where any row's net does not hold (measure/validity.basis)."""
+    basis = validity.basis([r.net_valid for r in results])
+
+    def time_s(r: KernelResult) -> float | None:
+        return r.median_s if basis == validity.GROSS else r.net_s
+
+    reference_time = {
+        (r.cc, r.flags, r.mode, r.threads): time_s(r) for r in results if r.kernel == reference and time_s(r)
+    }
     return [
-        replace(r, speedup=reference_net[(r.cc, r.flags, r.mode, r.threads)] / r.net_s)
-        if r.net_s and (r.cc, r.flags, r.mode, r.threads) in reference_net
+        replace(
+            r,
+            speedup=reference_time[(r.cc, r.flags, r.mode, r.threads)] / time_s(r),
+            speedup_basis=basis,
+            speedup_reference=reference,
+        )
+        if time_s(r) and (r.cc, r.flags, r.mode, r.threads) in reference_time
         else r
         for r in results
     ]

@@ -15,6 +15,7 @@ import statistics
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
+from ..compare.stats import median_interval
 from ..errors import SectorbenchError
 
 #: Each setting's one home, with its default and why.
@@ -28,6 +29,9 @@ MODES = ("inline", "call")
 #: default sector kernels take 0.6 to 12 ns per test at -O2 here, 4 on average.  After
 #: calibration the measured call counts replace it.
 TYPICAL_NS_PER_TEST = 4.0
+#: The confidence of the interval that decides "net time not clearly above 0" (timing.net_time):
+#: the one the comparisons use; with fewer than 6 rounds it is the rounds' min..max.
+NET_ABOVE_ZERO_CONFIDENCE = 0.95
 #: Calibration grows the call count until a sample lasts min_sample_s (x2 to x10 a step,
 #: aiming at 1.2 x): it costs about two samples' worth, or one pass when a pass is longer.
 CALIBRATION_SAMPLES = 2.0
@@ -166,11 +170,16 @@ def net_time(kernel_samples: Sequence[float], overhead_samples: Sequence[float])
             "(optimised away, or a different loop shape); clamped to 0"
         )
         net = 0.0
-    elif len(net_samples) >= 3:
-        deviation = statistics.median(abs(x - net) for x in net_samples)
-        if net < 3 * deviation:
+    elif len(net_samples) >= 2:
+        # Said only when the interval says so: its lower end at or below 0.  A spread of
+        # samples on a loaded machine (kernel times from 5 to 70 ms against a 0.1 ms
+        # NoOperation) widens the interval, but while every round's difference is positive
+        # the net is above 0 whatever its spread.
+        interval = median_interval(net_samples, NET_ABOVE_ZERO_CONFIDENCE)
+        if interval.low <= 0:
             warnings.append(
-                "net time not clearly above 0 (within 3 MADs of the paired differences): "
-                "too small next to the loop overhead to measure, or optimised away"
+                f"net time not clearly above 0 (its {interval.achieved_confidence:.0%} interval over the "
+                f"rounds reaches {interval.low * 1e3:.3g} ms): too small next to the loop overhead to "
+                f"measure, or optimised away"
             )
     return NetTime(net, net_samples, tuple(warnings))

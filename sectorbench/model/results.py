@@ -7,7 +7,8 @@ Schema history:
      NoOperation loop shape ("noop[scalar b1, 6 arrays]").  Version 1 files still load.
      Later, still 2 (optional fields, absent in older files): broadphase rows add broadphase,
      index_build_s, index_build_samples_s, candidates, narrow_phase; scene gains options and
-     config gains broadphase and scene_options.
+     config gains broadphase and scene_options.  Results gain working_set_bytes, net_valid,
+     validity, speedup_basis, speedup_reference; the run gains exact_count.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class KernelResult:
     net_samples_s: list[float] = field(default_factory=list)
     net_s: float | None = None
     ns_per_test: float | None = None
-    speedup: float | None = None  # naive's net time / this net time, same build and mode
+    speedup: float | None = None  # the reference kernel's time / this one's (see speedup_basis), same build and mode
     warnings: list[str] = field(default_factory=list)
     threads: int = 1
     jit_s: float | None = None  # a peer's first call (its JIT compilation), not in the timing
@@ -86,6 +87,14 @@ class KernelResult:
     broadphase: str | None = None  # a broadphase row (run --broadphase): its name
     candidates: int | None = None  # pairs its narrow phase tested per pass
     narrow_phase: str | None = None  # the brute-force kernel whose predicate it runs
+    #: Bytes each block of shapes reads again (measure/validity.working_set): what is compared with L2.
+    working_set_bytes: int | None = None
+    #: False where net = gross - NoOperation does not measure the kernel (measure/validity.judge),
+    #: with the reason in `validity`; None where nothing was subtracted or it was not judged.
+    net_valid: bool | None = None
+    validity: str | None = None
+    speedup_basis: str | None = None  # "net", or "gross" where any row of the run has net_valid False
+    speedup_reference: str | None = None  # the kernel the speedup is relative to
 
     @property
     def percent_of_bound(self) -> float | None:
@@ -105,6 +114,9 @@ class RunResult:
     env: dict
     config: dict
     results: list[KernelResult]
+    #: The exact oracle's count over the scene, where the family can produce it cheaply
+    #: (Family.exact_count): what rows' hits are judged against.  None: not computed.
+    exact_count: int | None = None
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     schema: int = SCHEMA_VERSION
 

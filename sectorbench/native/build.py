@@ -140,11 +140,16 @@ def cache_key(config: BuildConfig) -> str:
     return sha.hexdigest()[:24]
 
 
+def library_path(config: BuildConfig, cache_dir: Path | None = None) -> Path:
+    """Where build(config) puts its library (it exists once built: a cached build is free)."""
+    return Path(cache_dir or default_cache_dir()) / f"sectorbench-{cache_key(config)}.so"
+
+
 def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
     """Return the path of the shared library for `config`, compiling it if it is not cached."""
     cache_dir = Path(cache_dir or default_cache_dir())
     cache_dir.mkdir(parents=True, exist_ok=True)
-    library = cache_dir / f"sectorbench-{cache_key(config)}.so"
+    library = library_path(config, cache_dir)
     if library.exists():
         return library
     cc_path, _ = compiler_identity(config.cc)

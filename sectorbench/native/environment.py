@@ -195,7 +195,32 @@ def _cpu(info: dict[str, str]) -> dict:
         "measured_mhz": None,  # filled in by the caller (measured in C)
         "governor": _read_text(_CPU_SYSFS / "cpu0/cpufreq/scaling_governor"),
         "boost": _boost(),
+        "caches": cpu_caches(),
     }
+
+
+def _cache_size_bytes(text: str | None) -> int | None:
+    """sysfs's cache size ("32K", "512K", "32768K", "1M") in bytes."""
+    m = re.fullmatch(r"(\d+)\s*([KMG]?)", text or "")
+    return int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2)] if m else None
+
+
+@functools.cache
+def _cpu_caches(root: str) -> tuple:
+    caches = []
+    for index in sorted(Path(root).glob("index*")):
+        level, kind = _read_text(index / "level"), _read_text(index / "type")
+        size = _cache_size_bytes(_read_text(index / "size"))
+        if level and level.isdigit() and kind and size:
+            caches.append((int(level), kind, size))
+    return tuple(caches)
+
+
+def cpu_caches(root: Path | str = _CPU_SYSFS / "cpu0/cache") -> list[dict]:
+    """CPU 0's caches from sysfs, innermost first: [{"level": 1, "type": "Data", "size_bytes": 32768}, ...];
+    [] where sysfs does not say (not Linux, some containers).  What measure/validity compares a
+    loop's working set with."""
+    return [{"level": level, "type": kind, "size_bytes": size} for level, kind, size in _cpu_caches(str(root))]
 
 
 def _detect_virt(kind: str) -> str | None:

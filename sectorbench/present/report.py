@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import io
 import math
-from collections import Counter
 from collections.abc import Sequence
 
 from rich import box
@@ -78,9 +77,50 @@ def _family(results: list[KernelResult]):
         return Family()
 
 
-def majority_hits(results: list[KernelResult]) -> int | None:
-    counts = Counter(r.hits for r in results if r.status == "ok" and r.hits is not None)
-    return counts.most_common(1)[0][0] if counts else None
+def expected_hits(run: RunResult) -> tuple[dict, str] | None:
+    """What each row's count is judged against, as ({row key: count}, how it reads), or None.
+
+    The exact oracle's count where the run has one (Family.exact_count); else the reference
+    kernel's count (the one speedups are against), in the row's build, mode and thread count
+    where it ran there.  Never a majority: of two kernels, the wrong one may be first.
+    """
+    ok = [r for r in run.results if r.status == "ok" and r.hits is not None]
+    if not ok:
+        return None
+    if run.exact_count is not None:
+        return {_key(r): run.exact_count for r in ok}, f"the exact oracle's count {run.exact_count}"
+    reference = next((r.speedup_reference for r in ok if r.speedup_reference), ok[0].kernel)
+    counts = {_key(r): r.hits for r in ok if r.kernel == reference}
+    if not counts:
+        return None
+    first = next(iter(counts.values()))
+    return {_key(r): counts.get(_key(r), first) for r in ok}, f"the reference kernel {reference}'s count"
+
+
+def _key(r: KernelResult) -> tuple:
+    return (r.cc, r.flags, r.mode, r.threads)
+
+
+def speedup_caption(results: list[KernelResult]) -> str | None:
+    """What the speedup column is relative to, and on which time; or that nothing was."""
+    ok = [r for r in results if r.status == "ok"]
+    if not ok:
+        return None
+    compared = [r for r in ok if r.speedup is not None]
+    if not compared:
+        return "speedup: – (no reference kernel ran in any row's build, mode and thread count)"
+    references = ", ".join(dict.fromkeys(r.speedup_reference for r in compared if r.speedup_reference))
+    basis = next((r.speedup_basis for r in compared if r.speedup_basis), "net")
+    text = f"speedup: {references or 'the reference kernel'}'s {basis} time / the row's, same build, mode and threads"
+    if basis == "gross":
+        text += (
+            "; gross (end to end), not net, because a row is marked memory-bound: there the NoOperation "
+            "subtraction removes load time the kernel hides, so net would rank it wrongly"
+        )
+    missing = sorted({r.kernel for r in ok if r.speedup is None})
+    if missing:
+        text += f"; none for {', '.join(missing)} (no reference in its build)"
+    return text
 
 
 #: How the run table spells common flags, so that a row stays on one line at 120 columns; the
@@ -124,8 +164,9 @@ def run_table(run: RunResult) -> Table:
     show_bound = any(r.bound_cycles_per_test for r in results)
     show_counters = any(r.ipc for r in results)
     show_index = any(r.index_build_s is not None or r.broadphase for r in results)
-    majority = majority_hits(results)
-    show_delta = majority is not None and any(r.hits != majority for r in results if r.status == "ok")
+    yardstick = expected_hits(run)
+    expected, judged_against = yardstick if yardstick else ({}, "")
+    show_delta = any(expected.get(_key(r)) not in (None, r.hits) for r in results if r.status == "ok")
     scene = run.scene
     table = Table(
         title=f"{scene['kind']} scene, N={scene_shapes(scene)} x M={scene['points']}, seed {scene['seed']}: "
@@ -182,7 +223,8 @@ def run_table(run: RunResult) -> Table:
             continue
         delta = []
         if show_delta:
-            delta = [Text(f"{r.hits - majority:+d}", style="magenta") if r.hits != majority else ""]
+            wanted = expected.get(_key(r))
+            delta = [Text(f"{r.hits - wanted:+d}", style="magenta") if wanted not in (None, r.hits) else ""]
         row_notes = [note_number(warning) for warning in r.warnings]
         cells += [
             family.count_cell(r.hits, r.tests),
@@ -212,12 +254,13 @@ def run_table(run: RunResult) -> Table:
     captions = []
     if show_delta:
         captions.append(
-            f"±k: hits differ by k from the majority count {majority}: kernels disagree on some pairs "
+            f"±k: hits differ by k from {judged_against}: the kernels disagree on some pairs "
             f"(float32 rounding near the boundary, or a logic difference; see `sectorbench verify`)."
         )
     if used_abbreviations:
         captions.append("flags: " + ", ".join(f"{short} = {long}" for short, long in used_abbreviations.items()))
     captions += [f"[{i + 1}] {note}" for i, note in enumerate(notes)]
+    captions += [caption] if (caption := speedup_caption(results)) else []
     captions += run_notes(run)
     if captions:
         table.caption = "\n".join(captions)
@@ -331,9 +374,11 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
     several_cc = len({r.cc for r in run.results}) > 1
     builds = list(dict.fromkeys(build_label(r.cc, r.flags, several_cc) for r in run.results))
     modes = list(dict.fromkeys(r.mode for r in run.results))
+    # Where a row's net does not hold (measure/validity), the fastest build is the fastest end to end.
+    by_gross = any(r.net_valid is False for r in run.results)
     table = Table(
         title=f"net ns/test; ×ratio to the first build, [{confidence:.0%} interval over paired rounds]; "
-        f"fastest build in green",
+        + ("fastest build by gross time (a row is memory-bound) in green" if by_gross else "fastest build in green"),
         title_justify="left",
     )
     table.add_column("kernel", no_wrap=True, style="bold")
@@ -347,7 +392,8 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
     for (kernel, mode), cells in rows.items():
         first = cells.get(builds[0])
         measured = {b: c for b, c in cells.items() if c.status == "ok" and c.ns_per_test is not None}
-        fastest = min(measured, key=lambda b: measured[b].ns_per_test) if measured else None
+        speed = {b: c.median_s if by_gross else c.ns_per_test for b, c in measured.items()}
+        fastest = min(speed, key=speed.get) if measured else None
         out = [kernel] + ([mode] if len(modes) > 1 else [])
         for build in builds:
             cell = cells.get(build)

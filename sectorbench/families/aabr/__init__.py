@@ -62,6 +62,9 @@ class AabrFamily(Family):
     answer_width = 4
     default_rounding_bound = 8.0  # angle units of 2^-24 rad; see oracle.py
     count_column = "checksum"  # the count loops sum the answers' indices
+    #: Its kernels' hot loops run inside one test (scan: over the polygon's vertices; hill and
+    #: the BCS: a search), so cycles per iteration are not cycles per test: no bound is derived.
+    hot_loop_over_points = False
 
     def count_cell(self, hits, tests):
         return str(hits)

@@ -15,7 +15,7 @@ from ..base import BooleanFamily
 from ..scene_kinds import make_scene
 from . import cases as sector_cases
 from .cases import TRANSFORMS, case_parts, random_sectors
-from .oracle import judged_rows, self_check_sector
+from .oracle import judged_rows, sector_inside, self_check_sector
 from .scenes import GAME_SCENES, OPTIONS, SCENES
 
 #: How far |u|^2 may be from 1 for a kernel taking theta to be judged (see applicable).
@@ -96,6 +96,9 @@ class SectorFamily(BooleanFamily):
             margin, exact_rows = np.where(band, 0.0, margin), exact_rows & ~band
         return inside, margin, exact_rows, evaluable
 
+    def strict_inside(self, columns):
+        return sector_inside(*(columns[name] for name in self.oracle_arrays))
+
     def applicable(self, kernel, case_set):
         """Rows on which a kernel can be judged against the (r2, cos_theta) oracle.
 
@@ -135,7 +138,16 @@ class SectorFamily(BooleanFamily):
         return (FASTEST,) if scene_kind in GAME_SCENES else ("none",)
 
     query_scene = "game"
-    public_api = {"query": f"{__name__}.query:query", "Hits": f"{__name__}.broadphase:Hits"}
+    public_api = {
+        "query": f"{__name__}.query:query",
+        "prepare": f"{__name__}.query:prepare",
+        "Hits": f"{__name__}.broadphase:Hits",
+    }
+
+    def prepare_query(self):
+        from .query import prepare
+
+        prepare()
 
     def query(self, shapes, points, *, broadphase="auto", kernel="auto", threads=1):
         from .query import query

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 
-from ...native.build import BuildConfig, build, cdef_source
+from ...native.build import BuildConfig, build, cdef_source, library_path
 from ...oracle.exact import check_fp_environment
 from . import UNIT_TOLERANCE
 from .broadphase import BROADPHASES, FASTEST, ISA_CODES, ISA_NAMES, Engine, Hits
@@ -21,20 +24,53 @@ QUERY_BUILD = BuildConfig(("-O2",))
 KERNELS = {"auto": "auto", **{ISA_NAMES[code]: isa for isa, code in ISA_CODES.items() if code}}
 
 _engine: Engine | None = None
+_library: Path | None = None
 _lock = threading.Lock()
+#: Where the query API says what it does (Python's logging; the "sectorbench" logger).
+logger = logging.getLogger("sectorbench")
 
 
-def engine() -> Engine:
-    """The in-process broadphase, built (cached) and loaded on first use."""
-    global _engine
+def engine(asked: bool = False) -> Engine:
+    """The in-process broadphase, built (cached) and loaded on first use.
+
+    The first use says so once on the "sectorbench" logger: a compile (about 10 s, once per
+    machine and compiler) as a WARNING when a query() call meets it unasked, since a caller
+    timing its first frame would otherwise see a silent stall; as INFO when prepare() asked
+    for it, or when the library was already built.
+    """
+    global _engine, _library
     with _lock:
         if _engine is None:
             import cffi
 
+            started = time.perf_counter()
+            library = library_path(QUERY_BUILD)
+            if library.exists():
+                logger.info("sectorbench: loading the query library %s", library)
+            else:
+                (logger.info if asked else logger.warning)(
+                    "sectorbench: compiling the query library (once per machine and compiler, about 10 s; "
+                    "cached in %s); call sectorbench.prepare() at start-up to do it ahead of the first query",
+                    library.parent,
+                )
             ffi = cffi.FFI()
             ffi.cdef(cdef_source())
-            _engine = Engine(ffi, ffi.dlopen(str(build(QUERY_BUILD))))
+            _library = build(QUERY_BUILD)
+            _engine = Engine(ffi, ffi.dlopen(str(_library)))
+            logger.info("sectorbench: query library ready in %.1f s", time.perf_counter() - started)
         return _engine
+
+
+def prepare() -> Path:
+    """Build (or find in the cache) and load the query library now, ahead of the first query().
+
+    The first query() otherwise compiles it (about 10 s, once per machine and compiler) and
+    loads it (a few ms) before answering; later calls take only their own time.  Call it at
+    start-up, outside anything you time.  Returns the library's path.  Safe to call again
+    (and from several threads): the library is built and loaded once per process.
+    """
+    engine(asked=True)
+    return _library
 
 
 def _column(table, name: str, argument: str):
@@ -156,6 +192,10 @@ def query(sectors, points, *, broadphase: str = "auto", kernel: str = "auto", th
     denormals-are-zero (gcc's -ffast-math crtfastmath does that), and its kernels only read
     the arrays they are given.  After the call the floating-point environment is checked:
     RuntimeError if it changed.
+
+    The first call builds (once per machine and compiler, about 10 s) and loads that library,
+    said once on the "sectorbench" logger; call sectorbench.prepare() at start-up to do it
+    ahead of time.  Then a call costs its own work only.
     """
     if broadphase == "auto":
         broadphase = FASTEST

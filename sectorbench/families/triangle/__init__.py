@@ -15,7 +15,7 @@ from ..base import BooleanFamily
 from ..scene_kinds import make_scene
 from . import cases as triangle_cases
 from .cases import TRANSFORMS, TRIANGLE_ARRAYS, case_parts, random_triangles
-from .oracle import judged_rows, self_check_triangle
+from .oracle import judged_rows, self_check_triangle, triangle_inside
 from .scenes import SCENES
 
 #: The tolerance of the recastnavigation kernels, which the self-check also covers.
@@ -58,6 +58,9 @@ class TriangleFamily(BooleanFamily):
 
     def coverage_rows(self, case_set, reference):
         return triangle_cases.coverage_rows(case_set.columns, reference)
+
+    def strict_inside(self, columns):
+        return triangle_inside(*(columns[name] for name in self.oracle_arrays))
 
     def self_check(self, case_set, rng, size):
         columns = [case_set.columns[name] for name in self.oracle_arrays]
