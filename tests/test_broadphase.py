@@ -483,9 +483,10 @@ def test_kept_buffers_are_reused_and_released():
     again = hits_of("grid", columns, threads=2)
     assert np.array_equal(again.offsets, offsets) and np.array_equal(again.indices, indices)
     del again
-    lib = engine().lib
-    assert lib.sb_bp_pool_release() >= 3 * 400_000 * 4  # at least the index's xs, ys and ids
-    assert lib.sb_bp_pool_release() == 0
+    from sectorbench.families.sector.query import release_buffers
+
+    assert release_buffers() >= 3 * 400_000 * 4  # at least the index's xs, ys and ids
+    assert release_buffers() == 0
     after = hits_of("grid", columns)
     assert np.array_equal(after.indices, indices)
 
