@@ -5,6 +5,24 @@
 
 #include "bp_internal.h"
 
+/* AVX2 has no compress: per 8-bit hit mask, its lanes' numbers packed 3 bits each, lowest first,
+ * spread by a variable shift into a permutation (vpermd reads an index's low 3 bits only), so a
+ * vector's hits are stored with one permute and one store instead of a loop over its bits. */
+uint32_t bp_compress_lanes[256];
+static pthread_once_t compress_once = PTHREAD_ONCE_INIT;
+
+static void compress_fill(void) {
+    for (unsigned mask = 0; mask < 256; mask++) {
+        uint32_t packed = 0;
+        for (unsigned lane = 0, k = 0; lane < 8; lane++)
+            if (mask >> lane & 1u)
+                packed |= lane << (3 * k++);
+        bp_compress_lanes[mask] = packed;
+    }
+}
+
+void bp_compress_init(void) { pthread_once(&compress_once, compress_fill); }
+
 #if defined(SB_X86)
 SB_AVX512_ATTR
 static int64_t run_avx512(const float *xs, const float *ys, const int32_t *ids, int64_t a, int64_t b,
@@ -36,24 +54,6 @@ static int64_t run_avx512(const float *xs, const float *ys, const int32_t *ids, 
     }
     return n;
 }
-
-/* AVX2 has no compress: per 8-bit hit mask, its lanes' numbers packed 3 bits each, lowest first,
- * spread by a variable shift into a permutation (vpermd reads an index's low 3 bits only), so a
- * vector's hits are stored with one permute and one store instead of a loop over its bits. */
-uint32_t bp_compress_lanes[256];
-static pthread_once_t compress_once = PTHREAD_ONCE_INIT;
-
-static void compress_fill(void) {
-    for (unsigned mask = 0; mask < 256; mask++) {
-        uint32_t packed = 0;
-        for (unsigned lane = 0, k = 0; lane < 8; lane++)
-            if (mask >> lane & 1u)
-                packed |= lane << (3 * k++);
-        bp_compress_lanes[mask] = packed;
-    }
-}
-
-void bp_compress_init(void) { pthread_once(&compress_once, compress_fill); }
 
 SB_AVX2_ATTR
 static int64_t run_avx2(const float *xs, const float *ys, const int32_t *ids, int64_t a, int64_t b,
