@@ -384,3 +384,119 @@ def test_the_widening_is_needed_the_exact_sectors_box_misses_kernel_hits():
             np.count_nonzero((x < min(ends_x)) | (x > max(ends_x)) | (y < min(ends_y)) | (y > max(ends_y)))
         )
     assert outside_exact_box > 0
+
+
+# ---------------------------------------------------------------- threads, cells, buffers
+
+
+def one_point_scene(rng):
+    """Every point the same (2000 copies): the grid has one cell and the Morton table's extent is 0."""
+    n = 150
+    gauss = rng.standard_normal((2, n))
+    u = gauss / np.hypot(*gauss)
+    c = rng.uniform(49, 51, (2, n))
+    columns = sector(c[0], c[1], u[0], u[1], rng.uniform(0.1, 5, n), rng.uniform(0.01, 3.1, n))
+    return {**columns, "px": np.full(2000, 50.0, dtype=F32), "py": np.full(2000, 50.0, dtype=F32)}
+
+
+def far_clusters_scene(rng):
+    """Two tight crowds 1e4 apart: nearly every cell between them is empty."""
+    p = np.concatenate([rng.normal(0, 3, (2, 3000)), rng.normal(1e4, 3, (2, 3000))], axis=1)
+    n = 200
+    gauss = rng.standard_normal((2, n))
+    u = gauss / np.hypot(*gauss)
+    c = p[:, rng.integers(0, p.shape[1], n)] + rng.normal(0, 1, (2, n))
+    columns = sector(c[0], c[1], u[0], u[1], rng.uniform(0.5, 8, n), rng.uniform(0.01, 3.1, n))
+    return {**columns, "px": p[0], "py": p[1]}
+
+
+def dense_scene(rng):
+    """Thousands of hits per sector: the sort's partition path (above 64 ids), not only its network."""
+    p = rng.uniform(0, 100, (2, 40_000))
+    n = 120
+    gauss = rng.standard_normal((2, n))
+    u = gauss / np.hypot(*gauss)
+    c = rng.uniform(0, 100, (2, n))
+    columns = sector(c[0], c[1], u[0], u[1], rng.uniform(5, 40, n), rng.uniform(0.3, 3.1, n))
+    return {**columns, "px": p[0], "py": p[1]}
+
+
+CELL_EDGES = {
+    "one_point": one_point_scene,
+    "far_clusters": far_clusters_scene,
+    "dense": dense_scene,
+    "borders": borders_scene,
+    "edges": edges_scene,
+}
+
+
+@pytest.mark.parametrize("name", list(CELL_EDGES))
+def test_points_per_cell_edge_cases_give_identical_hits_on_every_thread_count(name):
+    """All points in one cell, empty cells, points on cell borders and on the world's edge,
+    thousands of hits per sector: brute force's CSR, bit for bit, for grid, morton and none on
+    1, 2, 3 and 5 threads (the index build and the query both split)."""
+    columns = {k: np.ascontiguousarray(v, dtype=F32) for k, v in CELL_EDGES[name](np.random.default_rng(21)).items()}
+    reference = assert_identical(columns)
+    assert reference.total > 0
+    for kind in ("none", "grid", "morton"):
+        for threads in (2, 3, 5):
+            assert hits_of(kind, columns, threads=threads).same_as(reference), (kind, threads)
+
+
+def test_fewer_points_or_sectors_than_threads():
+    rng = np.random.default_rng(4)
+    columns = {k: np.ascontiguousarray(v, dtype=F32) for k, v in dense_scene(rng).items()}
+    # 3 points, one step along u from apexes 0..2: inside those sectors (theta >= 0.3, r >= 5)
+    few_points = {**columns, "px": columns["cx"][:3] + columns["ux"][:3], "py": columns["cy"][:3] + columns["uy"][:3]}
+    reference = assert_identical(few_points)
+    assert reference.total >= 3
+    few_sectors = {k: (v[:2] if k in COLUMNS else v) for k, v in columns.items()}
+    reference_sectors = assert_identical(few_sectors)
+    for kind in ("none", "grid", "morton"):
+        for threads in (4, 7):
+            assert hits_of(kind, few_points, threads=threads).same_as(reference), (kind, threads)
+            assert hits_of(kind, few_sectors, threads=threads).same_as(reference_sectors), (kind, threads)
+    empty = {**columns, "px": columns["px"][:0], "py": columns["py"][:0]}
+    for kind in ("none", "grid", "morton"):
+        hits = hits_of(kind, empty, threads=3)
+        assert hits.total == 0 and np.array_equal(hits.offsets, np.zeros(len(columns["cx"]) + 1))
+
+
+def test_game_scene_at_scale_is_identical_on_one_and_two_threads():
+    """A game scene big enough that every thread's share holds many cells and sectors."""
+    scene = scenes.generate("game", 2000, 200_000, seed=5)
+    columns = {name: scene.column(name) for name in (*COLUMNS, "px", "py")}
+    reference = hits_of("none", columns)
+    for kind in ("grid", "morton"):
+        for threads in (1, 2, 4):
+            assert hits_of(kind, columns, threads=threads).same_as(reference), (kind, threads)
+    assert reference.total > 10_000
+
+
+def test_kept_buffers_are_reused_and_released():
+    """Freed index and hit buffers go to the pool and serve the next call (the same answer),
+    and sb_bp_pool_release gives them back."""
+    scene = scenes.generate("game", 300, 400_000, seed=6)
+    columns = {name: scene.column(name) for name in (*COLUMNS, "px", "py")}
+    first = hits_of("grid", columns)
+    offsets, indices = first.offsets.copy(), first.indices.copy()
+    del first
+    again = hits_of("grid", columns, threads=2)
+    assert np.array_equal(again.offsets, offsets) and np.array_equal(again.indices, indices)
+    del again
+    from sectorbench.families.sector.query import release_buffers
+
+    assert release_buffers() >= 3 * 400_000 * 4  # at least the index's xs, ys and ids
+    assert release_buffers() == 0
+    after = hits_of("grid", columns)
+    assert np.array_equal(after.indices, indices)
+
+
+def test_stream_floor_reads_the_points_and_writes_every_slot():
+    rng = np.random.default_rng(8)
+    px, py = rng.uniform(0, 1, (2, 1001)).astype(F32)
+    out = np.full(777, -1, dtype=np.int32)
+    seconds = engine().stream_floor(px, py, out)
+    checksum = np.bitwise_xor.reduce(np.concatenate([px.view(np.uint32), py.view(np.uint32)]))
+    assert seconds > 0
+    assert np.array_equal(out.view(np.uint32), np.arange(777, dtype=np.uint32) ^ checksum)

@@ -4,7 +4,10 @@
    broadphases (grid, morton) end to end against the brute-force SIMD kernels of the same
    -O2 build and the kdtree peer; hit counts must be identical.
 2. game 10 000 x 1 000 000 end to end through sectorbench.query (grid), in a fresh process,
-   with its peak memory (VmHWM, reset after the scene is made).
+   with its peak memory (VmHWM, reset after the scene is made); then, in another fresh
+   process and in interleaved rounds, the query on 1 and 2 threads (index build apart), the
+   floor (a streaming loop reading the points and writing the hits' size once, timed in the
+   same rounds) and scipy's cKDTree (the kdtree peer, tree build included); hits identical.
 3. How time grows with N, M and the cone size (query, grid and morton, medians).
 
 Ratios are within one run; on a shared machine the absolute times move, the ratios less.
@@ -114,6 +117,69 @@ def memory_run(n: int, m: int, repeat: int, broadphase: str = "grid") -> dict:
     return data
 
 
+LARGE_CHILD = r"""
+import json, os, statistics, sys, time
+import numpy as np
+import sectorbench
+from sectorbench import scenes
+from sectorbench.families.sector.peers import KdtreePeer
+from sectorbench.families.sector.query import engine
+n, m, rounds, kdtree_rounds = (int(a) for a in sys.argv[1:5])
+scene = scenes.generate("game", n, m, seed=1)
+columns = {k: scene.column(k) for k in scene.arrays}
+runner = engine()
+reference = sectorbench.query(columns, columns)  # warm: the build, the pool, the pages
+floor_out = np.empty(reference.total, dtype=np.int32)
+runner.stream_floor(columns["px"], columns["py"], floor_out)
+times = {"threads_1": [], "threads_2": [], "floor": []}
+index = {"threads_1": [], "threads_2": []}
+identical = True
+for r in range(rounds):
+    order = (1, 2) if r % 2 == 0 else (2, 1)
+    for threads in order:
+        start = time.perf_counter()
+        hits = sectorbench.query(columns, columns, threads=threads)
+        times[f"threads_{threads}"].append(time.perf_counter() - start)
+        index[f"threads_{threads}"].append(hits.index_build_s)
+        identical &= hits.same_as(reference)
+        del hits
+    times["floor"].append(runner.stream_floor(columns["px"], columns["py"], floor_out))
+kdtree = []
+for _ in range(kdtree_rounds):
+    start = time.perf_counter()
+    sector, point = KdtreePeer().hits(columns, 0, n)
+    kdtree.append(time.perf_counter() - start)
+    identical &= bool(np.array_equal(point, reference.indices))
+    identical &= bool(np.array_equal(np.bincount(sector, minlength=n), reference.counts))
+print(json.dumps({"n": n, "m": m, "rounds": rounds, "times_s": times, "index_build_s": index,
+  "kdtree_times_s": kdtree, "hits": reference.total, "candidates": reference.candidates,
+  "identical_hits": bool(identical), "narrow_phase": runner.narrow_phase(),
+  "floor_bytes": 8 * m + 4 * reference.total, "load": os.getloadavg()}))
+"""
+
+
+def large_run(n: int, m: int, rounds: int, kdtree_rounds: int) -> dict:
+    """Game n x m through sectorbench.query on 1 and 2 threads, the floor and cKDTree, in
+    interleaved rounds of one fresh process; medians, and the ratios taken within the run."""
+    out = subprocess.run(
+        [sys.executable, "-c", LARGE_CHILD, str(n), str(m), str(rounds), str(kdtree_rounds)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    data = json.loads(out.stdout)
+    median = {key: statistics.median(values) for key, values in data["times_s"].items()}
+    data["median_s"] = median
+    data["index_build_median_s"] = {key: statistics.median(v) for key, v in data["index_build_s"].items()}
+    data["kdtree_median_s"] = statistics.median(data["kdtree_times_s"]) if data["kdtree_times_s"] else None
+    data["speedup_2_threads"] = median["threads_1"] / median["threads_2"]
+    data["ratio_to_floor"] = {key: median[key] / median["floor"] for key in ("threads_1", "threads_2")}
+    data["floor_bandwidth_gb_s"] = data["floor_bytes"] / median["floor"] / 1e9
+    if data["kdtree_median_s"]:
+        data["speedup_vs_kdtree"] = data["kdtree_median_s"] / median["threads_1"]
+    return data
+
+
 def scaling(repeat: int, quick: bool) -> list[dict]:
     """Medians of end-to-end query time as N, M and the cone size vary (game scenes)."""
     from sectorbench import query
@@ -175,6 +241,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test of this script")
+    parser.add_argument("--large-rounds", type=int, default=31, help="interleaved rounds of the 10k x 1M query")
+    parser.add_argument("--only-large", action="store_true", help="only the 10k x 1M query (threads, floor, kdtree)")
     parser.add_argument("--plot", type=Path, help="only draw the scaling plot of this saved JSON (to --out)")
     parser.add_argument("--out", type=Path, default=Path("docs/bench-scale.png"))
     args = parser.parse_args()
@@ -184,6 +252,15 @@ def main() -> int:
         return 0
     n, m, big_n, big_m = (20_000, 200_000, 10_000, 1_000_000) if not args.quick else (500, 5_000, 500, 20_000)
     load_before = os.getloadavg()
+    if args.only_large:
+        record = {
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "schema": 1,
+            "machine_load_before": load_before,
+            "game_large_threads": large_run(big_n, big_m, args.large_rounds, 3),
+            "machine_load_after": os.getloadavg(),
+        }
+        return report_large(record, big_n, big_m)
     record = {
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "schema": 1,
@@ -191,6 +268,7 @@ def main() -> int:
         "game": scale_run("game", n, m, args.repeat),
         "clustered": scale_run("clustered", n, m, args.repeat),
         "game_large": memory_run(big_n, big_m, args.repeat),
+        "game_large_threads": large_run(big_n, big_m, args.large_rounds, 3),
         "scaling": scaling(3, args.quick),
         "machine_load_after": os.getloadavg(),
     }
@@ -215,8 +293,37 @@ def main() -> int:
             f"grid {row['grid_median_s'] * 1e3:.1f} ms, morton {row['morton_median_s'] * 1e3:.1f} ms, "
             f"{row['hits']} hits"
         )
+    print_large(record["game_large_threads"])
     print(f"load average before {load_before}, after {record['machine_load_after']}; saved {path}")
-    return 0 if all(record[kind]["summary"]["identical_hits"] for kind in ("game", "clustered")) else 1
+    ok = all(record[kind]["summary"]["identical_hits"] for kind in ("game", "clustered"))
+    return 0 if ok and record["game_large_threads"]["identical_hits"] else 1
+
+
+def print_large(large: dict) -> None:
+    median, index = large["median_s"], large["index_build_median_s"]
+    print(f"game {large['n']} x {large['m']} via sectorbench.query, medians of {large['rounds']} interleaved rounds:")
+    for threads in (1, 2):
+        key = f"threads_{threads}"
+        print(
+            f"  {threads} thread(s): {median[key] * 1e3:.2f} ms end to end (index {index[key] * 1e3:.2f} ms), "
+            f"{large['ratio_to_floor'][key]:.1f}x the floor"
+        )
+    print(
+        f"  2 threads: x{large['speedup_2_threads']:.2f}; floor {median['floor'] * 1e3:.2f} ms "
+        f"({large['floor_bytes'] / 2**20:.1f} MiB at {large['floor_bandwidth_gb_s']:.1f} GB/s)"
+    )
+    if large.get("kdtree_median_s"):
+        print(f"  cKDTree {large['kdtree_median_s'] * 1e3:.0f} ms: grid x{large['speedup_vs_kdtree']:.0f}", end="")
+    print(f"; {large['hits']} hits, identical: {large['identical_hits']}; load {large['load']}")
+
+
+def report_large(record: dict, n: int, m: int) -> int:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = RESULTS_DIR / f"bench-scale-{stamp}.json"
+    write_text_atomic(path, json.dumps(record, indent=1) + "\n")
+    print_large(record["game_large_threads"])
+    print(f"load average before {record['machine_load_before']}, after {record['machine_load_after']}; saved {path}")
+    return 0 if record["game_large_threads"]["identical_hits"] else 1
 
 
 if __name__ == "__main__":

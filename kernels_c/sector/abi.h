@@ -3,7 +3,7 @@
  * cffi's cdef() reads this file verbatim after harness/sb_abi.h (declarations only, no
  * preprocessor lines); broadphase.c includes it. */
 
-/* ---- The sector broadphase (kernels_c/sector/broadphase.c; Python: families/sector/broadphase.py). */
+/* ---- The sector broadphase (kernels_c/sector/broadphase/; Python: families/sector/broadphase.py). */
 
 /* Sectors as the narrow phase reads them (the float32 columns of the sector family). */
 typedef struct sb_bp_sectors {
@@ -25,21 +25,22 @@ typedef struct sb_bp_hits {
 /* A point index: a uniform grid (row-major cells) or a Morton (Z-order) table. */
 typedef struct sb_bp_index sb_bp_index;
 
-/* cell: the wanted cell side (raised to about one point per cell); NULL when out of memory. */
-sb_bp_index *sb_bp_grid_build(const float *px, const float *py, int64_t m, double cell);
+/* cell: the wanted cell side (raised to about one point per cell); threads: the build's threads (the
+ * index is the same for every count); NULL when out of memory. */
+sb_bp_index *sb_bp_grid_build(const float *px, const float *py, int64_t m, double cell, int threads);
 /* cell: the finest cell's wanted side; pdep: -1 where the CPU's is fast, 0 never, 1 if it has BMI2. */
-sb_bp_index *sb_bp_morton_build(const float *px, const float *py, int64_t m, double cell, int pdep);
+sb_bp_index *sb_bp_morton_build(const float *px, const float *py, int64_t m, double cell, int pdep, int threads);
 /* Bits per axis of a Morton index (0 for a grid). */
 int sb_bp_index_qbits(const sb_bp_index *index);
 void sb_bp_index_free(sb_bp_index *index);
 int64_t sb_bp_index_cells(const sb_bp_index *index);
-/* Hits of sectors [begin, end); isa 0 = the best here, 3 AVX-512, 2 AVX2, 1 SSE2.
- * Returns 0, -1 (isa not supported here) or -2 (out of memory). */
+/* Hits of sectors [begin, end) on `threads` C threads (the same CSR for every count); isa 0 = the
+ * best here, 3 AVX-512, 2 AVX2, 1 SSE2.  Returns 0, -1 (isa not supported here) or -2 (out of memory). */
 int sb_bp_query(const sb_bp_index *index, const sb_bp_sectors *s, int64_t begin, int64_t end, int isa,
-                sb_bp_hits *out);
+                int threads, sb_bp_hits *out);
 /* The same narrow phase and output over all M points (no index). */
 int sb_bp_none(const float *px, const float *py, int64_t m, const sb_bp_sectors *s, int64_t begin, int64_t end,
-               int isa, sb_bp_hits *out);
+               int isa, int threads, sb_bp_hits *out);
 /* The box of sector i (xmin, xmax, ymin, ymax): it holds every point the kernel accepts; 0 if none. */
 int sb_bp_box(const sb_bp_sectors *s, int64_t i, double *out4);
 int sb_bp_isa_supported(int isa);
@@ -48,3 +49,7 @@ int sb_bp_fast_pdep(void);
 int64_t sb_bp_selftest_bits(int64_t count);
 void sb_bp_hits_free(sb_bp_hits *hits);
 void sb_bp_free(void *p);
+/* Gives back the freed index and hit buffers kept for the next call; returns their bytes. */
+int64_t sb_bp_pool_release(void);
+/* The floor: reads px, py once and writes nout int32 to out (a streaming loop); returns a checksum. */
+uint32_t sb_bp_stream(const float *px, const float *py, int64_t m, int32_t *out, int64_t nout);

@@ -1,9 +1,10 @@
 """The sector broadphase, Python side: index the points, query the sectors, CSR hits.
 
-The C side is kernels_c/sector_broadphase.c (see its header for the grid, the Morton order
-and the box rule).  This module drives it through a loaded library (cffi `ffi`, `lib`), for
-both callers: the worker, which times it end to end in `run --broadphase`, and the in-process
-query API (sectorbench.query).  Every choice of a setting lives here, with its reason.
+The C side is kernels_c/sector/broadphase/ (bp_internal.h lists its files by job: the box,
+the narrow phase, the grid, the Morton order, the query, threads).  This module drives it
+through a loaded library (cffi `ffi`, `lib`), for both callers: the worker, which times it
+end to end in `run --broadphase`, and the in-process query API (sectorbench.query).  Every
+choice of a setting lives here, with its reason.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-
-from ...model.split import shape_ranges
 
 #: none: every pair (the brute-force kernels); grid, morton: a point index first.
 BROADPHASES = ("none", "grid", "morton")
@@ -96,15 +95,15 @@ class Engine:
         keep.append(s)
         return s
 
-    def build(self, kind: str, px: np.ndarray, py: np.ndarray, m: int, r2: np.ndarray):
-        """The point index (freed when the returned handle dies)."""
+    def build(self, kind: str, px: np.ndarray, py: np.ndarray, m: int, r2: np.ndarray, threads: int = 1):
+        """The point index, built on `threads` C threads (freed when the returned handle dies)."""
         keep: list = []
         x, y = self._floats(px, keep), self._floats(py, keep)
         cell = cell_size(r2)
         if kind == "grid":
-            index = self.lib.sb_bp_grid_build(x, y, m, cell)
+            index = self.lib.sb_bp_grid_build(x, y, m, cell, threads)
         elif kind == "morton":
-            index = self.lib.sb_bp_morton_build(x, y, m, cell, -1)
+            index = self.lib.sb_bp_morton_build(x, y, m, cell, -1, threads)
         else:
             raise ValueError(f"no index for broadphase {kind!r}; choose from {', '.join(INDEXED)}")
         if index == self.ffi.NULL:
@@ -141,8 +140,12 @@ class Engine:
     ) -> Hits:
         """Build (unless kind is none) and query: CSR hits of all n sectors against m points.
 
-        threads > 1 splits the sectors in contiguous shares, one C call each (cffi releases
-        the GIL), and joins their CSR; the hits are the same for every thread count."""
+        threads > 1 runs the index build and the query on that many C threads (the build's
+        histograms and scatter over shares of the points, the query over contiguous shares of
+        the sectors, cut as model/split.py's shape_ranges cuts them), one cffi call each,
+        which releases the GIL; the CSR is the same for every thread count.  `pool` is accepted
+        for callers that keep one, and unused: the threads are C's."""
+        del pool
         keep: list = []
         sectors = self.sectors(columns, n, keep)
         code = ISA_CODES[isa]
@@ -151,33 +154,26 @@ class Engine:
             px, py = self._floats(columns["px"], keep), self._floats(columns["py"], keep)
 
             def run(begin, end, out):
-                return self.lib.sb_bp_none(px, py, m, sectors, begin, end, code, out)
+                return self.lib.sb_bp_none(px, py, m, sectors, begin, end, code, threads, out)
 
         else:
-            index = self.build(kind, columns["px"], columns["py"], m, columns["r2"][:n])
+            index = self.build(kind, columns["px"], columns["py"], m, columns["r2"][:n], threads)
 
             def run(begin, end, out):
-                return self.lib.sb_bp_query(index, sectors, begin, end, code, out)
+                return self.lib.sb_bp_query(index, sectors, begin, end, code, threads, out)
 
         built = time.perf_counter()
-        parts = shape_ranges(n, threads)
-        if threads == 1:
-            results = [self._one(run, 0, n)]
-        else:
-            own = pool is None
-            pool = pool or ThreadPoolExecutor(threads)
-            try:
-                results = list(pool.map(lambda part: self._one(run, *part), parts))
-            finally:
-                if own:
-                    pool.shutdown()
-        taken = [self._take(out) for out in results]
-        if len(taken) == 1:
-            offsets, indices = taken[0]
-        else:
-            shifts = np.cumsum([0] + [int(off[-1]) for off, _ in taken[:-1]])
-            offsets = np.concatenate([taken[0][0][:1]] + [off[1:] + s for (off, _), s in zip(taken, shifts)])
-            indices = np.concatenate([idx for _, idx in taken])
+        out = self._one(run, 0, n)
+        offsets, indices = self._take(out)
         done = time.perf_counter()
-        candidates = sum(int(out.candidates) for out in results)
-        return Hits(offsets, indices, candidates, built - start if kind != "none" else 0.0, done - built)
+        return Hits(offsets, indices, int(out.candidates), built - start if kind != "none" else 0.0, done - built)
+
+    def stream_floor(self, px: np.ndarray, py: np.ndarray, out: np.ndarray) -> float:
+        """Seconds to read px, py once and write `out` (int32, the hits' size) once: the floor
+        a query is measured against (kernels_c/sector/broadphase/floor.c)."""
+        keep: list = []
+        x, y = self._floats(px, keep), self._floats(py, keep)
+        target = self.ffi.from_buffer("int32_t[]", out)
+        start = time.perf_counter()
+        self.lib.sb_bp_stream(x, y, len(px), target, len(out))
+        return time.perf_counter() - start

@@ -192,7 +192,7 @@ class NumbaParallelPeer(NumbaPeer):
 
 #: query_ball_point's radius: sqrt(r2) widened past the float32 kernel's own rounding (it
 #: accepts points up to (1 + 8 * 2^-24) sqrt(r2) from the apex, and within 2^-40 of it by
-#: underflow: the broadphase's box rule, kernels_c/sector_broadphase.c), so no candidate is lost.
+#: underflow: the broadphase's box rule, kernels_c/sector/broadphase/box.c), so no candidate is lost.
 KDTREE_RADIUS_SLACK = 8 * 2.0**-24
 KDTREE_APEX_PAD = 2.0**-40
 #: cKDTree's leaf size (scipy's default); workers=1, as every row of a run is one thread.

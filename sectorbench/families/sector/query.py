@@ -73,6 +73,13 @@ def prepare() -> Path:
     return _library
 
 
+def release_buffers() -> int:
+    """Give back the index and hit buffers the broadphase keeps between calls; returns their bytes."""
+    with _lock:
+        loaded = _engine
+    return int(loaded.lib.sb_bp_pool_release()) if loaded is not None else 0
+
+
 def _column(table, name: str, argument: str):
     """table[name] of a mapping, a structured array or a DataFrame, or None if it has no such column."""
     names = getattr(getattr(table, "dtype", None), "names", None)
@@ -184,8 +191,10 @@ def query(sectors, points, *, broadphase: str = "auto", kernel: str = "auto", th
 
     broadphase: "auto" (grid, the measured fastest), "grid", "morton" or "none" (every pair);
     kernel: the narrow phase, "auto" (the best SIMD one here), "avx512_nosqrt", "avx2_nosqrt"
-    or "sse2_nosqrt"; threads: sectors split among this many threads.  The hits are the same
-    for every choice: the answer of the float32 kernel avx512_nosqrt and its twins, pair for pair.
+    or "sse2_nosqrt"; threads: the index build and the sectors split among this many C threads
+    (the GIL is released meanwhile).  The hits are the same for every choice: the answer of the
+    float32 kernel avx512_nosqrt and its twins, pair for pair.  Freed index and hit buffers are
+    kept for the next call (fresh pages cost a fault each); release_buffers() gives them back.
 
     It runs in this process, not in a worker: the library it loads is built with plain -O2,
     never with fast-math flags, so loading it cannot switch the process to flush-to-zero or

@@ -1,0 +1,241 @@
+/* The queries (see bp_internal.h): per sector its box, the runs of candidate points the box
+ * touches in the index, those runs through the narrow phase, the sector's hits sorted; CSR out
+ * (offsets N + 1, indices ascending per sector), allocated here and released with sb_bp_free.
+ * Every point the predicate accepts lies in the box, so the hits are those of brute force,
+ * pair for pair.
+ *
+ * Threads: the sectors are cut into T contiguous shares (as model/split.py's shape_ranges
+ * cuts them); each thread writes its share's CSR into its own buffer, sized beforehand by the
+ * candidates its boxes touch (an upper bound on its hits: no reallocation, no copy while it
+ * runs), then each copies its part into the one result at its offset.  A sector's answer does
+ * not depend on its share, so the CSR is the same for every T. */
+#include "bp_internal.h"
+
+typedef struct query_job {
+    const sb_bp_index *t; /* NULL: brute force over (px, py) */
+    const float *px, *py;
+    int64_t m;
+    const sb_bp_sectors *s;
+    int64_t begin, end;
+    bp_run_fn run;
+    int simd_sort;
+    sb_bp_hits part[BP_MAX_PARTS];
+    int status[BP_MAX_PARTS];
+    sb_bp_hits *out;
+    int64_t base[BP_MAX_PARTS + 1]; /* each part's first hit in the result */
+} query_job;
+
+static int hits_alloc(sb_bp_hits *h, int64_t n, int64_t cap) {
+    memset(h, 0, sizeof *h);
+    h->n = n;
+    h->cap = cap < 1024 ? 1024 : cap;
+    h->offsets = bp_alloc((size_t)(n + 1) * sizeof *h->offsets);
+    h->indices = bp_alloc((size_t)h->cap * sizeof *h->indices);
+    if (!h->offsets || !h->indices) {
+        sb_bp_hits_free(h);
+        return -1;
+    }
+    h->offsets[0] = 0;
+    return 0;
+}
+
+/* Room for `more` hits and the narrow phase's 16 past them (brute force only: the indexed
+ * query knows its bound beforehand). */
+static int hits_reserve(sb_bp_hits *h, int64_t more) {
+    if (h->nhits + more + 16 <= h->cap)
+        return 0;
+    int64_t cap = h->cap * 2;
+    while (cap < h->nhits + more + 16)
+        cap *= 2;
+    int32_t *p = bp_alloc((size_t)cap * sizeof *p);
+    if (!p)
+        return -1;
+    memcpy(p, h->indices, (size_t)h->nhits * sizeof *p);
+    bp_free(h->indices);
+    h->indices = p;
+    h->cap = cap;
+    return 0;
+}
+
+static inline void sector_q(const sb_bp_sectors *s, int64_t i, float *q) {
+    q[0] = s->cx[i], q[1] = s->cy[i], q[2] = s->ux[i];
+    q[3] = s->uy[i], q[4] = s->r2[i], q[5] = s->cos_theta[i];
+}
+
+/* The index positions a box touches, as runs [a, b): the grid's rows (one run per row) or the
+ * Morton table's at most 4 ranges.  Calls EMIT(a, b) for each. */
+#define FOR_EACH_RUN(t, box, EMIT)                                                                   \
+    do {                                                                                             \
+        if ((t)->kind == BP_KIND_GRID) {                                                             \
+            int64_t g_[4];                                                                           \
+            bp_grid_box_cells((t), (box), g_);                                                       \
+            for (int64_t row_ = g_[2]; row_ <= g_[3]; row_++) {                                      \
+                const int64_t first_ = row_ * (t)->nx;                                               \
+                EMIT((t)->start[first_ + g_[0]], (t)->start[first_ + g_[1] + 1]);                    \
+            }                                                                                        \
+        } else {                                                                                     \
+            int64_t a_[4], b_[4];                                                                    \
+            const int runs_ = bp_morton_runs((t), (box), a_, b_);                                    \
+            for (int r_ = 0; r_ < runs_; r_++)                                                       \
+                EMIT(a_[r_], b_[r_]);                                                                \
+        }                                                                                            \
+    } while (0)
+
+static int query_share(query_job *job, int64_t begin, int64_t end, sb_bp_hits *out) {
+    const sb_bp_index *t = job->t;
+    const sb_bp_sectors *s = job->s;
+    const int64_t count = end - begin;
+    /* pass 1: the boxes, and the candidates they touch (the bound on the hits) */
+    double *boxes = bp_alloc((size_t)(count ? count : 1) * 4 * sizeof *boxes);
+    if (!boxes)
+        return -2;
+    int64_t bound = 0;
+#define ADD_BOUND(a, b) (bound += (b) - (a))
+    for (int64_t i = begin; i < end; i++) {
+        double *box = boxes + 4 * (i - begin);
+        if (bp_sector_box(s->cx[i], s->cy[i], s->ux[i], s->uy[i], s->r2[i], s->cos_theta[i], box))
+            FOR_EACH_RUN(t, box, ADD_BOUND);
+        else
+            box[0] = 1, box[1] = 0; /* no point is inside (an empty box: no NaN, fast-math builds) */
+    }
+#undef ADD_BOUND
+    if (hits_alloc(out, count, bound + 16)) {
+        bp_free(boxes);
+        return -2;
+    }
+    /* pass 2: the narrow phase over the runs, each sector's hits sorted in place */
+    bp_scratch sc = {0};
+    int status = 0;
+    float q[6];
+    int32_t *indices = out->indices;
+    int64_t nhits = 0, candidates = 0, runs = 0;
+#define NARROW(a, b)                                                                                 \
+    do {                                                                                             \
+        const int64_t a__ = (a), b__ = (b);                                                          \
+        if (a__ < b__) {                                                                             \
+            nhits += job->run(t->xs, t->ys, t->ids, a__, b__, q, indices + nhits);                   \
+            candidates += b__ - a__;                                                                 \
+            runs++;                                                                                  \
+        }                                                                                            \
+    } while (0)
+    for (int64_t i = begin; i < end && !status; i++) {
+        const double *box = boxes + 4 * (i - begin);
+        const int64_t first = nhits;
+        if (box[0] <= box[1]) {
+            sector_q(s, i, q);
+            FOR_EACH_RUN(t, box, NARROW);
+            if (bp_sort_hits(indices + first, nhits - first, &sc, job->simd_sort))
+                status = -2;
+        }
+        out->offsets[i - begin + 1] = nhits;
+    }
+#undef NARROW
+    out->nhits = nhits;
+    out->candidates = candidates;
+    out->runs = runs;
+    bp_scratch_free(&sc);
+    bp_free(boxes);
+    if (status)
+        sb_bp_hits_free(out);
+    return status;
+}
+
+/* Brute force: every sector of the share against all M points, the same narrow phase. */
+static int none_share(query_job *job, int64_t begin, int64_t end, sb_bp_hits *out) {
+    if (hits_alloc(out, end - begin, 1 << 16))
+        return -2;
+    float q[6];
+    for (int64_t i = begin; i < end; i++) {
+        sector_q(job->s, i, q);
+        if (hits_reserve(out, job->m)) {
+            sb_bp_hits_free(out);
+            return -2;
+        }
+        out->nhits += job->run(job->px, job->py, NULL, 0, job->m, q, out->indices + out->nhits);
+        out->candidates += job->m;
+        out->runs++;
+        out->offsets[i - begin + 1] = out->nhits;
+    }
+    return 0;
+}
+
+static void share_part(void *arg, int part, int parts) {
+    query_job *job = arg;
+    const int64_t n = job->end - job->begin;
+    const int64_t a = job->begin + bp_share(n, part, parts), e = job->begin + bp_share(n, part + 1, parts);
+    job->status[part] = job->t ? query_share(job, a, e, &job->part[part]) : none_share(job, a, e, &job->part[part]);
+}
+
+/* Each part's CSR into the result at its base: the offsets shifted, the indices copied. */
+static void join_part(void *arg, int part, int parts) {
+    query_job *job = arg;
+    const sb_bp_hits *h = &job->part[part];
+    const int64_t n = job->end - job->begin, first = bp_share(n, part, parts), base = job->base[part];
+    for (int64_t i = 1; i <= h->n; i++)
+        job->out->offsets[first + i] = base + h->offsets[i];
+    memcpy(job->out->indices + base, h->indices, (size_t)h->nhits * sizeof *h->indices);
+}
+
+static int run_query(query_job *job, int isa, int threads, sb_bp_hits *out) {
+    memset(out, 0, sizeof *out);
+    job->run = bp_pick_run(isa);
+    if (!job->run)
+        return -1;
+    /* the AVX-512 sort, else the AVX2 one, else the bucket sort (any narrow phase: the hits
+     * are the same ids, and the sort only orders them) */
+    job->simd_sort = sb_bp_isa_supported(3) ? 3 : sb_bp_isa_supported(2) ? 2 : 0;
+    if (job->simd_sort == 2)
+        bp_compress_init();
+    const int64_t n = job->end - job->begin;
+    threads = threads < 1 ? 1 : threads > BP_MAX_PARTS ? BP_MAX_PARTS : threads;
+    if (threads > n)
+        threads = n > 0 ? (int)n : 1;
+    bp_parallel(threads, share_part, job);
+    int status = 0;
+    for (int p = 0; p < threads; p++)
+        status = status ? status : job->status[p];
+    if (!status && threads == 1) {
+        *out = job->part[0];
+        return 0;
+    }
+    job->base[0] = 0;
+    for (int p = 0; p < threads; p++)
+        job->base[p + 1] = job->base[p] + (job->status[p] ? 0 : job->part[p].nhits);
+    if (!status && hits_alloc(out, n, job->base[threads] + 16))
+        status = -2;
+    if (!status) {
+        job->out = out;
+        bp_parallel(threads, join_part, job);
+        out->nhits = job->base[threads];
+        for (int p = 0; p < threads; p++) {
+            out->candidates += job->part[p].candidates;
+            out->runs += job->part[p].runs;
+        }
+    }
+    for (int p = 0; p < threads; p++)
+        if (!job->status[p])
+            sb_bp_hits_free(&job->part[p]);
+    return status;
+}
+
+int sb_bp_query(const sb_bp_index *t, const sb_bp_sectors *s, int64_t begin, int64_t end, int isa, int threads,
+                sb_bp_hits *out) {
+    query_job *job = calloc(1, sizeof *job);
+    if (!job)
+        return -2;
+    job->t = t, job->s = s, job->begin = begin, job->end = end;
+    const int status = run_query(job, isa, threads, out);
+    free(job);
+    return status;
+}
+
+int sb_bp_none(const float *px, const float *py, int64_t m, const sb_bp_sectors *s, int64_t begin, int64_t end,
+               int isa, int threads, sb_bp_hits *out) {
+    query_job *job = calloc(1, sizeof *job);
+    if (!job)
+        return -2;
+    job->px = px, job->py = py, job->m = m, job->s = s, job->begin = begin, job->end = end;
+    const int status = run_query(job, isa, threads, out);
+    free(job);
+    return status;
+}

@@ -1,0 +1,350 @@
+/* One sector's hits into ascending order (see bp_internal.h for the broadphase's files). */
+#include "bp_internal.h"
+
+/* One sector's hits arrive as a concatenation of ascending runs (one per cell).  Sorted by an
+ * interpolation bucket pass (bucket = (x - min) B / (max - min + 1), monotone), then each
+ * bucket by insertion, or by qsort when it is large: O(n) expected, O(n log n) worst. */
+static int cmp_i32(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void isort(int32_t *v, int64_t n) {
+    for (int64_t i = 1; i < n; i++) {
+        const int32_t x = v[i];
+        int64_t j = i;
+        while (j > 0 && v[j - 1] > x) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = x;
+    }
+}
+
+static int sort_hits_portable(int32_t *v, int64_t n, bp_scratch *sc) {
+    if (n <= 32) {
+        isort(v, n);
+        return 0;
+    }
+    int64_t B = 64;
+    while (B < n)
+        B *= 2;
+    if (sc->cap < B + 1 || sc->cap < n) {
+        const int64_t cap = 2 * (n > B ? n : B) + 2;
+        free(sc->tmp);
+        free(sc->cnt);
+        sc->tmp = malloc((size_t)cap * sizeof *sc->tmp);
+        sc->cnt = malloc((size_t)cap * sizeof *sc->cnt);
+        sc->cap = cap;
+        if (!sc->tmp || !sc->cnt)
+            return -1;
+    }
+    int32_t lo = v[0], hi = v[0];
+    for (int64_t i = 1; i < n; i++) {
+        lo = v[i] < lo ? v[i] : lo;
+        hi = v[i] > hi ? v[i] : hi;
+    }
+    const double scale = (double)B / ((double)hi - (double)lo + 1.0);
+    int32_t *cnt = sc->cnt, *tmp = sc->tmp;
+    memset(cnt, 0, (size_t)(B + 1) * sizeof *cnt);
+    for (int64_t i = 0; i < n; i++)
+        cnt[1 + (int64_t)((double)(v[i] - lo) * scale)]++;
+    for (int64_t k = 1; k <= B; k++)
+        cnt[k] += cnt[k - 1];
+    /* cnt[k] is now the start of bucket k; fill moves it to the start of bucket k + 1 */
+    for (int64_t i = 0; i < n; i++)
+        tmp[cnt[(int64_t)((double)(v[i] - lo) * scale)]++] = v[i];
+    int64_t start = 0;
+    for (int64_t k = 0; k < B; k++) {
+        const int64_t end = cnt[k], size = end - start;
+        if (size > 48)
+            qsort(tmp + start, (size_t)size, sizeof *tmp, cmp_i32);
+        else if (size > 1)
+            isort(tmp + start, size);
+        start = end;
+    }
+    memcpy(v, tmp, (size_t)n * sizeof *v);
+    return 0;
+}
+
+#if defined(SB_X86)
+/* AVX-512 sort of one sector's hits (the prototype's): a bitonic network over 1..16 zmm
+ * registers for n <= 256 (padded with INT32_MAX), above that an out-of-place compress
+ * partition around a median of 3 (ids of one sector are distinct, so it always splits). */
+SB_AVX512_ATTR static inline __m512i bitonic_lane(__m512i v, int j, __mmask16 keepmax) {
+    __m512i perm;
+    switch (j) {
+    case 1: perm = _mm512_setr_epi32(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14); break;
+    case 2: perm = _mm512_setr_epi32(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13); break;
+    case 4: perm = _mm512_setr_epi32(4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11); break;
+    default: perm = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7); break;
+    }
+    const __m512i w = _mm512_permutexvar_epi32(perm, v);
+    return _mm512_mask_blend_epi32(keepmax, _mm512_min_epi32(v, w), _mm512_max_epi32(v, w));
+}
+
+/* lanes l with (l & j) != 0 */
+static inline uint16_t lane_bits(int j) {
+    return j == 1 ? 0xAAAA : j == 2 ? 0xCCCC : j == 4 ? 0xF0F0 : 0xFF00;
+}
+
+SB_AVX512_ATTR static inline __attribute__((always_inline)) void bitonic_regs(__m512i *v, const int R) {
+    const int N = 16 * R;
+#pragma GCC unroll 16
+    for (int k = 2; k <= N; k <<= 1) {
+#pragma GCC unroll 16
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            if (j >= 16) {
+                const int jr = j >> 4;
+#pragma GCC unroll 16
+                for (int r = 0; r < R; r++) {
+                    if (r & jr) continue;
+                    const int up = !((r << 4) & k);
+                    const __m512i mn = _mm512_min_epi32(v[r], v[r | jr]);
+                    const __m512i mx = _mm512_max_epi32(v[r], v[r | jr]);
+                    v[r] = up ? mn : mx;
+                    v[r | jr] = up ? mx : mn;
+                }
+            } else {
+#pragma GCC unroll 16
+                for (int r = 0; r < R; r++) {
+                    const uint16_t U = k < 16 ? (uint16_t)~lane_bits(k) : (((r << 4) & k) ? 0 : 0xFFFF);
+                    const __mmask16 keepmax = (__mmask16)~(lane_bits(j) ^ U);
+                    v[r] = bitonic_lane(v[r], j, keepmax);
+                }
+            }
+        }
+    }
+}
+
+#define BITONIC_CASE(RR)                                                                       \
+    SB_AVX512_ATTR static void bitonic_##RR(int32_t *a, int64_t n) {                                     \
+        __m512i v[RR < 2 ? 2 : RR];                                                                       \
+        const __m512i big = _mm512_set1_epi32(INT32_MAX);                                      \
+        for (int r = 0; r < RR; r++) {                                                         \
+            const int64_t left = n - 16 * r;                                                   \
+            const __mmask16 m = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u); \
+            v[r] = _mm512_mask_loadu_epi32(big, m, a + 16 * r);                                \
+        }                                                                                      \
+        bitonic_regs(v, RR);                                                                   \
+        for (int r = 0; r < RR; r++) {                                                         \
+            const int64_t left = n - 16 * r;                                                   \
+            const __mmask16 m = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u); \
+            _mm512_mask_storeu_epi32(a + 16 * r, m, v[r]);                                     \
+        }                                                                                      \
+    }
+BITONIC_CASE(1)
+BITONIC_CASE(2)
+BITONIC_CASE(4)
+BITONIC_CASE(8)
+BITONIC_CASE(16)
+
+
+SB_AVX512_ATTR static int simd_sort(int32_t *v, int64_t n, int depth, bp_scratch *sc) {
+    while (n > 256) {
+        if (depth-- <= 0) {
+            qsort(v, (size_t)n, sizeof *v, cmp_i32);
+            return 0;
+        }
+        const int32_t a = v[0], b = v[n / 2], c = v[n - 1];
+        const int32_t p = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        const __m512i pv = _mm512_set1_epi32(p);
+        if (sc->cap < 2 * n + 64) {
+            free(sc->tmp);
+            sc->cap = 4 * n + 128;
+            sc->tmp = malloc((size_t)sc->cap * sizeof *sc->tmp);
+            if (!sc->tmp) {
+                sc->cap = 0;
+                return -1;
+            }
+        }
+        int32_t *lo = sc->tmp, *hi = sc->tmp + n + 32;
+        int64_t nl = 0, nh = 0;
+        for (int64_t i = 0; i < n; i += 16) {
+            const __mmask16 live = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+            const __m512i x = _mm512_maskz_loadu_epi32(live, v + i);
+            const __mmask16 m = _mm512_mask_cmplt_epi32_mask(live, x, pv);
+            const __mmask16 mh = live & (__mmask16)~m;
+            _mm512_storeu_si512(lo + nl, _mm512_maskz_compress_epi32(m, x));
+            _mm512_storeu_si512(hi + nh, _mm512_maskz_compress_epi32(mh, x));
+            nl += __builtin_popcount(m);
+            nh += __builtin_popcount(mh);
+        }
+        memcpy(v, lo, (size_t)nl * sizeof *v);
+        memcpy(v + nl, hi, (size_t)nh * sizeof *v);
+        if (nl < nh) {
+            if (simd_sort(v, nl, depth, sc))
+                return -1;
+            v += nl;
+            n = nh;
+        } else {
+            if (simd_sort(v + nl, nh, depth, sc))
+                return -1;
+            n = nl;
+        }
+    }
+    if (n <= 1)
+        return 0;
+    if (n <= 16)
+        bitonic_1(v, n);
+    else if (n <= 32)
+        bitonic_2(v, n);
+    else if (n <= 64)
+        bitonic_4(v, n);
+    else if (n <= 128)
+        bitonic_8(v, n);
+    else
+        bitonic_16(v, n);
+    return 0;
+}
+
+#endif
+
+#if defined(SB_X86)
+/* The AVX2 sort: the AVX-512 one's shape on 8 lanes.  A bitonic network over 1..8 ymm registers
+ * for n <= 64 (padded with INT32_MAX), above that an out-of-place partition around a median of 3,
+ * each vector's two sides stored with AVX2's compress (a permutation from bp_compress_lanes). */
+SB_AVX2_ATTR static inline __m256i lanes_of(unsigned bits) {
+    const __m256i lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)bits), lane), lane);
+}
+
+SB_AVX2_ATTR static inline __m256i bitonic_lane8(__m256i v, int j, unsigned keepmax) {
+    const __m256i w = j == 1   ? _mm256_shuffle_epi32(v, 0xB1)
+                      : j == 2 ? _mm256_shuffle_epi32(v, 0x4E)
+                               : _mm256_permute2x128_si256(v, v, 1);
+    return _mm256_blendv_epi8(_mm256_min_epi32(v, w), _mm256_max_epi32(v, w), lanes_of(keepmax));
+}
+
+/* lanes l with (l & j) != 0, of 8 */
+static inline unsigned lane_bits8(int j) { return j == 1 ? 0xAA : j == 2 ? 0xCC : 0xF0; }
+
+SB_AVX2_ATTR static inline __attribute__((always_inline)) void bitonic8_regs(__m256i *v, const int R) {
+    const int N = 8 * R;
+#pragma GCC unroll 16
+    for (int k = 2; k <= N; k <<= 1) {
+#pragma GCC unroll 16
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            if (j >= 8) {
+                const int jr = j >> 3;
+#pragma GCC unroll 16
+                for (int r = 0; r < R; r++) {
+                    if (r & jr)
+                        continue;
+                    const int up = !((r << 3) & k);
+                    const __m256i mn = _mm256_min_epi32(v[r], v[r | jr]);
+                    const __m256i mx = _mm256_max_epi32(v[r], v[r | jr]);
+                    v[r] = up ? mn : mx;
+                    v[r | jr] = up ? mx : mn;
+                }
+            } else {
+#pragma GCC unroll 16
+                for (int r = 0; r < R; r++) {
+                    const unsigned up = k < 8 ? (~lane_bits8(k) & 0xFFu) : (((r << 3) & k) ? 0u : 0xFFu);
+                    v[r] = bitonic_lane8(v[r], j, ~(lane_bits8(j) ^ up) & 0xFFu);
+                }
+            }
+        }
+    }
+}
+
+SB_AVX2_ATTR static inline __m256i live8(int64_t left) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(left >= 8 ? 8 : left <= 0 ? 0 : (int)left),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+#define BITONIC8_CASE(RR)                                                                          \
+    SB_AVX2_ATTR static void bitonic8_##RR(int32_t *a, int64_t n) {                                \
+        __m256i v[RR < 2 ? 2 : RR];                                                                \
+        const __m256i big = _mm256_set1_epi32(INT32_MAX);                                          \
+        for (int r = 0; r < RR; r++) {                                                             \
+            const __m256i live = live8(n - 8 * r);                                                 \
+            v[r] = _mm256_blendv_epi8(big, _mm256_maskload_epi32(a + 8 * r, live), live);          \
+        }                                                                                          \
+        bitonic8_regs(v, RR);                                                                      \
+        for (int r = 0; r < RR; r++)                                                               \
+            _mm256_maskstore_epi32(a + 8 * r, live8(n - 8 * r), v[r]);                             \
+    }
+BITONIC8_CASE(1)
+BITONIC8_CASE(2)
+BITONIC8_CASE(4)
+BITONIC8_CASE(8)
+
+SB_AVX2_ATTR static int avx2_sort(int32_t *v, int64_t n, int depth, bp_scratch *sc) {
+    const __m256i spread = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
+    while (n > 64) {
+        if (depth-- <= 0) {
+            qsort(v, (size_t)n, sizeof *v, cmp_i32);
+            return 0;
+        }
+        const int32_t a = v[0], b = v[n / 2], c = v[n - 1];
+        const int32_t p = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        const __m256i pv = _mm256_set1_epi32(p);
+        if (sc->cap < 2 * n + 32) {
+            free(sc->tmp);
+            sc->cap = 4 * n + 128;
+            sc->tmp = malloc((size_t)sc->cap * sizeof *sc->tmp);
+            if (!sc->tmp) {
+                sc->cap = 0;
+                return -1;
+            }
+        }
+        int32_t *lo = sc->tmp, *hi = sc->tmp + n + 16;
+        int64_t nl = 0, nh = 0;
+        for (int64_t i = 0; i < n; i += 8) {
+            const int64_t left = n - i;
+            const unsigned live = left >= 8 ? 0xFFu : (1u << left) - 1u;
+            const __m256i x = _mm256_maskload_epi32(v + i, live8(left));
+            const unsigned below = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(pv, x))) & live;
+            const unsigned above = live & ~below;
+            const __m256i pl = _mm256_srlv_epi32(_mm256_set1_epi32((int)bp_compress_lanes[below]), spread);
+            const __m256i ph = _mm256_srlv_epi32(_mm256_set1_epi32((int)bp_compress_lanes[above]), spread);
+            _mm256_storeu_si256((__m256i *)(lo + nl), _mm256_permutevar8x32_epi32(x, pl));
+            _mm256_storeu_si256((__m256i *)(hi + nh), _mm256_permutevar8x32_epi32(x, ph));
+            nl += SB_POPCOUNT8(below);
+            nh += SB_POPCOUNT8(above);
+        }
+        memcpy(v, lo, (size_t)nl * sizeof *v);
+        memcpy(v + nl, hi, (size_t)nh * sizeof *v);
+        if (nl < nh) {
+            if (avx2_sort(v, nl, depth, sc))
+                return -1;
+            v += nl;
+            n = nh;
+        } else {
+            if (avx2_sort(v + nl, nh, depth, sc))
+                return -1;
+            n = nl;
+        }
+    }
+    if (n <= 1)
+        return 0;
+    if (n <= 8)
+        bitonic8_1(v, n);
+    else if (n <= 16)
+        bitonic8_2(v, n);
+    else if (n <= 32)
+        bitonic8_4(v, n);
+    else
+        bitonic8_8(v, n);
+    return 0;
+}
+#endif
+
+int bp_sort_hits(int32_t *v, int64_t n, bp_scratch *sc, int simd) {
+#if defined(SB_X86)
+    if (simd == 3)
+        return simd_sort(v, n, 64, sc);
+    if (simd == 2)
+        return avx2_sort(v, n, 64, sc);
+#endif
+    (void)simd;
+    return sort_hits_portable(v, n, sc);
+}
+
+void bp_scratch_free(bp_scratch *sc) {
+    free(sc->tmp);
+    free(sc->cnt);
+    sc->tmp = sc->cnt = NULL;
+    sc->cap = 0;
+}
