@@ -7,7 +7,8 @@ Schema history:
      NoOperation loop shape ("noop[scalar b1, 6 arrays]").  Version 1 files still load.
      Later, still 2 (optional fields, absent in older files): broadphase rows add broadphase,
      index_build_s, index_build_samples_s, candidates, narrow_phase; scene gains options and
-     config gains broadphase and scene_options.
+     config gains broadphase and scene_options.  C kernel rows add code_sha256 and
+     source_sha256 (the gate's "unchanged code").
 """
 
 from __future__ import annotations
@@ -86,6 +87,12 @@ class KernelResult:
     broadphase: str | None = None  # a broadphase row (run --broadphase): its name
     candidates: int | None = None  # pairs its narrow phase tested per pass
     narrow_phase: str | None = None  # the brute-force kernel whose predicate it runs
+    #: The count loop's machine code for this row's mode, normalised (native/code_identity.py):
+    #: equal in two runs, the kernel ran the same instructions on the same constants.
+    code_sha256: str | None = None
+    #: Everything of the kernel's build but the compiler: its row's C file, the headers and
+    #: the flags.  Equal while code_sha256 differs: the toolchain changed the code.
+    source_sha256: str | None = None
 
     @property
     def percent_of_bound(self) -> float | None:

@@ -158,11 +158,11 @@ def main():
 
 def run_gate(baseline, current, config, markdown_path, force, baseline_label, current_label) -> None:
     from ..gate import gate
-    from ..report import GATE_DROP, fit, gate_markdown, gate_table
+    from ..report import fit, gate_drop, gate_markdown, gate_table
 
     report = gate(baseline, current, config)
     console = stdout()
-    console.print(fit(gate_table(report), console.width, GATE_DROP))
+    console.print(fit(gate_table(report), console.width, gate_drop(config.normalize)))
     if markdown_path is not None:
         write_text_atomic(markdown_path, gate_markdown(report, baseline_label, current_label), overwrite=force)
         note(f"saved {markdown_path}")

@@ -172,10 +172,11 @@ def run_command(
     )
     baseline_result = None
     if baseline:
-        from ..gate import check_scene
+        from ..gate import check_power, check_scene
 
         baseline_result = load(baseline)
         check_scene(baseline_result, describe_scene(scene, sectors, points, seed, config.scene_options))
+        check_power(baseline_result, repeat, gate_config.alpha)
     result = measure(config, baseline_result, gate_config)
     from ..report import RUN_DROP, fit, run_table
 
