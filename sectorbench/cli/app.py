@@ -175,6 +175,14 @@ def run_gate(baseline, current, config, markdown_path, force, baseline_label, cu
     click.get_current_context().exit(report.exit_code)
 
 
+def write_exports(result, exports, force: bool) -> None:
+    """Each --export FORMAT=PATH, atomically (its path was checked before the run)."""
+    from ..compare.export import render
+
+    for fmt, path in exports:
+        note(f"saved {write_text_atomic(path, render(result, fmt), overwrite=force)} ({fmt})")
+
+
 def write_json(result, json_path: Path | None, force: bool, save_to_results: bool = False, label: str = "run"):
     if json_path is not None:
         note(f"saved {save(result, json_path, overwrite=force)}")

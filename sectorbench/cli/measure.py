@@ -13,7 +13,7 @@ from ..runner import MAX_RUN_MINUTES, Plan, RunConfig, run
 from ..scenes import describe as describe_scene
 from ..scenes import kinds as scene_kinds
 from ..timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
-from .app import Reporter, main, note, run_gate, stdout, write_json
+from .app import Reporter, main, note, run_gate, stdout, write_exports, write_json
 from .options import (
     SEED,
     RegistryChoice,
@@ -22,6 +22,7 @@ from .options import (
     build_options,
     check_outputs,
     comma_list,
+    export_option,
     game_options,
     gate_options,
     make_gate_config,
@@ -113,6 +114,7 @@ def scene_options(command):
 @threads_option
 @timing_options(DEFAULT_REPEAT)
 @output_options
+@export_option
 @click.option(
     "--save", "save_to_results", is_flag=True, help="Also save a timestamped JSON under ./results [default: off]."
 )
@@ -143,6 +145,7 @@ def run_command(
     max_minutes,
     json_path,
     force,
+    exports,
     save_to_results,
     baseline,
     alpha,
@@ -153,7 +156,7 @@ def run_command(
 ):
     """Time kernels over a seeded scene, NoOperation overhead subtracted."""
     refuse_unused_gate_options(click.get_current_context(), baseline)
-    check_outputs(force, json_path, markdown_path, save=save_to_results)
+    check_outputs(force, json_path, markdown_path, *(path for _, path in exports), save=save_to_results)
     gate_config = make_gate_config(alpha, threshold, thresholds, normalize)
     config = RunConfig(
         scene=scene,
@@ -183,6 +186,7 @@ def run_command(
     console = stdout()
     console.print(fit(run_table(result), console.width, RUN_DROP))
     write_json(result, json_path, force, save_to_results)
+    write_exports(result, exports, force)
     if baseline_result is not None:
         run_gate(baseline_result, result, gate_config, markdown_path, force, str(baseline), "this run")
 
@@ -252,6 +256,7 @@ QUICK = dict(points=10_000, repeat=5)
 @threads_option
 @timing_options(COMPARE_REPEAT)
 @output_options
+@export_option
 @click.option(
     "--save", "save_to_results", is_flag=True, help="Also save a timestamped JSON under ./results [default: off]."
 )
@@ -274,6 +279,7 @@ def compare_command(
     max_minutes,
     json_path,
     force,
+    exports,
     save_to_results,
 ):
     """Time the kernels under several flag sets and compilers in the same rounds; print the matrix."""
@@ -291,7 +297,7 @@ def compare_command(
     if quick:
         points = QUICK["points"] if defaulted("points") else points
         repeat = QUICK["repeat"] if defaulted("repeat") else repeat
-    check_outputs(force, json_path, save=save_to_results)
+    check_outputs(force, json_path, *(path for _, path in exports), save=save_to_results)
     build_configs(flags, cc, sources)  # duplicates are refused before compilers are looked for
     installed = tuple(c for c in cc if shutil.which(c))
     if not installed:
@@ -317,3 +323,4 @@ def compare_command(
     for table in split(compare_table(result), console.width):
         console.print(table)
     write_json(result, json_path, force, save_to_results, label="compare")
+    write_exports(result, exports, force)
