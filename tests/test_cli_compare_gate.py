@@ -17,14 +17,17 @@ def invoke(*args):
     return CliRunner().invoke(main, list(args))
 
 
-def slowed(source, into, factor, flags=None):
+def slowed(source, into, factor, flags=None, code_changed=False):
     """A copy of a real run with every pass of `basic` `factor` times as long: what the gate
     sees is then known, where two real runs on a shared machine may differ by anything
-    (that the gate catches a real -O0 build is `make gate-selftest`'s job, run 5 times)."""
+    (that the gate catches a real -O0 build is `make gate-selftest`'s job, run 5 times).
+    Its machine code stays the run's, so the gate calls it unchanged, unless `code_changed`."""
     data = json.loads(source.read_text())
     for row in data["results"]:
         if row["kernel"] == "basic":
             row["samples_s"] = [t * factor for t in row["samples_s"]]
+            if code_changed:
+                row["code_sha256"] = "0" * 64
         row["flags"] = flags or row["flags"]
     into.write_text(json.dumps(data))
     return into
@@ -40,7 +43,8 @@ def saved_runs(tmp_path_factory):
         result = invoke("run", *SMALL, "--repeat", "8", "--flags", flags, "--json", str(paths[name]))
         assert result.exit_code == 0, result.output
     paths["o2b"] = slowed(paths["o2"], where / "o2b.json", 1.1)
-    paths["o2_slow"] = slowed(paths["o2"], where / "o2_slow.json", 3.0, flags="-O1")
+    paths["o2_slow"] = slowed(paths["o2"], where / "o2_slow.json", 3.0, flags="-O1", code_changed=True)
+    paths["o2_same_code_slow"] = slowed(paths["o2"], where / "o2_same_code_slow.json", 3.0)
     return paths
 
 
@@ -100,6 +104,14 @@ def test_regress_passes_10_percent_and_fails_3x_slower(saved_runs, tmp_path):
     assert any(line.startswith("| basic |") and "**regression**" in line for line in lines), lines
 
 
+def test_a_3x_slowdown_of_the_same_machine_code_is_never_a_regression(saved_runs):
+    data = json.loads(saved_runs["o2"].read_text())
+    assert all(len(row["code_sha256"]) == 64 for row in data["results"] if row["status"] == "ok")
+    result = invoke("regress", str(saved_runs["o2"]), str(saved_runs["o2_same_code_slow"]), "--alpha", "0.1")
+    assert result.exit_code == 0, result.output
+    assert "unchanged code" in result.output and "0 regression(s)" in result.output
+
+
 def test_regress_incompatible_files_exit_2(saved_runs, tmp_path):
     other = tmp_path / "other.json"
     data = json.loads(saved_runs["o2"].read_text())
@@ -142,3 +154,12 @@ def test_plot_bar_heatmap_and_trend(saved_runs, tmp_path):
     assert trend.read_text().lstrip().startswith("<?xml")
     again = invoke("plot", str(saved_runs["o2"]), "--out", str(bar))
     assert again.exit_code == 2 and "exists" in again.output
+
+
+def test_run_with_baseline_refuses_rounds_that_cannot_reach_alpha(saved_runs, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SECTORBENCH_CACHE", str(cache))
+    result = invoke("run", *SMALL, "--repeat", "1", "--flags", "-O2", "--baseline", str(saved_runs["o2"]))
+    assert result.exit_code == 2
+    assert "8 vs 1 samples cannot reach alpha = 0.01" in result.output and "rounds against" in result.output
+    assert not cache.exists()  # refused before anything was built

@@ -435,3 +435,83 @@ def test_malformed_rows_are_incompatible():
     doubled = dataclasses.replace(base, results=[*base.results, base.results[0]])
     with pytest.raises(IncompatibleResults, match=r"duplicate row naive \[-O2, inline\] in BASELINE"):
         gate(doubled, make_run(37), GateConfig())
+
+
+# ------------------------------------------------------------ unchanged code, power, what is compared
+
+
+def with_code(run: RunResult, code: dict[str, str], source: str = "src") -> RunResult:
+    rows = [dataclasses.replace(r, code_sha256=code.get(r.kernel), source_sha256=source) for r in run.results]
+    return dataclasses.replace(run, results=rows)
+
+
+CODE = {name: f"{index:064x}" for index, name in enumerate(KERNELS)}
+
+
+def test_identical_machine_code_is_never_a_regression_whatever_the_samples():
+    slow = {name: 2.0 for name in KERNELS}  # every kernel twice as slow: code the same
+    report = gate(with_code(make_run(60), CODE), with_code(make_run(61, slow=slow), CODE), GateConfig())
+    assert not report.regressions and report.exit_code == 0
+    assert {r.verdict for r in report.rows} == {"unchanged code"}
+    assert all(r.ratio > 1.5 for r in report.rows)  # the timing is still shown
+    assert "6 unchanged code" in markdown(report).splitlines()[0]
+
+
+def test_changed_code_is_timed_and_same_source_is_toolchain_drift():
+    changed = {**CODE, "sse2": "f" * 64}
+    report = gate(with_code(make_run(62), CODE), with_code(make_run(63, slow={"sse2": 2.0}), changed), GateConfig())
+    assert names(report.regressions) == {"sse2"}
+    assert [w for w in report.warnings if "toolchain drift" in w] == [
+        "sse2 [-O2, inline]: toolchain drift: same source and flags, different machine code"
+    ]
+    # Another source: a change of code is expected, not drift.
+    other_source = with_code(make_run(63, slow={"sse2": 2.0}), changed, source="edited")
+    report = gate(with_code(make_run(62), CODE), other_source, GateConfig())
+    assert names(report.regressions) == {"sse2"} and not any("drift" in w for w in report.warnings)
+
+
+def test_rows_without_a_fingerprint_are_gated_as_before():
+    report = gate(make_run(64), make_run(65, slow={"naive": 1.3}), GateConfig())
+    assert names(report.regressions) == {"naive"} and "unchanged code" not in {r.verdict for r in report.rows}
+
+
+def test_check_power_refuses_rounds_that_cannot_reach_alpha():
+    from sectorbench.compare.gate import check_power
+
+    baseline = make_run(66, n=3)
+    with pytest.raises(SectorbenchError, match=r"--repeat 3: 3 vs 3 samples cannot reach alpha = 0.01 .* 7 rounds"):
+        check_power(baseline, 3, 0.01)
+    check_power(baseline, 7, 0.01)  # 1 / C(10, 3) = 1/120 < 0.01
+    check_power(make_run(67, n=10), 5, 0.01)
+
+
+def test_a_gate_that_cannot_reach_alpha_says_so():
+    report = gate(make_run(68, n=3), make_run(69, n=3, slow={"naive": 3.0}), GateConfig())
+    assert not report.regressions
+    assert report.warnings[0].startswith("3 vs 3 samples cannot reach alpha = 0.01")
+    assert "no row can be called a regression" in report.warnings[0]
+
+
+def test_normalised_markdown_shows_the_normalised_medians():
+    report = gate(make_run(70), make_run(71), GateConfig(normalize="overhead"))
+    text = markdown(report, "main", "PR")
+    assert "| main (÷ NoOperation) | PR (÷ NoOperation) | ratio (normalised)" in text
+    assert "Compared: each kernel's time per pass divided by its own NoOperation's" in text
+    naive = report.rows[0]
+    base = make_run(70).results[0]
+    expected = float(np.median(np.array(base.samples_s) / np.array(base.overhead_samples_s)))
+    assert naive.baseline_compared == pytest.approx(expected)
+    assert f"| {expected:.4g} |" in next(line for line in text.splitlines() if line.startswith("| naive "))
+    raw = markdown(gate(make_run(70), make_run(71), GateConfig()), "main", "PR")
+    assert "| main ms | PR ms |" in raw and "median ms" in raw
+
+
+def test_the_clock_of_each_round_is_not_a_warning():
+    env_a = {"machine": machine(), "compilers": {"cc": compiler()}}
+    env_b = copy.deepcopy(env_a)
+    env_b["machine"]["cpu"]["measured_mhz"] = 3100.0
+    env_b["machine"]["cpu"]["measured_mhz_per_round"] = [3100.0, 2999.0]
+    env_b["machine"]["time_utc"] = "2025-01-01T00:00:00+00:00"
+    env_a["machine"]["cpu"]["measured_mhz_per_round"] = [2895.1]
+    report = gate(make_run(72, env=env_a), make_run(73, env=env_b), GateConfig())
+    assert report.warnings == ()

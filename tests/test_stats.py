@@ -354,3 +354,40 @@ def test_compare_on_normalized_samples():
 def test_compare_rejects_bad_parameters(kwargs):
     with pytest.raises(ValueError):
         compare([1.0, 2.0], [1.0, 2.0], **kwargs)
+
+
+# ---------------------------------------------------------------- power and improvements
+
+
+def test_min_p_value_and_the_rounds_that_reach_alpha():
+    from sectorbench.compare.stats import can_reach_alpha, min_p_value, rounds_for_alpha
+
+    assert min_p_value(5, 5) == pytest.approx(1 / 252)
+    assert min_p_value(3, 8) == pytest.approx(1 / 165)
+    assert not can_reach_alpha(4, 4, 0.01) and can_reach_alpha(5, 5, 0.01)  # 1/70 vs 1/252
+    assert rounds_for_alpha(0.01) == 5 and rounds_for_alpha(0.001) == 7  # 1/924 is not < 0.001
+    assert rounds_for_alpha(0.01, other=3) == 7  # C(10, 3) = 120 is the first above 100
+    # The guard is the test's own floor: 4 vs 4 samples that could not be clearer still fail it.
+    assert compare([1.0, 1.01, 0.99, 1.02], [3.0, 3.01, 2.99, 3.02]).p_slower == pytest.approx(1 / 70)
+
+
+def test_a_significant_seven_percent_speedup_is_an_improvement():
+    # It used to be "inconclusive": improvement needed the interval's upper bound below
+    # 1/(1 + threshold) = 0.909, the regression bound mirrored, which a 7 % change whose
+    # interval reaches past 0.909 cannot meet, and "unchanged" needs the interval inside.
+    rng = np.random.default_rng(21)
+    base = noisy_times(rng, 15, sigma=0.03, outlier_rate=0)
+    current = noisy_times(rng, 15, scale=0.93, sigma=0.03, outlier_rate=0)
+    result = compare(base, current)
+    assert result.p_faster < 1e-4
+    assert result.low < 1 / 1.1 < result.high < 1  # the case the old rule called inconclusive
+    assert result.verdict == "improvement"
+    # The same change the other way is no regression: that still needs the threshold.
+    assert compare(current, base).verdict != "regression"
+
+
+def test_an_insignificant_speedup_is_not_an_improvement():
+    rng = np.random.default_rng(22)
+    base = noisy_times(rng, 6, sigma=0.08, outlier_rate=0)
+    result = compare(base, 0.97 * base[::-1])
+    assert result.p_faster > 0.01 and result.verdict != "improvement"

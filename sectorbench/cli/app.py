@@ -159,11 +159,11 @@ def main():
 
 def run_gate(baseline, current, config, markdown_path, force, baseline_label, current_label) -> None:
     from ..compare.gate import gate
-    from ..present.report import GATE_DROP, fit, gate_markdown, gate_table
+    from ..present.report import fit, gate_drop, gate_markdown, gate_table
 
     report = gate(baseline, current, config)
     console = stdout()
-    console.print(fit(gate_table(report), console.width, GATE_DROP))
+    console.print(fit(gate_table(report), console.width, gate_drop(config.normalize)))
     if markdown_path is not None:
         write_text_atomic(markdown_path, gate_markdown(report, baseline_label, current_label), overwrite=force)
         note(f"saved {markdown_path}")
@@ -174,6 +174,14 @@ def run_gate(baseline, current, config, markdown_path, force, baseline_label, cu
         + f", {len(report.improvements)} improvement(s)"
     )
     click.get_current_context().exit(report.exit_code)
+
+
+def write_exports(result, exports, force: bool) -> None:
+    """Each --export FORMAT=PATH, atomically (its path was checked before the run)."""
+    from ..compare.export import render
+
+    for fmt, path in exports:
+        note(f"saved {write_text_atomic(path, render(result, fmt), overwrite=force)} ({fmt})")
 
 
 def write_json(result, json_path: Path | None, force: bool, save_to_results: bool = False, label: str = "run"):

@@ -12,7 +12,7 @@ from ..families.scene_kinds import describe as describe_scene
 from ..measure.runner import MAX_RUN_MINUTES, Plan, RunConfig, resolve, run
 from ..measure.timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
 from ..model.results import load
-from .app import Reporter, main, note, run_gate, stdout, write_json
+from .app import Reporter, main, note, run_gate, stdout, write_exports, write_json
 from .options import (
     SEED,
     SceneCommand,
@@ -21,6 +21,7 @@ from .options import (
     build_options,
     check_outputs,
     comma_list,
+    export_option,
     family_option,
     gate_options,
     given_scene_options,
@@ -114,6 +115,7 @@ def size_options(command):
 @threads_option
 @timing_options(DEFAULT_REPEAT)
 @output_options
+@export_option
 @click.option(
     "--save", "save_to_results", is_flag=True, help="Also save a timestamped JSON under ./results [default: off]."
 )
@@ -142,6 +144,7 @@ def run_command(
     max_minutes,
     json_path,
     force,
+    exports,
     save_to_results,
     baseline,
     alpha,
@@ -153,7 +156,7 @@ def run_command(
 ):
     """Time kernels over a seeded scene, NoOperation overhead subtracted."""
     refuse_unused_gate_options(click.get_current_context(), baseline)
-    check_outputs(force, json_path, markdown_path, save=save_to_results)
+    check_outputs(force, json_path, markdown_path, *(path for _, path in exports), save=save_to_results)
     gate_config = make_gate_config(alpha, threshold, thresholds, normalize)
     config = RunConfig(
         scene=scene,
@@ -174,16 +177,18 @@ def run_command(
     config = resolve(config)  # an unknown or mismatched scene is refused here, before any work
     baseline_result = None
     if baseline:
-        from ..compare.gate import check_scene
+        from ..compare.gate import check_power, check_scene
 
         baseline_result = load(baseline)
         check_scene(baseline_result, describe_scene(config.scene, sectors, points, seed, config.scene_options))
+        check_power(baseline_result, repeat, gate_config.alpha)
     result = measure(config, baseline_result, gate_config)
     from ..present.report import RUN_DROP, fit, run_table
 
     console = stdout()
     console.print(fit(run_table(result), console.width, RUN_DROP, whole_lines=True))
     write_json(result, json_path, force, save_to_results)
+    write_exports(result, exports, force)
     if baseline_result is not None:
         run_gate(baseline_result, result, gate_config, markdown_path, force, str(baseline), "this run")
 
@@ -250,6 +255,7 @@ QUICK = dict(points=10_000, repeat=5)
 @threads_option
 @timing_options(COMPARE_REPEAT)
 @output_options
+@export_option
 @click.option(
     "--save", "save_to_results", is_flag=True, help="Also save a timestamped JSON under ./results [default: off]."
 )
@@ -276,6 +282,7 @@ def compare_command(
     max_minutes,
     json_path,
     force,
+    exports,
     save_to_results,
     table,
     **scene_values,
@@ -295,7 +302,7 @@ def compare_command(
     if quick:
         points = QUICK["points"] if defaulted("points") else points
         repeat = QUICK["repeat"] if defaulted("repeat") else repeat
-    check_outputs(force, json_path, save=save_to_results)
+    check_outputs(force, json_path, *(path for _, path in exports), save=save_to_results)
     build_configs(flags, cc, sources)  # duplicates are refused before compilers are looked for
     installed = tuple(c for c in cc if shutil.which(c))
     if not installed:
@@ -325,3 +332,4 @@ def compare_command(
     for part in split(compare_table(result), console.width):
         console.print(part)
     write_json(result, json_path, force, save_to_results, label="compare")
+    write_exports(result, exports, force)

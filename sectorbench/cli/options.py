@@ -145,6 +145,31 @@ def output_options(command):
     return command
 
 
+def parse_exports(ctx, param, values) -> tuple:
+    """--export FORMAT=PATH, repeatable, as (format, Path) pairs."""
+    from ..compare.export import parse_export
+
+    try:
+        return tuple(parse_export(value) for value in values)
+    except SectorbenchError as exc:
+        raise click.BadParameter(str(exc).removeprefix(f"--export {values[0]!r}: "), ctx, param) from None
+
+
+def export_option(command):
+    """--export FORMAT=PATH (repeatable): the result also in a format a dashboard reads."""
+    from ..compare.export import FORMATS
+
+    return click.option(
+        "--export",
+        "exports",
+        multiple=True,
+        callback=parse_exports,
+        metavar="FORMAT=PATH",
+        help=f"Also write the result as {', '.join(sorted(FORMATS))} (see docs/exports.md), repeatable"
+        " [default: none].",
+    )(command)
+
+
 def gate_options(command):
     command = click.option(
         "--alpha",

@@ -43,16 +43,18 @@ from ..errors import SectorbenchError
 from ..model.results import SCHEMA_VERSION, KernelResult, RunResult
 from ..native.build import build_label
 from ..native.environment import compare_fingerprints
-from .stats import Comparison, compare, normalized
+from .stats import Comparison, can_reach_alpha, compare, min_p_value, normalized, rounds_for_alpha
 
 __all__ = [
     "DEFAULT_KEY",
     "OVERHEAD",
+    "UNCHANGED_CODE",
     "GateConfig",
     "GateReport",
     "GateRow",
     "IncompatibleResults",
     "RowKey",
+    "check_power",
     "check_rows",
     "check_scene",
     "gate",
@@ -64,6 +66,9 @@ __all__ = [
 OVERHEAD = "overhead"
 #: Key of the default threshold in the dict returned by ``load_thresholds``.
 DEFAULT_KEY = "default"
+#: The verdict of a row whose kernel's machine code is the same in both runs
+#: (KernelResult.code_sha256): whatever the samples say, its difference is noise.
+UNCHANGED_CODE = "unchanged code"
 
 _BASE, _CURRENT = "BASELINE", "CURRENT"
 
@@ -210,11 +215,15 @@ class GateRow:
     high: float
     p_slower: float
     p_faster: float
-    verdict: str  # regression | improvement | unchanged | inconclusive
+    verdict: str  # regression | improvement | unchanged | inconclusive | unchanged code
     threshold: float
     base_dropped: int = 0  # upward outliers stats.compare left out
     current_dropped: int = 0
     threads: int = 1
+    #: Medians of what was compared: the seconds above, or with normalisation the unitless
+    #: ratios to the reference (so that they and the ratio describe one quantity).
+    baseline_compared: float | None = None
+    current_compared: float | None = None
 
     @property
     def key(self) -> RowKey:
@@ -245,6 +254,10 @@ class GateReport:
     @property
     def inconclusive(self) -> tuple[GateRow, ...]:
         return tuple(r for r in self.rows if r.verdict == "inconclusive")
+
+    @property
+    def unchanged_code(self) -> tuple[GateRow, ...]:
+        return tuple(r for r in self.rows if r.verdict == UNCHANGED_CODE)
 
     @property
     def exit_code(self) -> int:
@@ -401,12 +414,12 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
         if base.hits is not None and cur.hits is not None and base.hits != cur.hits:
             row_warnings.append(f"{label}: hit count {base.hits} in {_BASE} vs {cur.hits} in {_CURRENT}")
         threshold = config.threshold_for(key.kernel)
-        outcome: Comparison = compare(
-            _samples(base_rows, base, config.normalize, _BASE, show_cc),
-            _samples(cur_rows, cur, config.normalize, _CURRENT, show_cc),
-            alpha=config.alpha,
-            threshold=threshold,
-        )
+        base_samples = _samples(base_rows, base, config.normalize, _BASE, show_cc)
+        cur_samples = _samples(cur_rows, cur, config.normalize, _CURRENT, show_cc)
+        outcome: Comparison = compare(base_samples, cur_samples, alpha=config.alpha, threshold=threshold)
+        same_code = base.code_sha256 is not None and base.code_sha256 == cur.code_sha256
+        if not same_code and (drift := _toolchain_drift(base, cur, baseline, current)):
+            row_warnings.append(f"{label}: {drift}")
         rows.append(
             GateRow(
                 kernel=key.kernel,
@@ -421,10 +434,12 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
                 high=outcome.high,
                 p_slower=outcome.p_slower,
                 p_faster=outcome.p_faster,
-                verdict=outcome.verdict,
+                verdict=UNCHANGED_CODE if same_code else outcome.verdict,
                 threshold=threshold,
                 base_dropped=outcome.base_dropped,
                 current_dropped=outcome.current_dropped,
+                baseline_compared=statistics.median(base_samples),
+                current_compared=statistics.median(cur_samples),
             )
         )
 
@@ -433,12 +448,61 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
         f"thresholds: no kernel named {name!r} in either run" for name in config.per_kernel if name not in known
     ]
     used_ccs = {row.cc for row in rows}
+    sizes = {(len(base_rows[r.key].samples_s), len(cur_rows[r.key].samples_s)) for r in rows}
+    power_warnings = [
+        f"{_power_problem(base_n, current_n, config.alpha)}: no row can be called a regression"
+        for base_n, current_n in sorted(sizes)
+        if not can_reach_alpha(base_n, current_n, config.alpha)
+    ]
     return GateReport(
         config=config,
         rows=tuple(rows),
         new_kernels=tuple(key for key in cur_rows if key not in base_rows),
-        warnings=tuple([*_environment_warnings(baseline, current, used_ccs), *row_warnings, *threshold_warnings]),
+        warnings=tuple(
+            [
+                *power_warnings,
+                *_environment_warnings(baseline, current, used_ccs),
+                *row_warnings,
+                *threshold_warnings,
+            ]
+        ),
     )
+
+
+def _toolchain_drift(base: KernelResult, cur: KernelResult, baseline: RunResult, current: RunResult) -> str | None:
+    """'toolchain drift: ...' when the kernel's source and flags are the same but its code is not."""
+    if not (base.code_sha256 and cur.code_sha256 and base.source_sha256):
+        return None
+    if base.source_sha256 != cur.source_sha256:
+        return None  # the source changed: a different code is expected, and timed
+    versions = [
+        ((run.env or {}).get("compilers") or {}).get(row.cc, {}).get("version_line")
+        for run, row in ((baseline, base), (current, cur))
+    ]
+    compilers = f" ({versions[0]} -> {versions[1]})" if versions[0] != versions[1] and all(versions) else ""
+    return f"toolchain drift: same source and flags, different machine code{compilers}"
+
+
+def _power_problem(base_n: int, current_n: int, alpha: float) -> str:
+    return (
+        f"{base_n} vs {current_n} samples cannot reach alpha = {alpha:g} (the smallest one-sided p is "
+        f"{min_p_value(base_n, current_n):.3g}); {rounds_for_alpha(alpha, base_n)} rounds against "
+        f"the baseline's {base_n} would, {rounds_for_alpha(alpha)} on both sides"
+    )
+
+
+def check_power(baseline: RunResult, repeat: int, alpha: float) -> None:
+    """Refuse, before anything is built, a gate run whose rounds cannot reach `alpha`.
+
+    With n baseline and m current samples, the one-sided Mann-Whitney test's smallest p
+    is 1 / C(n + m, n) (every current sample above every baseline one); if that is not
+    below alpha, no slowdown however large can fail the gate.  Raises SectorbenchError
+    naming the rounds that would.
+    """
+    counts = [len(r.samples_s) for r in baseline.results if r.status == "ok" and r.samples_s]
+    base_n = min(counts, default=repeat)
+    if not can_reach_alpha(base_n, repeat, alpha):
+        raise SectorbenchError(f"--repeat {repeat}: {_power_problem(base_n, repeat, alpha)} (see --alpha)")
 
 
 def as_baseline_build(current: RunResult, baseline: RunResult) -> RunResult:

@@ -35,6 +35,9 @@ __all__ = [
     "normalized",
     "drop_upper_outliers",
     "median_interval",
+    "min_p_value",
+    "can_reach_alpha",
+    "rounds_for_alpha",
 ]
 
 _ALTERNATIVES = ("greater", "less", "two-sided")
@@ -221,6 +224,32 @@ def mann_whitney_u(
     return float(u1), float(min(1.0, p * factor))
 
 
+def min_p_value(n: int, m: int) -> float:
+    """The smallest one-sided Mann-Whitney p that n vs m samples can give: 1 / C(n + m, n).
+
+    It is reached when every sample of one set lies above every sample of the other; no
+    data, however clear, gives less.  (asv's _stats guards its test the same way.)
+    """
+    return 1.0 / math.comb(n + m, n)
+
+
+def can_reach_alpha(n: int, m: int, alpha: float) -> bool:
+    """Whether n vs m samples can give p < alpha (compare's tests are strict)."""
+    return n > 0 and m > 0 and min_p_value(n, m) < alpha
+
+
+#: rounds_for_alpha's search stops here: --repeat's own upper limit.
+_MAX_ROUNDS = 1000
+
+
+def rounds_for_alpha(alpha: float, other: int | None = None) -> int:
+    """The fewest rounds m for which m samples against `other` (default: m too) can reach alpha."""
+    for m in range(1, _MAX_ROUNDS + 1):
+        if can_reach_alpha(m if other is None else other, m, alpha):
+            return m
+    return _MAX_ROUNDS
+
+
 # --------------------------------------------------------------------------
 # Ratio intervals
 # --------------------------------------------------------------------------
@@ -405,13 +434,19 @@ def compare(
     """Decide whether current (times) regressed relative to base.
 
     regression:   p_slower < alpha and low > 1 + threshold
-    improvement:  p_faster < alpha and high < 1 / (1 + threshold)
+    improvement:  p_faster < alpha and high < 1
     unchanged:    the whole interval lies within [1/(1+threshold), 1+threshold]
                   at its full confidence: any change is below the threshold
     inconclusive: anything else (too few or too noisy samples to tell)
 
-    The improvement bound is the reciprocal of the regression bound so that
-    swapping base and current swaps the two verdicts exactly. Upward outliers
+    A regression needs the threshold as well as the test, because it fails a
+    build: a real but small slowdown (code alignment, a day-to-day VM drift) must
+    not. An improvement fails nothing, so the same test is all it needs: a 7 %
+    speed-up at p < 0.0001 is an improvement. (It used to need high < 1/(1 +
+    threshold), the regression bound mirrored, which left every significant
+    speed-up smaller than the threshold -- or whose interval reached into it --
+    "inconclusive".) Swapping base and current turns a regression into an
+    improvement; the converse holds only beyond the threshold. Upward outliers
     are dropped from each set first (see drop_upper_outliers): one or two
     interference spikes among ten samples otherwise widen the rank interval
     enough to hide a 20 % slowdown. The price: trimming makes the test
@@ -442,7 +477,7 @@ def compare(
     reached = interval.achieved_confidence >= interval.confidence - 1e-9
     if p_slower < alpha and interval.low > upper:
         verdict = "regression"
-    elif p_faster < alpha and interval.high < lower:
+    elif p_faster < alpha and interval.high < 1.0:
         verdict = "improvement"
     elif reached and lower <= interval.low and interval.high <= upper:
         verdict = "unchanged"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import statistics
+import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -17,8 +19,9 @@ from ..families import scene_kinds
 from ..model import scenes
 from ..model.kernels import Kernel
 from ..model.results import KernelResult, RunResult
-from ..native import environment, machine_code
-from ..native.build import BuildConfig, build
+from ..native import code_identity, environment, machine_code
+from ..native.build import BuildConfig, build, headers
+from ..native.build import sources as build_sources
 from . import validity
 from .selection import check_names, known_kernels, select, split_names
 from .timing import (
@@ -352,6 +355,7 @@ def _measure(
     ]
     reference = _reference_kernel(results, config.reference or families.get(scene.family).reference_kernel)
     results = _with_speedups(results, reference)
+    results = _with_code_identity(results, [(session, kernel) for session, kernel, _, _ in plan])
     env = _environment(sessions, clock_mhz)
     progress("counting the exact oracle's hits")
     exact_count = families.get(scene.family).exact_count(scene)
@@ -634,6 +638,41 @@ def _cycles(series: Series, clock_mhz: list[float], tests: int, loop, threads: i
             ipc=instructions / cycles if cycles else None,
         )
     return out
+
+
+def _with_code_identity(results: list[KernelResult], kernels: list[tuple[BuildSession, Kernel]]) -> list[KernelResult]:
+    """Each C kernel row with its count loop's code fingerprint and its source's (see
+    KernelResult.code_sha256); a library objdump cannot read leaves them None."""
+    fingerprints: dict[int, dict] = {}
+    out = []
+    for row, (session, kernel) in zip(results, kernels):
+        if session.peers or kernel.is_peer or kernel.loop == BROADPHASE_LOOP or row.status != "ok":
+            out.append(row)
+            continue
+        if id(session) not in fingerprints:
+            names = [f"{k.name}_count_{mode}" for k in session.kernels if not k.is_peer for mode in MODES]
+            try:
+                fingerprints[id(session)] = code_identity.code_fingerprints(session.library, names)
+            except (OSError, ValueError, subprocess.SubprocessError):
+                fingerprints[id(session)] = {}
+        code = fingerprints[id(session)].get(f"{kernel.name}_count_{row.mode}")
+        out.append(replace(row, code_sha256=code, source_sha256=code and source_fingerprint(session.config, kernel)))
+    return out
+
+
+def source_fingerprint(build_config: BuildConfig, kernel: Kernel) -> str:
+    """sha256 of the C file holding the kernel's row, every header and the flags.
+
+    The row's file is found by its name among the build's sources; if that name is
+    not unique (two --source files of one name), every source is hashed.
+    """
+    file_name = kernel.source.rsplit(":", 1)[0]
+    all_sources = build_sources(build_config)
+    matches = [path for path in all_sources if path.name == file_name]
+    sha = hashlib.sha256("\0".join(build_config.flags).encode())
+    for path in (matches if len(matches) == 1 else all_sources) + headers():
+        sha.update(b"\0" + path.name.encode() + b"\0" + path.read_bytes())
+    return sha.hexdigest()
 
 
 def _reference_kernel(results: list[KernelResult], wanted: str | None) -> str | None:

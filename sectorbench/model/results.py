@@ -8,7 +8,8 @@ Schema history:
      Later, still 2 (optional fields, absent in older files): broadphase rows add broadphase,
      index_build_s, index_build_samples_s, candidates, narrow_phase; scene gains options and
      config gains broadphase and scene_options.  Results gain working_set_bytes, net_valid,
-     validity, speedup_basis, speedup_reference; the run gains exact_count.
+     validity, speedup_basis, speedup_reference; the run gains exact_count.  C kernel rows add code_sha256 and
+     source_sha256 (the gate's "unchanged code").
 """
 
 from __future__ import annotations
@@ -95,6 +96,12 @@ class KernelResult:
     validity: str | None = None
     speedup_basis: str | None = None  # "net", or "gross" where any row of the run has net_valid False
     speedup_reference: str | None = None  # the kernel the speedup is relative to
+    #: The count loop's machine code for this row's mode, normalised (native/code_identity.py):
+    #: equal in two runs, the kernel ran the same instructions on the same constants.
+    code_sha256: str | None = None
+    #: Everything of the kernel's build but the compiler: its row's C file, the headers and
+    #: the flags.  Equal while code_sha256 differs: the toolchain changed the code.
+    source_sha256: str | None = None
 
     @property
     def percent_of_bound(self) -> float | None:

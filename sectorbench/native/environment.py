@@ -17,8 +17,9 @@ result file, e.g. ``environment.machine.cpu.isa``):
   ``--version`` first line and its ``-march=native`` expansion. A field present
   on only one side is also reported.
 * Volatile -- expected to change between runs of the same setup, so never
-  reported: time, nominal and measured MHz (``cpu MHz`` in cpuinfo is often the
-  current frequency, and the measured clock varies run to run), the sectorbench
+  reported: time, nominal and measured MHz, and the clock measured each round
+  (``cpu MHz`` in cpuinfo is often the current frequency, and the measured clock
+  varies run to run), any load reading, the sectorbench
   commit and dirty flag (code changes are tracked by the result itself), the
   Python version (the harness, not the timed kernel), click and rich (UI only),
   and the full ``--version`` text (its first line is already critical).
@@ -86,6 +87,8 @@ VOLATILE_FIELDS = (
     "time_utc",
     "cpu.nominal_mhz",
     "cpu.measured_mhz",
+    "cpu.measured_mhz_per_round",  # the runner's clock reading of every round
+    "load",  # a load average or per-round load reading, wherever one is recorded
     "sectorbench.commit",
     "sectorbench.dirty",
     "python.version",

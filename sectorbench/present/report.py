@@ -418,21 +418,30 @@ def gate_table(report) -> Table:
         + (f", normalised by {report.config.normalize}" if report.config.normalize else ""),
         title_justify="left",
     )
+    unit = compared_unit(report.config.normalize)
     for name in ("kernel", "flags", "mode", "baseline ms", "current ms", "ratio [interval]", "p", "verdict"):
         table.add_column(
-            name,
+            name.replace("ms", unit),
             justify="right" if name in ("baseline ms", "current ms", "p") else "left",
             no_wrap=name in ("kernel", "flags"),
         )
-    styles = {"regression": "bold red", "improvement": "green", "unchanged": "", "inconclusive": "yellow"}
+    styles = {
+        "regression": "bold red",
+        "improvement": "green",
+        "unchanged": "",
+        "inconclusive": "yellow",
+        "unchanged code": "dim",
+    }
     for row in report.rows:
         p = row.p_slower if row.ratio >= 1 else row.p_faster
         table.add_row(
             row.kernel,
             row.flags,
             row.mode,
-            f"{row.baseline_median_s * 1e3:.3f}",
-            f"{row.current_median_s * 1e3:.3f}",
+            *(
+                compared_value(row, report.config.normalize, side, lambda seconds: f"{seconds * 1e3:.3f}")
+                for side in ("baseline", "current")
+            ),
             f"{row.ratio:.3f} [{row.low:.3f}, {row.high:.3f}]",
             f"{p:.3g}",
             Text(row.verdict, style=styles.get(row.verdict, "")),
@@ -461,6 +470,14 @@ VERIFY_DROP = (
     "logic-bug",
 )
 GATE_DROP = ("p", "mode", "baseline ms", "current ms")
+
+
+def gate_drop(normalize: str | None) -> tuple[str, ...]:
+    """GATE_DROP with the baseline/current columns named as gate_table names them."""
+    unit = compared_unit(normalize)
+    return tuple(name.replace("ms", unit) if name.endswith(" ms") else name for name in GATE_DROP)
+
+
 #: Headers that may break where a reader expects (a single word cannot wrap).
 HEADER_BREAKS = {
     "rounding-band": "rounding-\nband",
@@ -624,6 +641,31 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
+def compared_unit(normalize: str | None) -> str:
+    """The unit of the gate's baseline/current columns: ms, or the reference they are divided by."""
+    if normalize is None:
+        return "ms"
+    return "(÷ NoOperation)" if normalize == OVERHEAD else f"(÷ {normalize})"
+
+
+def compared_note(normalize: str | None) -> str:
+    """One line saying what the gate compared, which its baseline/current columns show."""
+    what = "each kernel's time per pass (gross: its NoOperation not subtracted), median ms"
+    if normalize == OVERHEAD:
+        what = "each kernel's time per pass divided by its own NoOperation's in the same round, median ratio"
+    elif normalize:
+        what = f"each kernel's time per pass divided by {normalize}'s in the same round, median ratio"
+    return f"Compared: {what}; the ratio is current / baseline of that quantity."
+
+
+def compared_value(row, normalize: str | None, side: str, ms=ms_significant) -> str:
+    """A row's median of the compared quantity (GateRow.baseline_compared or current_compared)."""
+    compared, seconds = getattr(row, f"{side}_compared"), getattr(row, f"{side}_median_s")
+    if normalize is None:
+        return ms(seconds if compared is None else compared)
+    return "–" if compared is None else f"{compared:.4g}"
+
+
 def _summary(report) -> str:
     config = report.config
     counts = [
@@ -633,6 +675,8 @@ def _summary(report) -> str:
     ]
     if report.inconclusive:
         counts.append(f"{len(report.inconclusive)} inconclusive")
+    if report.unchanged_code:
+        counts.append(f"{len(report.unchanged_code)} unchanged code")
     details = [f"α = {config.alpha:g}", f"threshold {_percent(config.threshold)}"]
     special = sorted({(r.kernel, r.threshold) for r in report.rows if r.kernel in config.per_kernel})
     details += [f"{kernel} {_percent(value)}" for kernel, value in special]
@@ -649,19 +693,20 @@ def gate_markdown(report, baseline_label: str = "baseline", current_label: str =
     show_cc = len({r.cc for r in rows} | {k.cc for k in report.new_kernels}) > 1
     show_threshold = len({r.threshold for r in rows}) > 1
     ratio_name = "ratio (normalised)" if report.config.normalize else "ratio"
+    unit = compared_unit(report.config.normalize)
     header = [
         "kernel",
         "flags",
         "mode",
-        f"{baseline_label} ms",
-        f"{current_label} ms",
+        f"{baseline_label} {unit}",
+        f"{current_label} {unit}",
         f"{ratio_name} [{(1 - 2 * report.config.alpha) * 100:.3g} % interval]",
         "p",
         "verdict",
     ]
     if show_threshold:
         header.insert(7, "threshold")
-    lines = [_summary(report), ""]
+    lines = [_summary(report), "", compared_note(report.config.normalize), ""]
     lines.append("| " + " | ".join(_cell(h) for h in header) + " |")
     lines.append(
         "|" + "|".join("---:" if h not in ("kernel", "flags", "mode", "verdict") else "---" for h in header) + "|"
@@ -674,8 +719,7 @@ def gate_markdown(report, baseline_label: str = "baseline", current_label: str =
             _cell(r.kernel),
             _cell(build_label(r.cc, r.flags, show_cc)),
             _cell(r.mode),
-            ms_significant(r.baseline_median_s),
-            ms_significant(r.current_median_s),
+            *(compared_value(r, report.config.normalize, side) for side in ("baseline", "current")),
             f"{r.ratio:.3f} [{r.low:.3f}, {r.high:.3f}]",
             _p(p),
             verdict,

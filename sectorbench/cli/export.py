@@ -1,0 +1,32 @@
+"""`export`: a saved result in a format a dashboard or comparison tool reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..compare.export import FORMATS, render
+from ..model.results import load, write_text_atomic
+from .app import main, note
+from .options import check_outputs
+
+
+@main.command("export")
+@click.argument("result", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    required=True,
+    type=click.Choice(sorted(FORMATS)),
+    help="The format, see docs/exports.md (required).",
+)
+@click.option(
+    "--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The file to write (required)."
+)
+@click.option("--force", is_flag=True, help="Replace an existing file (a regular file only) [default: refuse].")
+def export_command(result, fmt, out, force):
+    """Write RESULT (a saved run or compare) as pyperf, bmf (Bencher), gbench (Google Benchmark) or gha JSON."""
+    check_outputs(force, out)
+    text = render(load(result), fmt)
+    note(f"saved {write_text_atomic(out, text, overwrite=force)}")

@@ -1,0 +1,32 @@
+"""Bencher Metric Format: {benchmark: {measure: {"value", "lower_value", "upper_value"}}}.
+
+As https://bencher.dev/docs/reference/bencher-metric-format describes it: "latency",
+the built-in measure in nanoseconds, holds the median gross ns per test with the 95 %
+distribution-free interval of that median (min..max when the rounds are too few for
+it); "instructions" holds instructions per test where the row has them (hardware
+counters, or valgrind's count).  `bencher run --adapter json --file PATH` reads it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ...model.results import RunResult
+from ..stats import median_interval
+
+#: The interval lower_value/upper_value give: the confidence the run table's intervals use.
+CONFIDENCE = 0.95
+
+
+def render(result: RunResult) -> str:
+    from . import exported_rows, gross_ns_per_test
+
+    out = {}
+    for name, row in exported_rows(result):
+        interval = median_interval(gross_ns_per_test(row), CONFIDENCE)
+        measures = {"latency": {"value": interval.estimate, "lower_value": interval.low, "upper_value": interval.high}}
+        instructions = getattr(row, "instructions_per_test", None)
+        if instructions is not None:
+            measures["instructions"] = {"value": instructions}
+        out[name] = measures
+    return json.dumps(out, indent=1) + "\n"

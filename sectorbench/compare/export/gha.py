@@ -1,0 +1,38 @@
+"""github-action-benchmark's `customSmallerIsBetter`: [{name, unit, value, range, extra}].
+
+benchmark-action/github-action-benchmark's extract.ts reads the file with
+`JSON.parse(output)` and maps each entry's name, value, unit, range and extra: value a
+number (smaller is better), range and extra free strings shown in its charts' tooltips.
+value: the median gross ns per test; range: half the width of its 95 % interval;
+extra: the net time per test and the rounds.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ...model.results import RunResult
+from ..stats import median_interval
+
+CONFIDENCE = 0.95
+
+
+def render(result: RunResult) -> str:
+    from . import exported_rows, gross_ns_per_test
+
+    entries = []
+    for name, row in exported_rows(result):
+        interval = median_interval(gross_ns_per_test(row), CONFIDENCE)
+        extra = [f"rounds: {len(row.samples_s)}"]
+        if row.ns_per_test is not None:
+            extra.insert(0, f"net: {row.ns_per_test:.4g} ns/test (NoOperation loop subtracted)")
+        entries.append(
+            {
+                "name": name,
+                "unit": "ns/test",
+                "value": interval.estimate,
+                "range": f"± {(interval.high - interval.low) / 2:.3g}",
+                "extra": "\n".join(extra),
+            }
+        )
+    return json.dumps(entries, indent=1) + "\n"

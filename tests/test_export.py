@@ -1,0 +1,166 @@
+"""Exports: each format read back by its consumer (pyperf for real) or checked for what its
+readers use (docs/exports.md names them)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from sectorbench.cli import main
+from sectorbench.compare.export import FORMATS, benchmark_name, render
+from sectorbench.model.results import load
+
+ROUNDS = 6
+SMALL = ["-n", "20", "-m", "400", "--repeat", str(ROUNDS), "--min-time", "0.001", "--kernels", "basic,sse2"]
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two real runs (same rounds, as pyperf's t-test needs), each exported in every format."""
+    where = tmp_path_factory.mktemp("exports")
+    out = {}
+    for side in ("a", "b"):
+        paths = {fmt: where / f"{side}.{fmt}.json" for fmt in FORMATS}
+        exports = [arg for fmt, path in paths.items() for arg in ("--export", f"{fmt}={path}")]
+        result = invoke("run", *SMALL, "--flags", "-O2", "--json", where / f"{side}.json", *exports)
+        assert result.exit_code == 0, result.output
+        out[side] = {"json": where / f"{side}.json", **paths}
+    return out
+
+
+def names(result_path):
+    run = load(result_path)
+    return [f"sector/{r.kernel}/-O2/{r.mode}/1" for r in run.results if r.status == "ok"]
+
+
+def pyperf(*args):
+    command = [sys.executable, "-m", "pyperf", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def test_pyperf_show_and_compare_to_read_the_export(runs):
+    pytest.importorskip("pyperf")
+    shown = pyperf("show", "--quiet", runs["a"]["pyperf"])
+    assert shown.returncode == 0, shown.stderr
+    compared = pyperf("compare_to", runs["a"]["pyperf"], runs["b"]["pyperf"])
+    assert compared.returncode == 0, compared.stderr
+    for name in names(runs["a"]["json"]):
+        assert name in compared.stdout
+    assert "ERROR" not in compared.stdout  # its significance test ran on every benchmark
+
+
+def test_pyperf_values_are_the_samples_per_test(runs):
+    pyperf_module = pytest.importorskip("pyperf")
+    suite = pyperf_module.BenchmarkSuite.load(str(runs["a"]["pyperf"]))
+    rows = {benchmark_name(r): r for r in load(runs["a"]["json"]).results if r.status == "ok"}
+    assert sorted(suite.get_benchmark_names()) == sorted(rows)
+    for bench in suite.get_benchmarks():
+        row = rows[bench.get_name()]
+        assert bench.get_unit() == "second" and bench.get_nrun() == ROUNDS
+        raw = [value * bench.get_loops() * bench.get_inner_loops() for value in bench.get_values()]
+        assert raw == pytest.approx([s * row.calls for s in row.samples_s])  # a sample's whole time
+
+
+def test_bmf_latency_in_ns_with_its_interval(runs):
+    data = json.loads(runs["a"]["bmf"].read_text())
+    rows = {benchmark_name(r): r for r in load(runs["a"]["json"]).results if r.status == "ok"}
+    assert sorted(data) == sorted(rows)
+    for name, measures in data.items():
+        latency = measures["latency"]
+        assert set(latency) == {"value", "lower_value", "upper_value"}
+        assert latency["lower_value"] <= latency["value"] <= latency["upper_value"]
+        row = rows[name]
+        assert latency["value"] == pytest.approx(statistics.median(row.samples_s) / row.tests * 1e9)
+        assert "instructions" not in measures  # none were counted here
+
+
+def test_bmf_carries_instruction_counts_when_the_row_has_them(runs):
+    result = load(runs["a"]["json"])
+    counted = dataclasses.replace(result, results=[dataclasses.replace(result.results[0], instructions_per_test=41.5)])
+    data = json.loads(render(counted, "bmf"))
+    assert list(data.values())[0]["instructions"] == {"value": 41.5}
+
+
+def test_gbench_one_object_per_repetition_as_compare_py_reads_it(runs):
+    data = json.loads(runs["a"]["gbench"].read_text())
+    assert {"date", "num_cpus", "mhz_per_cpu", "library_build_type"} <= set(data["context"])
+    benchmarks = data["benchmarks"]
+    assert all(b["run_type"] == "iteration" for b in benchmarks)  # no aggregate rows
+    for name in names(runs["a"]["json"]):
+        mine = [b for b in benchmarks if b["name"] == name]
+        assert [b["repetition_index"] for b in mine] == list(range(ROUNDS))
+        assert {b["repetitions"] for b in mine} == {ROUNDS}
+        for b in mine:
+            # what tools/gbench/report.py needs (is_potentially_comparable_benchmark) and
+            # github-action-benchmark's googlecpp reads
+            assert b["time_unit"] == "ns" and b["real_time"] > 0 and b["cpu_time"] == b["real_time"]
+            assert isinstance(b["iterations"], int) and b["iterations"] >= 1 and b["threads"] == 1
+            assert {"run_name", "family_index", "per_family_instance_index"} <= set(b)
+
+
+def test_gha_custom_smaller_is_better_entries(runs):
+    data = json.loads(runs["a"]["gha"].read_text())
+    rows = {benchmark_name(r): r for r in load(runs["a"]["json"]).results if r.status == "ok"}
+    assert isinstance(data, list) and [entry["name"] for entry in data] == list(rows)
+    for entry in data:
+        assert set(entry) == {"name", "unit", "value", "range", "extra"}
+        assert entry["unit"] == "ns/test" and isinstance(entry["value"], float) and entry["value"] > 0
+        assert entry["range"].startswith("± ") and "net:" in entry["extra"]
+
+
+def test_names_show_the_compiler_when_a_run_has_several(runs):
+    result = load(runs["a"]["json"])
+    other = [dataclasses.replace(r, cc="clang") for r in result.results]
+    both = dataclasses.replace(result, results=[*result.results, *other])
+    data = json.loads(render(both, "gha"))
+    assert "sector/basic/cc -O2/inline/1" in [entry["name"] for entry in data]
+    assert "sector/basic/clang -O2/inline/1" in [entry["name"] for entry in data]
+
+
+def test_export_command_writes_the_same_as_run_export(runs, tmp_path):
+    for fmt in FORMATS:
+        out = tmp_path / f"{fmt}.json"
+        result = invoke("export", runs["a"]["json"], "--format", fmt, "--out", out)
+        assert result.exit_code == 0, result.output
+        assert out.read_text() == runs["a"][fmt].read_text()
+
+
+def test_export_command_refuses_bad_input_in_one_line(runs, tmp_path):
+    existing = tmp_path / "exists.json"
+    existing.write_text("keep")
+    refused = invoke("export", runs["a"]["json"], "--format", "bmf", "--out", existing)
+    assert refused.exit_code == 2 and "exists" in refused.output and existing.read_text() == "keep"
+    assert invoke("export", runs["a"]["json"], "--format", "bmf", "--out", existing, "--force").exit_code == 0
+    unknown = invoke("export", runs["a"]["json"], "--format", "csv", "--out", tmp_path / "x.json")
+    assert unknown.exit_code == 2 and "csv" in unknown.output
+    data = json.loads(runs["a"]["json"].read_text())
+    for row in data["results"]:
+        row["status"], row["samples_s"] = "skipped", []
+    nothing = tmp_path / "nothing.json"
+    nothing.write_text(json.dumps(data))
+    empty = invoke("export", nothing, "--format", "pyperf", "--out", tmp_path / "p.json")
+    assert empty.exit_code == 2 and "nothing to export" in empty.output
+    assert "Traceback" not in empty.output
+
+
+@pytest.mark.parametrize(
+    "export, message",
+    [("pyperf", "FORMAT=PATH"), ("csv=out.csv", "unknown format 'csv'"), ("gha=SAME", "same file")],
+)
+def test_run_refuses_a_bad_export_before_measuring(tmp_path, export, message, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SECTORBENCH_CACHE", str(cache))
+    same = tmp_path / "same.json"
+    result = invoke("run", *SMALL, "--json", same, "--export", export.replace("SAME", str(same)))
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not cache.exists()  # nothing was built
