@@ -23,6 +23,8 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from . import SectorbenchError
+
 #: llvm-mca binaries to try, newest first: Zen 4's model needs LLVM >= 16.
 LLVM_MCA = ("llvm-mca-19", "llvm-mca-18", "llvm-mca-17", "llvm-mca-16", "llvm-mca")
 MCA_ITERATIONS = 1000
@@ -232,7 +234,7 @@ def analyze(library: Path, functions: dict[str, int]) -> dict[str, LoopAnalysis]
     llvm_mca = find_llvm_mca()
     mcpu = host_cpu(llvm_mca)
     cache = library.with_name(f"{library.stem}.loops-{mcpu}-{Path(llvm_mca).name if llvm_mca else 'none'}.json")
-    known = json.loads(cache.read_text()) if cache.exists() else {}
+    known = _read_loops_cache(cache)
     missing = [name for name in functions if name not in known]
     if missing:
         code = disassemble(library)
@@ -243,6 +245,22 @@ def analyze(library: Path, functions: dict[str, int]) -> dict[str, LoopAnalysis]
         partial.write_text(json.dumps(known))
         partial.replace(cache)
     return {name: LoopAnalysis(**known[name]) for name in functions}
+
+
+def _read_loops_cache(cache: Path) -> dict:
+    """The cached analyses, or {} if the file is missing or damaged (it is rewritten then):
+    a cache is a shortcut, never a reason for a measured run to fail."""
+    from .model.schema import check_object
+
+    try:
+        known = json.loads(cache.read_text())
+        if not isinstance(known, dict):
+            return {}
+        for name, entry in known.items():
+            check_object(entry, LoopAnalysis, name)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError, SectorbenchError):
+        return {}
+    return known
 
 
 def _folded(code: list[_Instruction], functions: dict) -> list[_Instruction]:

@@ -11,7 +11,7 @@ from ..build import BuildConfig
 from ..families import all_families
 from ..results import write_text_atomic
 from ..verify import VerifyConfig
-from .app import Reporter, main, note, stdout
+from .app import Reporter, main, note, rescuing, stdout
 from .options import SEED, RegistryChoice, build_configs, build_options, check_outputs, comma_list, output_options
 
 
@@ -71,7 +71,7 @@ def verify_command(
     from ..report import VERIFY_DROP, failing_inputs_table, fit, verify_table
     from ..verify import verify
 
-    check_outputs(force, json_path)
+    check_outputs(force, json_path, inputs=(input_path, *sources))
     config = VerifyConfig(
         family=family,
         kernels=kernels,
@@ -93,7 +93,9 @@ def verify_command(
         if verdict.failing:
             console.print(failing_inputs_table(verdict))
     if json_path is not None:
-        write_text_atomic(json_path, json.dumps(result.to_dict(), indent=1) + "\n", overwrite=force)
+        text = json.dumps(result.to_dict(), indent=1) + "\n"
+        with rescuing(lambda: text, json_path):
+            write_text_atomic(json_path, text, overwrite=force)
         note(f"saved {json_path}")
     click.get_current_context().exit(0 if result.passed else 1)
 

@@ -13,7 +13,7 @@ from ..runner import MAX_RUN_MINUTES, Plan, RunConfig, run
 from ..scenes import describe as describe_scene
 from ..scenes import kinds as scene_kinds
 from ..timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
-from .app import Reporter, main, note, run_gate, stdout, write_json
+from .app import Reporter, main, note, result_json, run_gate, stdout, write_json
 from .options import (
     SEED,
     RegistryChoice,
@@ -153,7 +153,7 @@ def run_command(
 ):
     """Time kernels over a seeded scene, NoOperation overhead subtracted."""
     refuse_unused_gate_options(click.get_current_context(), baseline)
-    check_outputs(force, json_path, markdown_path, save=save_to_results)
+    check_outputs(force, json_path, markdown_path, save=save_to_results, inputs=(baseline, thresholds, *sources))
     gate_config = make_gate_config(alpha, threshold, thresholds, normalize)
     config = RunConfig(
         scene=scene,
@@ -183,7 +183,9 @@ def run_command(
     console.print(fit(run_table(result), console.width, RUN_DROP))
     write_json(result, json_path, force, save_to_results)
     if baseline_result is not None:
-        run_gate(baseline_result, result, gate_config, markdown_path, force, str(baseline), "this run")
+        run_gate(
+            baseline_result, result, gate_config, markdown_path, force, str(baseline), "this run", result_json(result)
+        )
 
 
 def measure(config: RunConfig, baseline=None, gate_config=None):
@@ -290,7 +292,7 @@ def compare_command(
     if quick:
         points = QUICK["points"] if defaulted("points") else points
         repeat = QUICK["repeat"] if defaulted("repeat") else repeat
-    check_outputs(force, json_path, save=save_to_results)
+    check_outputs(force, json_path, save=save_to_results, inputs=sources)
     build_configs(flags, cc, sources)  # duplicates are refused before compilers are looked for
     installed = tuple(c for c in cc if shutil.which(c))
     if not installed:

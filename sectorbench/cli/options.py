@@ -10,7 +10,7 @@ import click
 from .. import SectorbenchError
 from ..build import DEFAULT_CC, BuildConfig
 from ..gate import GateConfig, load_thresholds
-from ..results import RESULTS_DIR, check_directory, check_output
+from ..results import RESULTS_DIR, check_directory, check_output, same_file
 
 
 class RegistryChoice(click.Choice):
@@ -164,17 +164,24 @@ def make_gate_config(alpha, threshold, thresholds, normalize) -> GateConfig:
     return GateConfig.from_thresholds({"default": threshold, **per_kernel}, alpha=alpha, normalize=normalize)
 
 
-def check_outputs(force: bool, *paths: Path | None, save: bool = False) -> None:
+def check_outputs(force: bool, *paths: Path | None, save: bool = False, inputs=()) -> None:
     """Fail before building or measuring, not after, when an output would be refused.
 
     Each path: nothing there, or a regular file and --force; its directory exists and
     takes new files.  --save: results/ of the current directory is, or can be made, such
-    a directory.  No two outputs may be the same file.
+    a directory.  No two outputs may be the same file, and no output may be one of the
+    command's `inputs` (the same inode, however it is named), even with --force: an
+    output replacing the baseline it is compared with would lose the baseline.
     """
     written: dict[str, Path] = {}
     for path in paths:
         if path is None:
             continue
+        for source in inputs:
+            if source is not None and same_file(path, source):
+                raise SectorbenchError(
+                    f"{path} is the same file as the input {source}: outputs never replace inputs, even with --force"
+                )
         target = os.path.abspath(check_output(path, force))
         if target in written:
             raise SectorbenchError(f"{written[target]} and {path} are the same file: give each output its own path")
