@@ -10,11 +10,13 @@ class SectorbenchError(Exception):
     """
 
 
-def query(sectors, points, *, broadphase="auto", kernel="auto", threads=1):
+def query(sectors, points, *, broadphase="auto", kernel="auto", threads=1, max_hits=None):
     """Which points lie in which sectors: see sectorbench.families.sector.query.query."""
+    from .families.sector.query import MAX_HITS
     from .families.sector.query import query as sector_query
 
-    return sector_query(sectors, points, broadphase=broadphase, kernel=kernel, threads=threads)
+    limit = MAX_HITS if max_hits is None else max_hits
+    return sector_query(sectors, points, broadphase=broadphase, kernel=kernel, threads=threads, max_hits=limit)
 
 
 def __getattr__(name):

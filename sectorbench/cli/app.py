@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -69,7 +70,11 @@ class OneLineErrors(click.Group):
         in_main_thread = threading.current_thread() is threading.main_thread()
         previous = {sig: signal.signal(sig, _on_sigterm) for sig in CLEAN_EXIT_SIGNALS} if in_main_thread else {}
         try:
-            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            with warnings.catch_warnings():
+                # A warning (numpy's RuntimeWarning, a DeprecationWarning) is not a result: it
+                # would be an extra, unexplained line; the code avoids their causes instead.
+                warnings.simplefilter("ignore")
+                code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Abort:
             click.echo("sectorbench: interrupted", err=True)
             code = 130

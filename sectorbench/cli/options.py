@@ -203,17 +203,50 @@ def refuse_unused_gate_options(ctx: click.Context, baseline) -> None:
         raise click.UsageError(f"{', '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} with --baseline")
 
 
+#: --threads (run, compare, query) at most this many times the CPUs this process may use:
+#: beyond that the threads only queue for the same cores and the timing measures the
+#: scheduler, and a mistyped huge count would allocate per-thread state for minutes.
+MAX_THREADS_PER_CPU = 8
+
+
+def max_threads() -> int:
+    from ..runner import available_cpus
+
+    return MAX_THREADS_PER_CPU * available_cpus()
+
+
+def checked_threads(value, option: str = "--threads") -> int:
+    """A thread count as given (an integer), within 1..max_threads(); else SectorbenchError."""
+    try:
+        count = int(str(value).strip())
+    except ValueError:
+        raise SectorbenchError(f"{option} must be a whole number or 'all' (got {value!r})") from None
+    if not 1 <= count <= max_threads():
+        raise SectorbenchError(
+            f"{option} must be from 1 to {max_threads()} ({MAX_THREADS_PER_CPU} x the CPUs this process may use);"
+            f" got {value}"
+        )
+    return count
+
+
+def _parse_threads(ctx, param, values):
+    from ..runner import ALL_THREADS, parse_threads
+
+    for value in values:
+        if str(value) != ALL_THREADS:
+            checked_threads(value)
+    return parse_threads(values)
+
+
 def threads_option(command):
     """--threads N|all, repeatable: each kernel is timed at each thread count, in the same rounds."""
-    from ..runner import parse_threads
-
     return click.option(
         "--threads",
         "threads",
         multiple=True,
         default=("1",),
         show_default=True,
-        callback=lambda ctx, param, values: parse_threads(values),
+        callback=_parse_threads,
         help="Threads, shapes split among them: a number or 'all' (the CPUs this process may use); repeatable.",
     )(command)
 

@@ -8,11 +8,13 @@ from pathlib import Path
 import click
 import numpy as np
 
+from .. import SectorbenchError
 from ..families.sector.broadphase import BROADPHASES
-from ..results import check_output, write_atomic
+from ..families.sector.query import MAX_HITS
+from ..results import write_atomic
 from ..scenes import generate
 from .app import main, stderr
-from .options import SEED, game_options
+from .options import SEED, check_outputs, checked_threads, game_options
 
 
 @main.command("query")
@@ -30,26 +32,36 @@ from .options import SEED, game_options
 )
 @click.option(
     "--threads",
-    default=1,
+    default="1",
+    show_default=True,
+    callback=lambda ctx, param, value: checked_threads(value),
+    help="Threads, each taking a range of sectors.",
+)
+@click.option(
+    "--max-hits",
+    default=MAX_HITS,
     show_default=True,
     type=click.IntRange(min=1),
-    help="Threads, each taking a range of sectors.",
+    help="Stop with an error past this many hits (4 bytes each): the answer's memory bound.",
 )
 @click.option(
     "--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The .npz file to write (required)."
 )
 @click.option("--force", is_flag=True, help="Replace an existing --out file [default: off].")
-def query_command(scene, sectors, points, seed, world, rmin, rmax, broadphase, threads, out, force):
+def query_command(scene, sectors, points, seed, world, rmin, rmax, broadphase, threads, max_hits, out, force):
     """Write the hits of a scene's sectors (offsets, indices, counts) to OUT, with the scene's description."""
     from .. import query
     from ..families import family_of_scene
 
-    check_output(out, force)
+    check_outputs(force, out)
     if family_of_scene(scene).name != "sector":
         raise click.UsageError(f"query answers sector scenes; {scene!r} is a {family_of_scene(scene).name} scene")
     made = generate(scene, sectors, points, seed, {"world": world, "rmin": rmin, "rmax": rmax})
     columns = {name: made.column(name) for name in made.arrays}
-    hits = query(columns, columns, broadphase=broadphase, threads=threads)
+    try:
+        hits = query(columns, columns, broadphase=broadphase, threads=threads, max_hits=max_hits)
+    except ValueError as exc:  # the API's bad-input error; here an option's value caused it
+        raise SectorbenchError(str(exc).replace("max_hits=", "--max-hits ").replace("max_hits", "--max-hits")) from None
     meta = {"scene": made.describe(), "broadphase": broadphase, "threads": threads}
 
     def write(stream):
