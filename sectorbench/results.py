@@ -355,7 +355,10 @@ def parse_result(data, path) -> RunResult:
     if isinstance(data, dict) and "results" not in data:
         raise SectorbenchError(f"{path}: not a sectorbench result (no 'results')")
     if isinstance(data, dict) and data.get("schema") not in READABLE_SCHEMAS:
-        return RunResult.from_dict(data)  # its one-line message names the versions read
+        try:
+            return RunResult.from_dict(data)  # its one-line message names the versions read
+        except SectorbenchError as exc:
+            raise SectorbenchError(f"{path}: {exc}") from None
     try:
         check_run(data)
     except SectorbenchError as exc:

@@ -13,7 +13,7 @@ from ..families.sector.broadphase import BROADPHASES
 from ..families.sector.query import MAX_HITS
 from ..results import write_atomic
 from ..scenes import generate
-from .app import main, stderr
+from .app import main, note
 from .options import SEED, check_outputs, checked_threads, game_options
 
 
@@ -74,7 +74,7 @@ def query_command(scene, sectors, points, seed, world, rmin, rmax, broadphase, t
         )
 
     write_atomic(out, write, overwrite=force)
-    stderr.print(
+    note(
         f"{hits.total} hits of {sectors} sectors x {points} points: index {hits.index_build_s * 1e3:.1f} ms, "
         f"query {hits.query_s * 1e3:.1f} ms; saved {out}"
     )
