@@ -439,6 +439,13 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
                 reason = f" ({row.reason})" if row.reason else ""
                 row_warnings.append(f"{label}: {row.status} in {side}{reason}; not compared")
             continue
+        if config.normalize not in (None, OVERHEAD):
+            reference = cur_rows.get(RowKey(config.normalize, key.cc, key.flags, key.mode, key.threads))
+            if reference is not None and reference.status != "ok":  # itself a failure, listed once
+                failures.append(
+                    GateFailure(key, "not compared", f"its reference {config.normalize} is {reference.status}")
+                )
+                continue
         if base.hits is not None and cur.hits is not None and base.hits != cur.hits:
             row_warnings.append(f"{label}: hit count {base.hits} in {_BASE} vs {cur.hits} in {_CURRENT}")
         threshold = config.threshold_for(key.kernel)

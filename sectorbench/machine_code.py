@@ -16,6 +16,7 @@ has no bound: llvm-mca cannot see the callee.  Results are cached next to the li
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -242,8 +243,12 @@ def analyze(library: Path, functions: dict[str, int]) -> dict[str, LoopAnalysis]
             body = _folded(code[name], code) if code.get(name) else None
             known[name] = _analyze_one(name, body, functions[name], llvm_mca, mcpu).to_dict()
         partial = cache.with_suffix(".partial")
-        partial.write_text(json.dumps(known))
-        partial.replace(cache)
+        try:
+            partial.write_text(json.dumps(known))
+            partial.replace(cache)
+        except OSError:  # a full or read-only cache: the analysis is redone next time, no more
+            with contextlib.suppress(OSError):
+                partial.unlink()
     return {name: LoopAnalysis(**known[name]) for name in functions}
 
 

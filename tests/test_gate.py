@@ -239,8 +239,11 @@ def test_normalize_reference_row_is_unchanged_and_missing_reference_is_incompati
     with pytest.raises(IncompatibleResults, match="cannot normalize by nosuch"):
         gate(base, current, GateConfig(normalize="nosuch"))
     crashed = replace_row(current, "naive", status="crashed", reason="SIGSEGV", samples_s=[])
-    with pytest.raises(IncompatibleResults, match="naive .* crashed in CURRENT"):
-        gate(base, crashed, GateConfig(normalize="naive"))
+    failed = gate(base, crashed, GateConfig(normalize="naive"))  # a crashed reference fails, never passes
+    assert failed.exit_code == 1 and not failed.rows
+    assert {(f.key.kernel, f.status) for f in failed.failures} == {("naive", "crashed")} | {
+        (kernel, "not compared") for kernel in KERNELS if kernel != "naive"
+    }
     no_overhead = replace_row(base, "sse2", overhead_samples_s=[])
     with pytest.raises(IncompatibleResults, match=r"sse2 \[-O2, inline\] has no NoOperation samples in BASELINE"):
         gate(no_overhead, current, GateConfig(normalize="overhead"))
