@@ -276,12 +276,16 @@ def _intact(library: Path) -> bool:
 
 
 def _remove_stale_builds(cache_dir: Path) -> None:
-    """Private build directories a killed run left behind (older than STALE_BUILD_S)."""
+    """Private build directories a killed run left behind (older than STALE_BUILD_S), and
+    the *.partial libraries of sectorbench versions that compiled into the cache itself."""
     now = time.time()
-    for leftover in cache_dir.glob(f"sectorbench-*{BUILD_SUFFIX}"):
+    for leftover in [*cache_dir.glob(f"sectorbench-*{BUILD_SUFFIX}"), *cache_dir.glob("sectorbench-*.partial")]:
         try:
-            if now - leftover.stat().st_mtime > STALE_BUILD_S:
-                shutil.rmtree(leftover, ignore_errors=True)
+            if now - leftover.lstat().st_mtime > STALE_BUILD_S:
+                if leftover.is_dir() and not leftover.is_symlink():
+                    shutil.rmtree(leftover, ignore_errors=True)
+                else:
+                    leftover.unlink()
         except OSError:
             pass
 

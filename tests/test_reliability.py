@@ -398,13 +398,16 @@ def test_a_truncated_cached_library_is_rebuilt_not_loaded(tmp_path):
     stale = cache / "sectorbench-0123.partial.build"
     stale.mkdir()
     (stale / "cc-temp").write_text("left by a killed build")
+    partial = cache / "sectorbench-0123.x.partial"  # an older sectorbench's half-written library
+    partial.write_bytes(b"\x7fELF")
     old = time.time() - 2 * build_module.STALE_BUILD_S
     os.utime(stale, (old, old))
+    os.utime(partial, (old, old))
     listing = sectorbench("kernels", "--flags", "-O1", env=env)
     assert listing.code == 0, listing.stderr  # once "worker killed by signal 7", for ever
     assert "basic" in listing.stdout
     assert library.stat().st_size == size
-    assert not stale.exists()
+    assert not stale.exists() and not partial.exists()
     assert build_module._intact(library)
 
 
