@@ -9,6 +9,7 @@ reuse the session's -O2 build.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import zipfile
@@ -64,7 +65,41 @@ def workdir(tmp_path_factory, o2_library):
     np.savez(where / "rows0.npz", **sector_arrays(0))
     with zipfile.ZipFile(where / "notnpy.npz", "w") as archive:
         archive.writestr("cx.npy", "not an array")
+    # issue 17: result files of every wrong shape, links onto inputs, a lying .npz header
+    for name, change in BAD_RESULTS.items():
+        data = json.loads(ok.read_text())
+        change(data)
+        (where / f"{name}.json").write_text(json.dumps(data))
+    (where / "latin.json").write_bytes(b'{"results": "\xff"}')
+    (where / "list.json").write_text("[]")
+    os.link(where / "ok.json", where / "hard-ok.md")
+    (where / "sym-ok.md").symlink_to("ok.json")
+    os.link(where / "ok.json", where / "hard-ok.png")
+    (where / "zero.json").symlink_to("/dev/zero")
+    with zipfile.ZipFile(where / "liar.npz", "w") as archive:
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (10**12,)})
+        archive.writestr("cx.npy", header.getvalue() + bytes(16))
+    (where / "s.json").write_text("precious")
     return where
+
+
+def _first_row(**changes):
+    return lambda data: data["results"][0].update(**changes)
+
+
+BAD_RESULTS = {
+    "results-dict": lambda data: data.update(results={}),
+    "row-list": lambda data: data["results"].__setitem__(0, [1, 2]),
+    "scene-list": lambda data: data.update(scene=[]),
+    "samples-str": _first_row(samples_s=["fast"]),
+    "samples-nan": _first_row(samples_s=[float("nan")]),
+    "samples-inf": _first_row(samples_s=[float("inf")]),
+    "samples-null": _first_row(samples_s=[None]),
+    "net-inf": _first_row(net_samples_s=[float("inf")]),
+    "no-rows": lambda data: data.update(results=[]),
+    "all-crashed": lambda data: [row.update(status="crashed", samples_s=[]) for row in data["results"]],
+}
 
 
 def snapshot(directory: Path) -> dict:
@@ -131,6 +166,17 @@ RUN_LIKE = [
     ("--json", "no-such-dir/out.json"),
     ("--json", "/proc/x.json"),
     ("--save", "--json", "fifo.json", "--force"),
+    # issue 17: flags that redirect the compiler's output, thread counts past the cap
+    ("--flags", "-O1 -Wl,-o,s.json"),
+    ("--flags", "-O2 -o s.json"),
+    ("--flags", "-O2 -S"),
+    ("--flags", "-O2 -MD -MF s.json"),
+    ("--flags", "-O2 @s.json"),
+    ("--flags", "-O2 -save-temps"),
+    ("--flags", "-O2 -fdump-tree-all=s.json"),
+    ("--threads", "1180591620717411303424"),
+    ("--threads", "x"),
+    ("--threads", "0"),
 ]
 
 ROWS = (
@@ -151,6 +197,13 @@ ROWS = (
         ("run", *TINY, "--baseline", "ok.json", "--markdown", "fifo.json", "--force"),
         ("run", *TINY, "--baseline", "ok.json", "--kernels", "basic"),
         ("run", *TINY, "--baseline", "ok.json", "--normalize", "naive", "--kernels", "basic,sse2"),
+        # issue 17: outputs that are inputs, baselines of every wrong shape
+        ("run", *TINY, "--baseline", "ok.json", "--markdown", "hard-ok.md", "--force"),
+        ("run", *TINY, "--baseline", "ok.json", "--markdown", "sym-ok.md", "--force"),
+        ("run", *TINY, "--baseline", "ok.json", "--json", "ok.json", "--force"),
+        ("run", *TINY, "--baseline", "fifo.json"),
+        ("run", *TINY, "--baseline", "zero.json"),
+        *[("run", *TINY, "--baseline", f"{name}.json") for name in BAD_RESULTS],
         # compare's own
         ("compare", *TINY, "--preset", "nope"),
         ("compare", *TINY, "--cc", "no-such-cc-1", "--cc", "no-such-cc-2"),
@@ -189,7 +242,11 @@ ROWS = (
         ("verify", "--input", "rows0.npz"),
         ("verify", "--input", "notnpy.npz"),
         ("verify", "--family", "triangle", "--input", "overflow.npz"),
+        ("verify", "--input", "liar.npz"),
+        ("verify", "--input", "fifo.json"),
+        ("verify", "--flags", "-O2 -Wl,-o,s.json"),
         # kernels
+        ("kernels", "--flags", "-O2 -c"),
         ("kernels", "--cc", "/bin/true"),
         ("kernels", "--cc", "no-such-compiler-xyz"),
         ("kernels", "--flags", "-O2 '"),
@@ -208,7 +265,28 @@ ROWS = (
         ("regress", "ok.json", "ok.json", "--markdown", "/dev/null", "--force"),
         ("regress", "ok.json", "ok.json", "--markdown", "existing.json"),
         ("regress", "ok.json", "ok.json", "--markdown", "file.txt/gate.md"),
+        ("regress", "ok.json", "ok.json", "--markdown", "ok.json", "--force"),
+        ("regress", "ok.json", "ok.json", "--markdown", "hard-ok.md", "--force"),
+        ("regress", "ok.json", "ok.json", "--markdown", "sym-ok.md", "--force"),
+        ("regress", "fifo.json", "ok.json"),
+        ("regress", "ok.json", "fifo.json"),
+        ("regress", "/dev/zero", "ok.json"),
+        ("regress", "zero.json", "ok.json"),
+        ("regress", "latin.json", "ok.json"),
+        ("regress", "list.json", "ok.json"),
+        *[("regress", f"{name}.json", "ok.json") for name in BAD_RESULTS],
+        *[("regress", "ok.json", f"{name}.json") for name in BAD_RESULTS if name not in ("no-rows", "all-crashed")],
         # plot
+        ("plot", "ok.json", "--out", "hard-ok.png", "--force"),
+        ("plot", "fifo.json", "--out", "x.png"),
+        *[("plot", f"{name}.json", "--out", "x.png") for name in BAD_RESULTS if name not in ("no-rows", "all-crashed")],
+        # query
+        ("query", "--rmax", "1e39", "--out", "q.npz"),
+        ("query", "--world", "inf", "--out", "q.npz"),
+        ("query", "--threads", "100000", "--out", "q.npz"),
+        ("query", "--max-hits", "0", "--out", "q.npz"),
+        ("query", "-n", "500", "-m", "20000", "--rmax", "1e6", "--max-hits", "1000", "--out", "q.npz"),
+        ("query", "--out", "fifo.json", "--force"),
         ("plot", "ok.json"),
         ("plot", "ok.json", "--out", "x.gif"),
         ("plot", "ok.json", "--out", "existing.png"),
@@ -226,7 +304,7 @@ ROWS = (
 
 
 def test_the_table_is_large_enough():
-    assert len(ROWS) >= 80
+    assert len(ROWS) >= 180
     assert {row[0] for row in ROWS} >= {"run", "compare", "verify", "kernels", "regress", "plot"}
 
 
@@ -242,6 +320,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(args, workdir, monkeyp
     assert "internal error" not in result.stderr
     assert result.stdout == ""
     assert snapshot(workdir) == before
+    assert (workdir / "s.json").read_text() == "precious"
 
 
 GOOD = [

@@ -233,8 +233,11 @@ def test_normalize_reference_row_is_unchanged_and_missing_reference_is_incompati
     with pytest.raises(IncompatibleResults, match="cannot normalize by nosuch"):
         gate(base, current, GateConfig(normalize="nosuch"))
     crashed = replace_row(current, "naive", status="crashed", reason="SIGSEGV", samples_s=[])
-    with pytest.raises(IncompatibleResults, match="naive .* crashed in CURRENT"):
-        gate(base, crashed, GateConfig(normalize="naive"))
+    failed = gate(base, crashed, GateConfig(normalize="naive"))  # a crashed reference fails, never passes
+    assert failed.exit_code == 1 and not failed.rows
+    assert {(f.key.kernel, f.status) for f in failed.failures} == {("naive", "crashed")} | {
+        (kernel, "not compared") for kernel in KERNELS if kernel != "naive"
+    }
     no_overhead = replace_row(base, "sse2", overhead_samples_s=[])
     with pytest.raises(IncompatibleResults, match=r"sse2 \[-O2, inline\] has no NoOperation samples in BASELINE"):
         gate(no_overhead, current, GateConfig(normalize="overhead"))
@@ -272,12 +275,36 @@ def test_an_older_schema_loads_but_is_never_compared_with_a_newer_one():
         RunResult.from_dict({**make_run(23).to_dict(), "schema": 99})
 
 
-def test_missing_kernel_in_current():
+def test_missing_kernel_in_current_fails_the_gate():
     current = make_run(20, kernels={k: v for k, v in KERNELS.items() if k != "naive"})
-    with pytest.raises(IncompatibleResults, match=r"^missing kernel naive \[-O2, inline\] in CURRENT$"):
-        gate(make_run(19), current, GateConfig())
+    report = gate(make_run(19), current, GateConfig())
+    assert [(f.key.kernel, f.status) for f in report.failures] == [("naive", "missing")]
+    assert report.exit_code == 1 and not report.regressions
     # IncompatibleResults is a SectorbenchError, so the CLI reports it on one line.
     assert issubclass(IncompatibleResults, SectorbenchError)
+
+
+@pytest.mark.parametrize("status", ["crashed", "timed-out", "skipped"])
+def test_a_kernel_ok_in_the_baseline_that_stopped_working_fails_the_gate(status):
+    current = replace_row(make_run(31), "sse2", status=status, reason="SIGSEGV", samples_s=[])
+    report = gate(make_run(30), current, GateConfig())
+    assert [(f.key.kernel, f.status, f.reason) for f in report.failures] == [("sse2", status, "SIGSEGV")]
+    assert report.exit_code == 1
+    from sectorbench.present.report import gate_markdown
+
+    markdown = gate_markdown(report)
+    assert markdown.splitlines()[0].startswith("1 failure, ")
+    assert any(line.startswith("| sse2 |") and f"FAILED: {status} (SIGSEGV)" in line for line in markdown.splitlines())
+
+
+def test_an_empty_or_unmeasured_baseline_is_refused():
+    empty = dataclasses.replace(make_run(32), results=[])
+    with pytest.raises(IncompatibleResults, match="BASELINE has no rows"):
+        gate(empty, make_run(33), GateConfig())
+    run = make_run(34)
+    crashed = dataclasses.replace(run, results=[dataclasses.replace(r, status="crashed") for r in run.results])
+    with pytest.raises(IncompatibleResults, match=r"BASELINE has no measured \(ok\) row \(crashed only\)"):
+        gate(crashed, make_run(35), GateConfig())
 
 
 def test_different_build_names_the_compiler_flags_and_count():
@@ -316,7 +343,7 @@ def test_rows_not_ok_on_one_side_warn_and_new_kernels_listed():
     assert names(report.rows) == set(KERNELS) - {"avx512", "sse2"}
     assert report.new_kernels == (RowKey("fancy", "cc", "-O2", "inline"),)
     assert any("avx512 [-O2, inline]: skipped in BASELINE (needs avx512f)" in w for w in report.warnings)
-    assert any("sse2 [-O2, inline]: crashed in CURRENT (SIGILL)" in w for w in report.warnings)
+    assert [(f.key.kernel, f.status) for f in report.failures] == [("sse2", "crashed")]
     assert any("'sse3'" in w for w in report.warnings)  # a threshold for no kernel: likely a typo
 
 

@@ -143,7 +143,9 @@ def test_incompatible_baseline_is_refused_before_building(tmp_path, empty_cache)
         "schema": SCHEMA_VERSION,
         "scene": {"kind": "uniform", "family": "sector", "seed": 7, "sectors": 20, "points": 500},
     }
-    baseline.write_text(json.dumps({**data, "env": {}, "config": {}, "results": []}))
+    row = {"kernel": "basic", "family": "sector", "flags": "-O2", "cc": "cc", "mode": "inline", "status": "ok"}
+    row["samples_s"] = [1e-3, 1.1e-3]
+    baseline.write_text(json.dumps({**data, "env": {}, "config": {}, "results": [row]}))
     one_line_error(invoke("run", *SMALL, "--baseline", baseline), "different scene", "seed 7")
     assert not any(empty_cache.iterdir())
 
@@ -151,6 +153,7 @@ def test_incompatible_baseline_is_refused_before_building(tmp_path, empty_cache)
 def test_baseline_missing_a_kernel_is_refused_before_timing(tmp_path):
     """Known only once the build lists its kernels; refused before the plan line that precedes timing."""
     row = {"kernel": "sse2", "family": "sector", "flags": "-O2", "cc": "cc", "mode": "inline", "status": "ok"}
+    row["samples_s"] = [1e-3, 1.1e-3, 1.05e-3, 0.98e-3, 1.02e-3]  # enough rounds for the gate to reach alpha
     scene = {"kind": "uniform", "family": "sector", "seed": 0, "sectors": 1000, "points": 100000}
     baseline = tmp_path / "baseline.json"
     baseline.write_text(

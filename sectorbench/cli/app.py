@@ -6,11 +6,15 @@ codes: 0 ok, 1 a check failed (verify, regress), 2 usage, build or internal erro
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
 import threading
 import time
+import warnings
+from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -21,7 +25,7 @@ from .. import __version__
 from ..errors import SectorbenchError
 from ..families import all_families
 from ..measure.timing import duration
-from ..model.results import RESULTS_DIR, save, save_new, write_text_atomic
+from ..model.results import RESULTS_DIR, save, save_new, write_rescue, write_text_atomic
 
 #: Tables going to a file or pipe are not squeezed into 80 columns.
 PIPED_WIDTH = 160
@@ -29,16 +33,25 @@ PIPED_WIDTH = 160
 HEARTBEAT_S = 5.0
 #: Exit status after SIGTERM, the shell's convention (128 + 15); scratch files are removed first.
 SIGTERM_EXIT = 143
+#: Signals that end sectorbench the way SIGTERM does (unwinding, scratch files removed, exit
+#: 128 + the signal): a CI runner cancelling (TERM), a closed terminal or ssh session (HUP),
+#: Ctrl-\ (QUIT, whose default would dump core and leave /tmp/sectorbench-* behind).
+CLEAN_EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 stderr = Console(stderr=True)
 
 
 class Terminated(BaseException):
-    """SIGTERM arrived (a CI runner cancelling the job): unwind like Ctrl-C, cleaning up."""
+    """A signal of CLEAN_EXIT_SIGNALS arrived: unwind like Ctrl-C, cleaning up."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _on_sigterm(signum, frame):
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not interrupt the cleanup
-    raise Terminated()
+    for other in CLEAN_EXIT_SIGNALS:  # a second one must not interrupt the cleanup
+        signal.signal(other, signal.SIG_IGN)
+    raise Terminated(signum)
 
 
 def note(text: str) -> None:
@@ -56,15 +69,20 @@ class OneLineErrors(click.Group):
 
     def main(self, args=None, prog_name="sectorbench", complete_var=None, standalone_mode=True, **extra):
         in_main_thread = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
+        previous = {sig: signal.signal(sig, _on_sigterm) for sig in CLEAN_EXIT_SIGNALS} if in_main_thread else {}
         try:
-            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            with warnings.catch_warnings():
+                # A warning (numpy's RuntimeWarning, a DeprecationWarning) is not a result: it
+                # would be an extra, unexplained line; the code avoids their causes instead.
+                warnings.simplefilter("ignore")
+                code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Abort:
             click.echo("sectorbench: interrupted", err=True)
             code = 130
-        except Terminated:
-            click.echo("sectorbench: terminated (SIGTERM); scratch files removed", err=True)
-            code = SIGTERM_EXIT
+        except Terminated as stop:
+            name = signal.Signals(stop.signum).name
+            click.echo(f"sectorbench: terminated ({name}); scratch files removed", err=True)
+            code = 128 + stop.signum
         except click.ClickException as exc:
             click.echo(f"sectorbench: error: {exc.format_message()}", err=True)
             code = 2
@@ -80,8 +98,8 @@ class OneLineErrors(click.Group):
             )
             code = 2
         finally:
-            if in_main_thread:
-                signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         if standalone_mode:
             sys.exit(code if isinstance(code, int) else 0)
         return code
@@ -157,7 +175,41 @@ def main():
     all_families()  # a family module that fails to import stops here, in one line
 
 
-def run_gate(baseline, current, config, markdown_path, force, baseline_label, current_label) -> None:
+class OutputFailed(SectorbenchError):
+    """An output could not be written after the work was done; the results went to a rescue file."""
+
+
+@contextmanager
+def rescuing(results_json: Callable[[], str] | None, near: Path | None):
+    """Writes of outputs after measuring: if one fails, the results (`results_json()`) are
+    written to a rescue file and the error names both paths; exit status 2, as for any
+    output error.  Nothing measured is lost to a full disk or a file that appeared meanwhile."""
+    try:
+        yield
+    except SectorbenchError as exc:
+        if results_json is None or isinstance(exc, OutputFailed):
+            raise
+        try:
+            where = write_rescue(results_json(), near)
+        except SectorbenchError as lost:
+            raise OutputFailed(f"{exc}; {lost}") from None
+        raise OutputFailed(f"{exc}; the results are saved in {where}") from None
+
+
+def result_json(result) -> Callable[[], str]:
+    return lambda: json.dumps(result.to_dict(), indent=1) + "\n"
+
+
+def run_gate(
+    baseline,
+    current,
+    config,
+    markdown_path,
+    force,
+    baseline_label,
+    current_label,
+    rescue: Callable[[], str] | None = None,
+) -> None:
     from ..compare.gate import gate
     from ..present.report import fit, gate_drop, gate_markdown, gate_table
 
@@ -165,11 +217,14 @@ def run_gate(baseline, current, config, markdown_path, force, baseline_label, cu
     console = stdout()
     console.print(fit(gate_table(report), console.width, gate_drop(config.normalize)))
     if markdown_path is not None:
-        write_text_atomic(markdown_path, gate_markdown(report, baseline_label, current_label), overwrite=force)
+        with rescuing(rescue, markdown_path):
+            write_text_atomic(markdown_path, gate_markdown(report, baseline_label, current_label), overwrite=force)
         note(f"saved {markdown_path}")
     names = ", ".join(f"{r.kernel} [{r.flags}, {r.mode}]" for r in report.regressions)
+    failed = ", ".join(f"{f.key.kernel} [{f.key.flags}, {f.key.mode}] {f.status}" for f in report.failures)
     note(
-        f"{len(report.regressions)} regression(s)"
+        (f"{len(report.failures)} failure(s): {failed}; " if failed else "")
+        + f"{len(report.regressions)} regression(s)"
         + (f": {names}" if names else "")
         + f", {len(report.improvements)} improvement(s)"
     )
@@ -186,6 +241,8 @@ def write_exports(result, exports, force: bool) -> None:
 
 def write_json(result, json_path: Path | None, force: bool, save_to_results: bool = False, label: str = "run"):
     if json_path is not None:
-        note(f"saved {save(result, json_path, overwrite=force)}")
+        with rescuing(result_json(result), json_path):
+            note(f"saved {save(result, json_path, overwrite=force)}")
     if save_to_results:
-        note(f"saved {save_new(result, RESULTS_DIR, label)}")
+        with rescuing(result_json(result), RESULTS_DIR / "x"):
+            note(f"saved {save_new(result, RESULTS_DIR, label)}")

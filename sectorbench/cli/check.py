@@ -10,7 +10,7 @@ import click
 from ..check.verify import VerifyConfig, resolve
 from ..model.results import write_text_atomic
 from ..native.build import BuildConfig
-from .app import Reporter, main, note, stdout
+from .app import Reporter, main, note, rescuing, stdout
 from .options import SEED, build_configs, build_options, check_outputs, comma_list, family_option, output_options
 
 
@@ -87,7 +87,7 @@ def verify_command(
     from ..families import get
     from ..present.report import VERIFY_DROP, failing_inputs_lines, failing_inputs_table, fit, verify_table
 
-    check_outputs(force, json_path)
+    check_outputs(force, json_path, inputs=(input_path, *sources))
     if coverage_only:
         _coverage_command(family, cases, seed, input_path, kernels, json_path, force)
     config = VerifyConfig(
@@ -133,7 +133,9 @@ def _coverage_command(family, cases, seed, input_path, kernels, json_path, force
     console = stdout()
     console.print(fit(coverage_table(result), console.width, ()))
     if json_path is not None:
-        write_text_atomic(json_path, json.dumps(result.to_dict(), indent=1) + "\n", overwrite=force)
+        text = json.dumps(result.to_dict(), indent=1) + "\n"
+        with rescuing(lambda: text, json_path):
+            write_text_atomic(json_path, text, overwrite=force)
         note(f"saved {json_path}")
     click.get_current_context().exit(0 if result.passed else 1)
 

@@ -12,7 +12,7 @@ from ..families.scene_kinds import describe as describe_scene
 from ..measure.runner import MAX_RUN_MINUTES, Plan, RunConfig, resolve, run
 from ..measure.timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
 from ..model.results import load
-from .app import Reporter, main, note, run_gate, stdout, write_exports, write_json
+from .app import Reporter, main, note, result_json, run_gate, stdout, write_exports, write_json
 from .options import (
     SEED,
     SceneCommand,
@@ -156,7 +156,14 @@ def run_command(
 ):
     """Time kernels over a seeded scene, NoOperation overhead subtracted."""
     refuse_unused_gate_options(click.get_current_context(), baseline)
-    check_outputs(force, json_path, markdown_path, *(path for _, path in exports), save=save_to_results)
+    check_outputs(
+        force,
+        json_path,
+        markdown_path,
+        *(path for _, path in exports),
+        save=save_to_results,
+        inputs=(baseline, thresholds, *sources),
+    )
     gate_config = make_gate_config(alpha, threshold, thresholds, normalize)
     config = RunConfig(
         scene=scene,
@@ -190,7 +197,9 @@ def run_command(
     write_json(result, json_path, force, save_to_results)
     write_exports(result, exports, force)
     if baseline_result is not None:
-        run_gate(baseline_result, result, gate_config, markdown_path, force, str(baseline), "this run")
+        run_gate(
+            baseline_result, result, gate_config, markdown_path, force, str(baseline), "this run", result_json(result)
+        )
 
 
 def measure(config: RunConfig, baseline=None, gate_config=None):
@@ -302,7 +311,7 @@ def compare_command(
     if quick:
         points = QUICK["points"] if defaulted("points") else points
         repeat = QUICK["repeat"] if defaulted("repeat") else repeat
-    check_outputs(force, json_path, *(path for _, path in exports), save=save_to_results)
+    check_outputs(force, json_path, *(path for _, path in exports), save=save_to_results, inputs=sources)
     build_configs(flags, cc, sources)  # duplicates are refused before compilers are looked for
     installed = tuple(c for c in cc if shutil.which(c))
     if not installed:

@@ -10,7 +10,7 @@ import click
 from ..compare.gate import GateConfig, load_thresholds
 from ..errors import SectorbenchError
 from ..families import all_families, scene_options
-from ..model.results import RESULTS_DIR, check_directory, check_output
+from ..model.results import RESULTS_DIR, check_directory, check_output, same_file
 from ..native.build import DEFAULT_CC, BuildConfig
 
 
@@ -207,17 +207,24 @@ def make_gate_config(alpha, threshold, thresholds, normalize) -> GateConfig:
     return GateConfig.from_thresholds({"default": threshold, **per_kernel}, alpha=alpha, normalize=normalize)
 
 
-def check_outputs(force: bool, *paths: Path | None, save: bool = False) -> None:
+def check_outputs(force: bool, *paths: Path | None, save: bool = False, inputs=()) -> None:
     """Fail before building or measuring, not after, when an output would be refused.
 
     Each path: nothing there, or a regular file and --force; its directory exists and
     takes new files.  --save: results/ of the current directory is, or can be made, such
-    a directory.  No two outputs may be the same file.
+    a directory.  No two outputs may be the same file, and no output may be one of the
+    command's `inputs` (the same inode, however it is named), even with --force: an
+    output replacing the baseline it is compared with would lose the baseline.
     """
     written: dict[str, Path] = {}
     for path in paths:
         if path is None:
             continue
+        for source in inputs:
+            if source is not None and same_file(path, source):
+                raise SectorbenchError(
+                    f"{path} is the same file as the input {source}: outputs never replace inputs, even with --force"
+                )
         target = os.path.abspath(check_output(path, force))
         if target in written:
             raise SectorbenchError(f"{written[target]} and {path} are the same file: give each output its own path")
@@ -239,17 +246,50 @@ def refuse_unused_gate_options(ctx: click.Context, baseline) -> None:
         raise click.UsageError(f"{', '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} with --baseline")
 
 
+#: --threads (run, compare, query) at most this many times the CPUs this process may use:
+#: beyond that the threads only queue for the same cores and the timing measures the
+#: scheduler, and a mistyped huge count would allocate per-thread state for minutes.
+MAX_THREADS_PER_CPU = 8
+
+
+def max_threads() -> int:
+    from ..measure.runner import available_cpus
+
+    return MAX_THREADS_PER_CPU * available_cpus()
+
+
+def checked_threads(value, option: str = "--threads") -> int:
+    """A thread count as given (an integer), within 1..max_threads(); else SectorbenchError."""
+    try:
+        count = int(str(value).strip())
+    except ValueError:
+        raise SectorbenchError(f"{option} must be a whole number or 'all' (got {value!r})") from None
+    if not 1 <= count <= max_threads():
+        raise SectorbenchError(
+            f"{option} must be from 1 to {max_threads()} ({MAX_THREADS_PER_CPU} x the CPUs this process may use);"
+            f" got {value}"
+        )
+    return count
+
+
+def _parse_threads(ctx, param, values):
+    from ..measure.runner import ALL_THREADS, parse_threads
+
+    for value in values:
+        if str(value) != ALL_THREADS:
+            checked_threads(value)
+    return parse_threads(values)
+
+
 def threads_option(command):
     """--threads N|all, repeatable: each kernel is timed at each thread count, in the same rounds."""
-    from ..measure.runner import parse_threads
-
     return click.option(
         "--threads",
         "threads",
         multiple=True,
         default=("1",),
         show_default=True,
-        callback=lambda ctx, param, values: parse_threads(values),
+        callback=_parse_threads,
         help="Threads, shapes split among them: a number or 'all' (the CPUs this process may use); repeatable.",
     )(command)
 

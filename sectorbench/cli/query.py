@@ -11,9 +11,17 @@ import numpy as np
 from ..errors import SectorbenchError
 from ..families import all_families, family_of_scene
 from ..families.scene_kinds import generate
-from ..model.results import check_output, write_atomic
-from .app import main, stderr
-from .options import SEED, RegistryChoice, SceneChoice, SceneCommand, given_scene_options
+from ..model.results import write_atomic
+from .app import main, note
+from .options import (
+    SEED,
+    RegistryChoice,
+    SceneChoice,
+    SceneCommand,
+    check_outputs,
+    checked_threads,
+    given_scene_options,
+)
 
 
 def _query_families():
@@ -41,18 +49,25 @@ def _query_families():
 )
 @click.option(
     "--threads",
-    default=1,
+    default="1",
     show_default=True,
-    type=click.IntRange(min=1),
+    callback=lambda ctx, param, value: checked_threads(value),
     help="Threads, each taking a range of shapes.",
+)
+@click.option(
+    "--max-hits",
+    default=None,
+    type=click.IntRange(min=1),
+    help="Stop with an error past this many hits (4 bytes each): the answer's memory bound "
+    "[default: the family's, 2^28 hits for sectors].",
 )
 @click.option(
     "--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The .npz file to write (required)."
 )
 @click.option("--force", is_flag=True, help="Replace an existing --out file [default: off].")
-def query_command(scene, shapes, points, seed, broadphase, threads, out, force, **scene_values):
+def query_command(scene, shapes, points, seed, broadphase, threads, max_hits, out, force, **scene_values):
     """Write the hits of a scene's shapes (offsets, indices, counts) to OUT, with the scene's description."""
-    check_output(out, force)
+    check_outputs(force, out)
     answering = _query_families()
     if not answering:
         raise SectorbenchError("no registered family answers queries")
@@ -63,10 +78,11 @@ def query_command(scene, shapes, points, seed, broadphase, threads, out, force, 
     made = generate(scene or family.query_scene, shapes, points, seed, given_scene_options(scene_values))
     columns = {name: made.column(name) for name in made.arrays}
     family.prepare_query()  # the library first, asked for: the query's own log is then the CLI's line below
+    limit = {} if max_hits is None else {"max_hits": max_hits}
     try:
-        hits = family.query(columns, columns, broadphase=broadphase, threads=threads)
-    except ValueError as exc:
-        raise SectorbenchError(str(exc)) from None
+        hits = family.query(columns, columns, broadphase=broadphase, threads=threads, **limit)
+    except ValueError as exc:  # the API's bad-input error; here an option's value caused it
+        raise SectorbenchError(str(exc).replace("max_hits=", "--max-hits ").replace("max_hits", "--max-hits")) from None
     meta = {"scene": made.describe(), "broadphase": broadphase, "threads": threads}
 
     def write(stream):
@@ -79,7 +95,7 @@ def query_command(scene, shapes, points, seed, broadphase, threads, out, force, 
         )
 
     write_atomic(out, write, overwrite=force)
-    stderr.print(
+    note(
         f"{hits.total} hits of {shapes} {family.shape_noun} x {points} points: "
         f"index {hits.index_build_s * 1e3:.1f} ms, query {hits.query_s * 1e3:.1f} ms; saved {out}"
     )

@@ -29,7 +29,7 @@ def regress_command(baseline, current, alpha, threshold, thresholds, normalize, 
     """Exit 1 if CURRENT is significantly slower than BASELINE (2 if they cannot be compared)."""
     from ..compare.gate import as_baseline_build
 
-    check_outputs(force, markdown_path)
+    check_outputs(force, markdown_path, inputs=(baseline, current, thresholds))
     config = make_gate_config(alpha, threshold, thresholds, normalize)
     baseline_result, current_result = load(baseline), load(current)
     if across_builds:
@@ -59,7 +59,7 @@ def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
     from ..model.results import RESULTS_DIR
     from ..present import plot
 
-    check_outputs(force, out)  # before anything is read or drawn
+    check_outputs(force, out, inputs=results)  # before anything is read or drawn
     plot.check_out(out, force)
     chart = chart or ("trend" if kernel else None)
     if chart == "trend":

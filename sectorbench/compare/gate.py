@@ -50,6 +50,7 @@ __all__ = [
     "OVERHEAD",
     "UNCHANGED_CODE",
     "GateConfig",
+    "GateFailure",
     "GateReport",
     "GateRow",
     "IncompatibleResults",
@@ -231,13 +232,33 @@ class GateRow:
 
 
 @dataclass(frozen=True)
+class GateFailure:
+    """A row measured (ok) in the baseline that the current run could not compare.
+
+    status: the current row's (crashed, timed-out, skipped, ...), or "missing" when the
+    current run has no such row.  A kernel that stopped working is the worst regression,
+    so the gate fails on it rather than passing over it.
+    """
+
+    key: RowKey
+    status: str
+    reason: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.status + (f" ({self.reason})" if self.reason else "")
+
+
+@dataclass(frozen=True)
 class GateReport:
-    """The gate's outcome. ``exit_code`` is 1 if any row regressed, else 0."""
+    """The gate's outcome. ``exit_code`` is 1 if any row regressed or failed, else 0."""
 
     config: GateConfig
     rows: tuple[GateRow, ...]  # baseline order; rows ok on both sides
     new_kernels: tuple[RowKey, ...]  # rows present only in the current run
     warnings: tuple[str, ...]  # one line each: environment, rows not compared
+    #: Rows ok in the baseline but crashed, timed out, skipped or missing in the current run.
+    failures: tuple[GateFailure, ...] = ()
 
     @property
     def regressions(self) -> tuple[GateRow, ...]:
@@ -261,7 +282,7 @@ class GateReport:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.regressions else 0
+        return 1 if self.regressions or self.failures else 0
 
 
 # --------------------------------------------------------------------------
@@ -291,7 +312,17 @@ def check_scene(baseline: RunResult, scene: dict, schema: int = SCHEMA_VERSION) 
     """A run of `scene` (a result's scene description) can be gated against `baseline`.
 
     Raises IncompatibleResults; the CLI calls it before measuring, gate() again after.
+    A baseline with no rows, or none measured (ok), gates nothing: it is refused too.
     """
+    if not baseline.results:
+        raise IncompatibleResults(f"{_BASE} has no rows: there is nothing to gate against")
+    if not any(row.status == "ok" for row in baseline.results):
+        statuses = ", ".join(sorted({row.status for row in baseline.results}))
+        raise IncompatibleResults(f"{_BASE} has no measured (ok) row ({statuses} only): nothing to gate against")
+    unsampled = next((row for row in baseline.results if row.status == "ok" and not row.samples_s), None)
+    if unsampled is not None:  # the gate compares samples: refused now, not after timing
+        label = row_label(_key(unsampled), len({r.cc for r in baseline.results}) > 1)
+        raise IncompatibleResults(f"{label} is ok but has no samples in {_BASE}")
     if baseline.schema != schema:
         raise IncompatibleResults(f"different results schema: {baseline.schema!r} in {_BASE}, {schema!r} in {_CURRENT}")
     a, b = baseline.scene or {}, scene or {}
@@ -388,29 +419,46 @@ def _samples(
 def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfig()) -> GateReport:
     """Compare `current` with `baseline`, row by row; see the module docstring.
 
-    Every row ok in the baseline must be in the current run (else
-    IncompatibleResults); rows not ok on one side are skipped with a warning,
-    rows only in the current run are listed in ``new_kernels``.
+    A row ok in the baseline that is missing, crashed, timed out or skipped in the
+    current run is a failure (``failures``, exit status 1); a row not ok in the
+    baseline is skipped with a warning; rows only in the current run are listed
+    in ``new_kernels``.
     """
     check_scene(baseline, current.scene, current.schema)
     show_cc = len({r.cc for r in (*baseline.results, *current.results)}) > 1
     base_rows = _index(baseline, _BASE, show_cc)
     cur_rows = _index(current, _CURRENT, show_cc)
-    _check_missing(base_rows, cur_rows, show_cc)
+    if not any(key in cur_rows for key, row in base_rows.items() if row.status == "ok"):
+        # No row in common: these are not two runs of one benchmark (another build or scene
+        # setup, e.g. -O2 against -O3 without --across-builds), not a run that lost kernels.
+        _check_missing(base_rows, cur_rows, show_cc)
 
     rows: list[GateRow] = []
+    failures: list[GateFailure] = []
     row_warnings: list[str] = []
     for key, base in base_rows.items():
         cur = cur_rows.get(key)
-        if cur is None:  # not ok in the baseline either: nothing to compare
+        if cur is None:
+            if base.status == "ok":
+                failures.append(GateFailure(key, "missing", f"not in {_CURRENT}"))
             continue
         label = row_label(key, show_cc)
+        if base.status == "ok" and cur.status != "ok":
+            failures.append(GateFailure(key, cur.status, cur.reason))
+            continue
         if base.status != "ok" or cur.status != "ok":
             if base.status != cur.status:
                 side, row = (_BASE, base) if base.status != "ok" else (_CURRENT, cur)
                 reason = f" ({row.reason})" if row.reason else ""
                 row_warnings.append(f"{label}: {row.status} in {side}{reason}; not compared")
             continue
+        if config.normalize not in (None, OVERHEAD):
+            reference = cur_rows.get(RowKey(config.normalize, key.cc, key.flags, key.mode, key.threads))
+            if reference is not None and reference.status != "ok":  # itself a failure, listed once
+                failures.append(
+                    GateFailure(key, "not compared", f"its reference {config.normalize} is {reference.status}")
+                )
+                continue
         if base.hits is not None and cur.hits is not None and base.hits != cur.hits:
             row_warnings.append(f"{label}: hit count {base.hits} in {_BASE} vs {cur.hits} in {_CURRENT}")
         threshold = config.threshold_for(key.kernel)
@@ -466,6 +514,7 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
                 *threshold_warnings,
             ]
         ),
+        failures=tuple(failures),
     )
 
 

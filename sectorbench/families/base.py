@@ -225,8 +225,9 @@ class Family:
     def prepare_query(self) -> None:
         """Build and load what query() needs ahead of the first call (which would otherwise do it)."""
 
-    def query(self, shapes, points, *, broadphase: str = "auto", kernel: str = "auto", threads: int = 1):
-        """CSR hits (offsets, indices, counts, total, index_build_s, query_s) of every shape."""
+    def query(self, shapes, points, *, broadphase: str = "auto", kernel: str = "auto", threads: int = 1, **limits):
+        """CSR hits (offsets, indices, counts, total, index_build_s, query_s) of every shape;
+        limits: the family's own bounds (e.g. max_hits)."""
         raise NotImplementedError(f"the {self.name} family has no query")
 
     def broadphase_engine(self, ffi, lib):

@@ -324,21 +324,68 @@ NPY_MAGIC = b"\x93NUMPY"
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
+#: The most a case file may hold, uncompressed (its arrays' bytes): 16 million rows of eight
+#: float64 columns.  Read from the zip directory and each array's header before anything is
+#: decompressed, so a zip bomb is refused at once, in a few kB of memory.
+MAX_CASES_BYTES = 1 << 30
+#: The most a case file may weigh on disk (compressed data cannot be larger than raw).
+MAX_CASES_FILE_BYTES = MAX_CASES_BYTES
+
+
+def check_npz_sizes(path) -> None:
+    """The .npz's arrays, as its zip directory and .npy headers declare them, fit
+    MAX_CASES_BYTES, and each declared array fits its member; SectorbenchError otherwise.
+    zipfile then never inflates a member past its declared size, so the check holds."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+            declared = sum(info.file_size for info in members)
+            if declared > MAX_CASES_BYTES:
+                raise SectorbenchError(
+                    f"{path}: its arrays would take {declared:,} bytes uncompressed, more than the "
+                    f"{MAX_CASES_BYTES:,} allowed"
+                )
+            for info in members:
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    read_header = {
+                        (1, 0): np.lib.format.read_array_header_1_0,
+                        (2, 0): np.lib.format.read_array_header_2_0,
+                    }.get(version)
+                    if read_header is None:
+                        raise ValueError(f"unsupported .npy version {version}")
+                    shape, _, dtype = read_header(member)
+                    needed = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                    if needed > info.file_size:
+                        raise ValueError(
+                            f"member {info.filename!r} declares {needed:,} bytes of data but holds {info.file_size:,}"
+                        )
+    except SectorbenchError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError, TypeError) as exc:
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        raise SectorbenchError(f"{path}: a damaged .npz file ({message})") from None
+
+
 def read_npz(path) -> dict[str, np.ndarray]:
     """The arrays of a user's .npz case file, flattened; SectorbenchError naming the file and the problem."""
     import zipfile
 
-    try:
-        with open(path, "rb") as stream:
-            head = stream.read(6)
-    except OSError as exc:
-        raise SectorbenchError(f"{path}: cannot read cases ({exc.strerror})") from None
+    from .results import regular_file
+
+    info = regular_file(path)  # a FIFO or a device is refused without opening it
+    if info.st_size > MAX_CASES_FILE_BYTES:
+        raise SectorbenchError(f"{path} is {info.st_size:,} bytes, more than the {MAX_CASES_FILE_BYTES:,} allowed")
+    head = _head(path)
     if not head:
         raise SectorbenchError(f"{path}: the file is empty; cases come as an .npz file (numpy.savez)")
     if head.startswith(NPY_MAGIC):
         raise SectorbenchError(f"{path}: a single .npy array; cases come as an .npz file of named arrays (numpy.savez)")
     if not head.startswith(NPZ_MAGIC):
         raise SectorbenchError(f"{path}: not an .npz file (numpy.savez writes a zip archive of named arrays)")
+    check_npz_sizes(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
             data = {name: archive[name] for name in archive.files}
@@ -353,6 +400,14 @@ def read_npz(path) -> dict[str, np.ndarray]:
             raise SectorbenchError(f"{path}: array {name!r} has shape {values.shape}; each array is one column")
         out[name] = np.ravel(values)
     return out
+
+
+def _head(path) -> bytes:
+    try:
+        with open(path, "rb") as stream:
+            return stream.read(6)
+    except OSError as exc:
+        raise SectorbenchError(f"{path}: cannot read cases ({exc.strerror})") from None
 
 
 def check_input_arrays(path, family: str, data: dict, required: tuple[str, ...], extra_missing=()) -> None:

@@ -32,6 +32,10 @@ READABLE_SCHEMAS = (1, 2)
 #: Where --save writes and a trend plot reads: results/ of the current directory, the same
 #: rule for a checkout (run from its top, as the Makefile does) and an installed package.
 RESULTS_DIR = Path("results")
+#: The largest result file read: a long run of many builds and kernels saves a few MB;
+#: 256 MiB is far above any real one and stops a wrong file (an image, /dev/zero behind a
+#: link) from being read into memory.
+MAX_RESULT_BYTES = 256 * 2**20
 
 
 #: The keys of a result's scene description other than its shape count, which each
@@ -167,8 +171,11 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: boo
     link is written through: its target is what gets replaced.
     """
     path = check_output(path, overwrite, create_dir=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise SectorbenchError(f"{path}: cannot write ({exc.strerror or exc})") from None
     try:
         with os.fdopen(fd, "wb") as stream:
             write(stream)
@@ -185,6 +192,10 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: boo
     except FileExistsError:
         os.unlink(partial)
         raise SectorbenchError(f"{path} exists; choose another path or pass --force to replace it") from None
+    except OSError as exc:  # the disk filled up, the directory went away, ...
+        if os.path.exists(partial):
+            os.unlink(partial)
+        raise SectorbenchError(f"{path}: cannot write ({exc.strerror or exc})") from None
     except BaseException:
         if os.path.exists(partial):
             os.unlink(partial)
@@ -260,6 +271,34 @@ def check_directory(directory: Path, create: bool = False, what: str = "") -> No
     os.unlink(probe)
 
 
+#: A rescue file's name: results that could not be written where asked go to a new file
+#: like this, beside the intended output, else in the temporary directory.
+RESCUE_PREFIX, RESCUE_SUFFIX = "rescued-results-", ".json"
+
+
+def write_rescue(text: str, near: Path | None) -> Path:
+    """Write `text` to a new rescue file (see RESCUE_PREFIX); its path, or SectorbenchError
+    if neither the output's directory nor the temporary directory takes it."""
+    places = [Path(near).parent] if near is not None else []
+    failures = []
+    for directory in [*places, Path(tempfile.gettempdir())]:
+        try:
+            fd, rescue = tempfile.mkstemp(prefix=RESCUE_PREFIX, suffix=RESCUE_SUFFIX, dir=directory)
+        except OSError as exc:
+            failures.append(f"{directory}: {exc.strerror or exc}")
+            continue
+        try:
+            with os.fdopen(fd, "wb") as stream:
+                stream.write(text.encode())
+                stream.flush()
+                os.fsync(stream.fileno())
+            return Path(rescue)
+        except OSError as exc:
+            failures.append(f"{directory}: {exc.strerror or exc}")
+            os.unlink(rescue)
+    raise SectorbenchError(f"no rescue file could be written either ({'; '.join(failures)})")
+
+
 def timestamped_path(directory: Path = RESULTS_DIR, label: str = "run") -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return Path(directory) / f"{label}-{stamp}.json"
@@ -279,16 +318,81 @@ def save_new(result: RunResult, directory: Path = RESULTS_DIR, label: str = "run
     raise SectorbenchError(f"no free name for {first} (tried -2 to -99)")
 
 
-def load(path: Path) -> RunResult:
+def regular_file(path: Path, what: str = "") -> os.stat_result:
+    """The stat of the regular file at `path` (links followed); SectorbenchError for
+    anything else (a FIFO, a device, a directory), decided without opening it."""
     try:
-        data = json.loads(Path(path).read_text())
+        info = os.stat(path)
     except FileNotFoundError:
-        raise SectorbenchError(f"{path}: no such file") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SectorbenchError(f"{path}: not a sectorbench result ({exc})") from None
-    if not isinstance(data, dict) or "results" not in data:
-        raise SectorbenchError(f"{path}: not a sectorbench result (no 'results')")
+        raise SectorbenchError(f"{what}{path}: no such file") from None
+    except OSError as exc:
+        raise SectorbenchError(f"{what}{path}: cannot read ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+        raise SectorbenchError(f"{what}{path} is {kind}: sectorbench reads only regular files")
+    return info
+
+
+def read_input(path: Path, max_bytes: int, what: str = "") -> bytes:
+    """The bytes of a regular file of at most `max_bytes`; SectorbenchError otherwise.
+
+    Opened non-blocking (a FIFO swapped in after the stat cannot hang the open) and
+    checked again on the open descriptor; at most max_bytes + 1 bytes are ever read.
+    """
+    regular_file(path, what)
     try:
-        return RunResult.from_dict(data)
-    except TypeError as exc:
-        raise SectorbenchError(f"{path}: malformed result ({exc})") from None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise SectorbenchError(f"{what}{path}: cannot read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as stream:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SectorbenchError(f"{what}{path} is not a regular file: sectorbench reads only regular files")
+        if info.st_size > max_bytes:
+            raise SectorbenchError(f"{what}{path} is {info.st_size:,} bytes, more than the {max_bytes:,} allowed")
+        try:
+            data = stream.read(max_bytes + 1)
+        except OSError as exc:
+            raise SectorbenchError(f"{what}{path}: cannot read ({exc.strerror})") from None
+    if len(data) > max_bytes:
+        raise SectorbenchError(f"{what}{path} is more than the {max_bytes:,} bytes allowed")
+    return data
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """a and b are one file (the same inode: through symbolic and hard links); False if either is absent."""
+    try:
+        return os.path.samestat(os.stat(a), os.stat(b))
+    except OSError:
+        return False
+
+
+def parse_result(data, path) -> RunResult:
+    """A parsed result document checked against the schema (model/schema.py), as a RunResult."""
+    from .schema import check_run
+
+    if isinstance(data, dict) and "results" not in data:
+        raise SectorbenchError(f"{path}: not a sectorbench result (no 'results')")
+    if isinstance(data, dict) and data.get("schema") not in READABLE_SCHEMAS:
+        try:
+            return RunResult.from_dict(data)  # its one-line message names the versions read
+        except SectorbenchError as exc:
+            raise SectorbenchError(f"{path}: {exc}") from None
+    try:
+        check_run(data)
+    except SectorbenchError as exc:
+        raise SectorbenchError(f"{path}: not a valid sectorbench result: {exc}") from None
+    return RunResult.from_dict(data)
+
+
+def load(path: Path) -> RunResult:
+    """A result file, read (a regular file within MAX_RESULT_BYTES) and checked as a whole."""
+    raw = read_input(Path(path), MAX_RESULT_BYTES)
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SectorbenchError(f"{path}: not a sectorbench result (not UTF-8 text: byte {exc.start})") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        message = str(exc) if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+        raise SectorbenchError(f"{path}: not a sectorbench result ({message})") from None
+    return parse_result(data, path)

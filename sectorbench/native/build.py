@@ -15,14 +15,17 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
 
 from ..errors import SectorbenchError
+from .compiler_flags import refused
 
 
 def _kernels_dir() -> Path:
@@ -49,6 +52,13 @@ NOT_LINKED = ("drivers",)
 #: Default compiler: $CC, else the system's `cc`.
 DEFAULT_CC = os.environ.get("CC", "cc")
 DEFAULT_FLAGS = "-O2"
+#: The longest a compile may take: every kernel of every family with heavy flags (-O3
+#: -flto -march=native) takes well under a minute here; ten minutes is generous even on
+#: a loaded CI machine, and a hung compiler (or a `--cc` wrapper that waits) still ends.
+COMPILE_TIMEOUT_S = 600.0
+#: A private build directory older than this was left by a run killed mid-compile
+#: (SIGKILL): removed by the next build into the same cache.
+STALE_BUILD_S = 2 * COMPILE_TIMEOUT_S
 
 
 class BuildError(SectorbenchError):
@@ -70,6 +80,9 @@ class BuildConfig:
             words = tuple(shlex.split(flags))
         except ValueError as exc:
             raise BuildError(f"cannot parse --flags {flags!r}: {exc}") from None
+        bad = refused(words)
+        if bad is not None:
+            raise BuildError(f"--flags {flags!r}: {bad[0]} is refused: it {bad[1]}")
         return cls(words, cc, tuple(Path(p).resolve() for p in extra_sources))
 
     @property
@@ -110,9 +123,11 @@ def cdef_source() -> str:
 
 
 def default_cache_dir() -> Path:
-    if "SECTORBENCH_CACHE" in os.environ:
+    """$SECTORBENCH_CACHE, else $XDG_CACHE_HOME/sectorbench, else ~/.cache/sectorbench
+    (an empty variable counts as unset: it would otherwise mean the current directory)."""
+    if os.environ.get("SECTORBENCH_CACHE"):
         return Path(os.environ["SECTORBENCH_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sectorbench"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sectorbench"
 
 
 @cache
@@ -146,15 +161,25 @@ def library_path(config: BuildConfig, cache_dir: Path | None = None) -> Path:
 
 
 def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
-    """Return the path of the shared library for `config`, compiling it if it is not cached."""
+    """Return the path of the shared library for `config`, compiling it if it is not cached.
+
+    A cached library is used only if its checksum (LIBRARY.sha256, written once the library
+    is in place) matches: a truncated or damaged one is rebuilt, not loaded.  The compiler
+    runs in a private directory of the cache (its working directory and TMPDIR), in its own
+    process group, killed with its children on timeout or when sectorbench is interrupted.
+    """
     cache_dir = Path(cache_dir or default_cache_dir())
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    _usable_cache(cache_dir)
     library = library_path(config, cache_dir)
-    if library.exists():
+    if library.exists() and _intact(library):
         return library
     cc_path, _ = compiler_identity(config.cc)
-    fd, partial = tempfile.mkstemp(prefix=library.stem + ".", suffix=".partial", dir=cache_dir)
-    os.close(fd)
+    _remove_stale_builds(cache_dir)
+    try:
+        private = Path(tempfile.mkdtemp(prefix=f"{library.stem}.", suffix=BUILD_SUFFIX, dir=cache_dir))
+    except OSError as exc:
+        raise _cache_error(cache_dir, exc) from None
+    output = private / library.name
     command = [
         cc_path,
         *config.flags,
@@ -163,18 +188,78 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
         *(f"-I{folder}" for folder in include_dirs()),
         *map(str, sources(config)),
         "-o",
-        partial,
+        str(output),
         "-lm",
     ]
     try:
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        completed = _compile(command, private, config)
         if completed.returncode != 0:
             message = (completed.stderr or completed.stdout).strip()
             raise BuildError(f"compiling with {config.label!r} failed:\n{message}")
-        with open(partial, "rb") as output:
-            if output.read(4) != b"\x7fELF":  # nothing, or not a shared library: never cache it
-                raise BuildError(f"{config.cc!r} exited 0 but wrote no shared library: is it a C compiler?")
-        os.replace(partial, library)
+        try:
+            with open(output, "rb") as stream:
+                is_elf = stream.read(4) == b"\x7fELF"
+        except OSError:
+            is_elf = False
+        if not is_elf:  # nothing, or not a shared library: never cache it
+            raise BuildError(f"{config.cc!r} exited 0 but wrote no shared library: is it a C compiler?")
+        digest = _sha256(output)
+        try:
+            os.replace(output, library)
+            _write_checksum(library, digest)
+        except OSError as exc:
+            raise _cache_error(cache_dir, exc) from None
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    return library
+
+
+#: The suffix of a private build directory in the cache.
+BUILD_SUFFIX = ".build"
+CHECKSUM_SUFFIX = ".sha256"
+
+
+def _cache_error(cache_dir: Path, exc: OSError) -> BuildError:
+    return BuildError(
+        f"build cache {cache_dir} is unusable ({exc.strerror or exc}): set SECTORBENCH_CACHE to a writable directory"
+    )
+
+
+def _usable_cache(cache_dir: Path) -> None:
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _cache_error(cache_dir, exc) from None
+    if not cache_dir.is_dir():
+        raise BuildError(
+            f"build cache {cache_dir} is unusable (not a directory): set SECTORBENCH_CACHE to a writable directory"
+        )
+    if not os.access(cache_dir, os.W_OK | os.X_OK):
+        raise BuildError(
+            f"build cache {cache_dir} is unusable (not writable): set SECTORBENCH_CACHE to a writable directory"
+        )
+
+
+def _sha256(path: Path) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def _checksum_path(library: Path) -> Path:
+    return library.with_name(library.name + CHECKSUM_SUFFIX)
+
+
+def _write_checksum(library: Path, digest: str) -> None:
+    """LIBRARY.sha256, written (atomically) after the library is renamed into place."""
+    sidecar = _checksum_path(library)
+    fd, partial = tempfile.mkstemp(prefix=f".{sidecar.name}.", dir=library.parent)
+    try:
+        with os.fdopen(fd, "w") as stream:
+            stream.write(digest + "\n")
+        os.replace(partial, sidecar)
     finally:
         if os.path.exists(partial):
             os.unlink(partial)
@@ -207,3 +292,73 @@ def kernel_index(config: BuildConfig) -> dict[str, str] | None:
         if name:
             index[name.group(1)] = family.group(1) if family else ""
     return index
+
+
+def _intact(library: Path) -> bool:
+    """The cached library matches the checksum written with it; a damaged one (and its
+    checksum) is removed so that it is rebuilt."""
+    try:
+        intact = _checksum_path(library).read_text().strip() == _sha256(library)
+    except (OSError, UnicodeDecodeError):
+        intact = False
+    if not intact:
+        for path in (library, _checksum_path(library)):
+            try:
+                path.unlink()
+            except OSError:
+                pass
+    return intact
+
+
+def _remove_stale_builds(cache_dir: Path) -> None:
+    """Private build directories a killed run left behind (older than STALE_BUILD_S), and
+    the *.partial libraries of sectorbench versions that compiled into the cache itself."""
+    now = time.time()
+    for leftover in [*cache_dir.glob(f"sectorbench-*{BUILD_SUFFIX}"), *cache_dir.glob("sectorbench-*.partial")]:
+        try:
+            if now - leftover.lstat().st_mtime > STALE_BUILD_S:
+                if leftover.is_dir() and not leftover.is_symlink():
+                    shutil.rmtree(leftover, ignore_errors=True)
+                else:
+                    leftover.unlink()
+        except OSError:
+            pass
+
+
+def _compile(command: list[str], private: Path, config: BuildConfig) -> subprocess.CompletedProcess:
+    """Run the compiler in `private` (cwd and TMPDIR) in its own process group; on timeout,
+    or when this process is interrupted (Ctrl-C, SIGTERM), the whole group is killed."""
+    env = {**os.environ, "TMPDIR": str(private)}
+    try:
+        process = subprocess.Popen(
+            command,
+            cwd=private,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise BuildError(f"compiler {config.cc!r} does not run: {exc.strerror or exc}") from None
+    try:
+        stdout, stderr = process.communicate(timeout=COMPILE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise BuildError(
+            f"compiling with {config.label!r} took longer than {COMPILE_TIMEOUT_S:g} s: the compiler was stopped"
+        ) from None
+    except BaseException:
+        _kill_group(process)
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.communicate()

@@ -16,12 +16,15 @@ has no bound: llvm-mca cannot see the callee.  Results are cached next to the li
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from ..errors import SectorbenchError
 
 #: llvm-mca binaries to try, newest first: Zen 4's model needs LLVM >= 16.
 LLVM_MCA = ("llvm-mca-19", "llvm-mca-18", "llvm-mca-17", "llvm-mca-16", "llvm-mca")
@@ -232,7 +235,7 @@ def analyze(library: Path, functions: dict[str, int]) -> dict[str, LoopAnalysis]
     llvm_mca = find_llvm_mca()
     mcpu = host_cpu(llvm_mca)
     cache = library.with_name(f"{library.stem}.loops-{mcpu}-{Path(llvm_mca).name if llvm_mca else 'none'}.json")
-    known = json.loads(cache.read_text()) if cache.exists() else {}
+    known = _read_loops_cache(cache)
     missing = [name for name in functions if name not in known]
     if missing:
         code = disassemble(library)
@@ -240,9 +243,29 @@ def analyze(library: Path, functions: dict[str, int]) -> dict[str, LoopAnalysis]
             body = _folded(code[name], code) if code.get(name) else None
             known[name] = _analyze_one(name, body, functions[name], llvm_mca, mcpu).to_dict()
         partial = cache.with_suffix(".partial")
-        partial.write_text(json.dumps(known))
-        partial.replace(cache)
+        try:
+            partial.write_text(json.dumps(known))
+            partial.replace(cache)
+        except OSError:  # a full or read-only cache: the analysis is redone next time, no more
+            with contextlib.suppress(OSError):
+                partial.unlink()
     return {name: LoopAnalysis(**known[name]) for name in functions}
+
+
+def _read_loops_cache(cache: Path) -> dict:
+    """The cached analyses, or {} if the file is missing or damaged (it is rewritten then):
+    a cache is a shortcut, never a reason for a measured run to fail."""
+    from ..model.schema import check_object
+
+    try:
+        known = json.loads(cache.read_text())
+        if not isinstance(known, dict):
+            return {}
+        for name, entry in known.items():
+            check_object(entry, LoopAnalysis, name)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError, SectorbenchError):
+        return {}
+    return known
 
 
 def _folded(code: list[_Instruction], functions: dict) -> list[_Instruction]:

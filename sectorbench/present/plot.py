@@ -40,7 +40,16 @@ import numpy as np
 
 from ..compare.stats import _check_confidence, median_interval
 from ..errors import SectorbenchError
-from ..model.results import KernelResult, RunResult, check_output, load, scene_shapes, write_atomic
+from ..model.results import (
+    MAX_RESULT_BYTES,
+    KernelResult,
+    RunResult,
+    check_output,
+    parse_result,
+    read_input,
+    scene_shapes,
+    write_atomic,
+)
 from ..native.build import build_label
 
 __all__ = [
@@ -549,10 +558,10 @@ def load_results_dir(directory: Path) -> list[RunResult]:
         if path.name.startswith(".") or not path.is_file():
             continue
         try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise SectorbenchError(f"{path}: unreadable JSON ({exc})") from None
+            data = json.loads(read_input(path, MAX_RESULT_BYTES).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise SectorbenchError(f"{path}: unreadable JSON ({type(exc).__name__}: {exc})") from None
         if not isinstance(data, dict) or data.get("kind", "run") != "run" or not isinstance(data.get("results"), list):
             continue
-        found.append(load(path))
+        found.append(parse_result(data, path))
     return _by_created(found)

@@ -446,6 +446,9 @@ def gate_table(report) -> Table:
             f"{p:.3g}",
             Text(row.verdict, style=styles.get(row.verdict, "")),
         )
+    for failure in report.failures:
+        key = failure.key
+        table.add_row(key.kernel, key.flags, key.mode, "–", "–", "–", "–", Text(f"FAILED: {failure.text}", "bold red"))
     if report.warnings:
         table.caption = "\n".join(report.warnings)
         table.caption_justify = "left"
@@ -669,6 +672,7 @@ def compared_value(row, normalize: str | None, side: str, ms=ms_significant) -> 
 def _summary(report) -> str:
     config = report.config
     counts = [
+        *([_plural(len(report.failures), "failure")] if report.failures else []),
         _plural(len(report.regressions), "regression"),
         _plural(len(report.improvements), "improvement"),
         f"{len(report.unchanged)} unchanged",
@@ -727,7 +731,11 @@ def gate_markdown(report, baseline_label: str = "baseline", current_label: str =
         if show_threshold:
             cells.insert(7, _percent(r.threshold))
         lines.append("| " + " | ".join(cells) + " |")
-    if not rows:
+    for failure in report.failures:
+        cells = [_cell(failure.key.kernel), _cell(build_label(failure.key.cc, failure.key.flags, show_cc))]
+        cells += [_cell(failure.key.mode), *(["–"] * (len(header) - 4)), f"**FAILED: {_cell(failure.text)}**"]
+        lines.append("| " + " | ".join(cells) + " |")
+    if not rows and not report.failures:
         lines.append("| " + " | ".join(["–"] * len(header)) + " |")
     if report.new_kernels:
         lines += ["", f"New in {_cell(current_label)} (not compared):", ""]

@@ -149,10 +149,10 @@ class SectorFamily(BooleanFamily):
 
         prepare()
 
-    def query(self, shapes, points, *, broadphase="auto", kernel="auto", threads=1):
+    def query(self, shapes, points, *, broadphase="auto", kernel="auto", threads=1, **limits):
         from .query import query
 
-        return query(shapes, points, broadphase=broadphase, kernel=kernel, threads=threads)
+        return query(shapes, points, broadphase=broadphase, kernel=kernel, threads=threads, **limits)
 
     def broadphase_engine(self, ffi, lib):
         from .broadphase import Engine

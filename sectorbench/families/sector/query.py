@@ -20,6 +20,10 @@ from .broadphase import BROADPHASES, FASTEST, ISA_CODES, ISA_NAMES, Engine, Hits
 #: loaded), and never the user's flags.  Its kernels pin their products against FMA
 #: contraction, so the answers are those of the brute-force kernels of every build.
 QUERY_BUILD = BuildConfig(("-O2",))
+#: max_hits' default: 2^28 hits, 1 GiB of int32 indices.  Sectors are queried in chunks of at
+#: most this many possible pairs, so a query whose answer would not fit stops with a clear error
+#: after about this much memory, not when the machine runs out.
+MAX_HITS = 2**28
 #: kernel= names: the narrow phase's predicate, as the brute-force kernels are named.
 KERNELS = {"auto": "auto", **{ISA_NAMES[code]: isa for isa, code in ISA_CODES.items() if code}}
 
@@ -179,7 +183,9 @@ def point_columns(points) -> tuple[np.ndarray, np.ndarray]:
     return px, py
 
 
-def query(sectors, points, *, broadphase: str = "auto", kernel: str = "auto", threads: int = 1) -> Hits:
+def query(
+    sectors, points, *, broadphase: str = "auto", kernel: str = "auto", threads: int = 1, max_hits: int = MAX_HITS
+) -> Hits:
     """Which points lie strictly inside which sectors: CSR `Hits` (offsets, indices, counts).
 
     sectors: a mapping of column name to array (a dict, a numpy structured array or a pandas
@@ -205,6 +211,9 @@ def query(sectors, points, *, broadphase: str = "auto", kernel: str = "auto", th
     The first call builds (once per machine and compiler, about 10 s) and loads that library,
     said once on the "sectorbench" logger; call sectorbench.prepare() at start-up to do it
     ahead of time.  Then a call costs its own work only.
+    max_hits bounds the answer's memory (4 bytes a hit): ValueError naming max_hits if there
+    are more hits.  When N x M exceeds it, sectors are queried in chunks of at most max_hits
+    pairs, so the check comes before the memory is spent; the hits are the same.
     """
     if broadphase == "auto":
         broadphase = FASTEST
@@ -214,6 +223,8 @@ def query(sectors, points, *, broadphase: str = "auto", kernel: str = "auto", th
         raise ValueError(f"kernel must be one of {', '.join(KERNELS)} (got {kernel!r})")
     if not isinstance(threads, int | np.integer) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"threads must be an integer >= 1 (got {threads!r})")
+    if not isinstance(max_hits, int | np.integer) or isinstance(max_hits, bool) or max_hits < 1:
+        raise ValueError(f"max_hits must be an integer >= 1 (got {max_hits!r})")
     columns = sector_columns(sectors)
     px, py = point_columns(points)
     n, m = len(columns["cx"]), len(px)
@@ -226,6 +237,31 @@ def query(sectors, points, *, broadphase: str = "auto", kernel: str = "auto", th
         runner.narrow_phase(KERNELS[kernel])
     except RuntimeError as exc:
         raise ValueError(f"kernel {kernel!r} cannot run here: {exc}") from None
-    hits = runner.hits(broadphase, {**columns, "px": px, "py": py}, n, m, int(threads), KERNELS[kernel])
+    chunk = max(1, int(max_hits) // m)  # sectors whose hits cannot exceed max_hits
+    parts, total = [], 0
+    for begin in range(0, n, chunk):
+        end = min(n, begin + chunk)
+        some = {name: values[begin:end] for name, values in columns.items()}
+        part = runner.hits(broadphase, {**some, "px": px, "py": py}, end - begin, m, int(threads), KERNELS[kernel])
+        total += part.total
+        if total > max_hits:
+            raise ValueError(
+                f"more than max_hits={max_hits:,} hits (already {total:,} in sectors 0 to {end - 1} of {n}): "
+                "raise max_hits (4 bytes a hit) or query fewer sectors at a time"
+            )
+        parts.append(part)
     check_fp_environment()
-    return hits
+    return parts[0] if len(parts) == 1 else _joined(parts)
+
+
+def _joined(parts: list[Hits]) -> Hits:
+    """One CSR of consecutive sector chunks' hits."""
+    shifts = np.cumsum([0] + [part.total for part in parts[:-1]])
+    offsets = np.concatenate([parts[0].offsets[:1]] + [p.offsets[1:] + s for p, s in zip(parts, shifts)])
+    return Hits(
+        offsets,
+        np.concatenate([part.indices for part in parts]),
+        sum(part.candidates for part in parts),
+        sum(part.index_build_s for part in parts),
+        sum(part.query_s for part in parts),
+    )

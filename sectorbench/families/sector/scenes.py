@@ -121,11 +121,23 @@ CLUSTERS = 64
 CLUSTERED_APEX_SHARE = 0.7
 
 
+#: The largest --world and --rmax (and 1 / the smallest --rmin): a radius squared (r2) and a
+#: squared distance across the world must stay within float32 (3.4e38, smallest normal 1.2e-38),
+#: or r2 overflows to inf (or rounds to 0) and every check trips.
+GAME_SIZE_LIMIT = 1e18
+
+
 def check_game_options(world: float, rmin: float, rmax: float) -> None:
-    if not (math.isfinite(world) and world > 0):
-        raise SectorbenchError(f"--world must be a positive number (got {world})")
+    if not (math.isfinite(world) and 0 < world <= GAME_SIZE_LIMIT):
+        raise SectorbenchError(f"--world must be a positive number up to {GAME_SIZE_LIMIT:g} (got {world})")
     if not (math.isfinite(rmin) and math.isfinite(rmax) and 0 < rmin <= rmax):
         raise SectorbenchError(f"--rmin and --rmax must satisfy 0 < rmin <= rmax (got {rmin}, {rmax})")
+    if rmax > GAME_SIZE_LIMIT:
+        raise SectorbenchError(f"--rmax must be at most {GAME_SIZE_LIMIT:g}: r squared must fit a float32 (got {rmax})")
+    if rmin < 1 / GAME_SIZE_LIMIT:
+        raise SectorbenchError(
+            f"--rmin must be at least {1 / GAME_SIZE_LIMIT:g}: r squared must not round to 0 (got {rmin})"
+        )
 
 
 def random_cones(shapes: np.random.Generator, n: int, rmin: float, rmax: float) -> dict[str, np.ndarray]:

@@ -1,0 +1,106 @@
+"""Compiler flags sectorbench refuses, each with its reason: the one home of that list.
+
+--flags is passed to the compiler word for word, so a flag can redirect what the
+compiler writes (over one of the user's files: `-Wl,-o,results.json`) or make it write
+no shared library at all.  Such flags are refused before anything is built.  The build
+itself runs in a private directory (its working directory and TMPDIR too), so files a
+compiler drops beside its output or in its working directory are removed with it; the
+flags below are the ones that could write elsewhere, or that would leave no library.
+
+Allowed on purpose: -v (the compiler describes its steps on stderr, which is captured),
+-pipe, -flto, -include/-imacros (they read files), -save-temps would only write into the
+private directory but is refused all the same (it names no useful output and its
+`=obj` form follows -o), as are -fdump-* (their `=FILE` form writes anywhere).
+"""
+
+from __future__ import annotations
+
+#: (flag prefix, what it does).  A word is refused when it equals the prefix or starts
+#: with it (prefixes ending in "=" or "-" only match longer words).
+REFUSED_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("-o", "names the output file; sectorbench chooses where the library goes"),
+    ("--output", "names the output file; sectorbench chooses where the library goes"),
+    ("-E", "only preprocesses: no library would be built"),
+    ("-S", "only compiles to assembly: no library would be built"),
+    ("-c", "only compiles to object files: no library would be built"),
+    ("-fsyntax-only", "only checks the syntax: no library would be built"),
+    ("-M", "writes dependency files (-MF names any path) or replaces the compile (-M, -MM)"),
+    ("@", "reads more flags from a file, which would go unchecked"),
+    ("-save-temps", "keeps intermediate files beside the output or in the working directory"),
+    ("-fdump-", "writes compiler dumps (the =FILE form anywhere)"),
+    ("-aux-info", "writes prototypes to a file it names"),
+    ("-dump", "names or changes the files the compiler writes beside its output"),
+    ("-###", "prints the commands instead of running them: no library would be built"),
+    ("--help", "prints help instead of compiling"),
+    ("--version", "prints the version instead of compiling"),
+    ("-print-", "prints a setting instead of compiling"),
+    ("--print-", "prints a setting instead of compiling"),
+    ("-Xlinker", "passes the next word to the linker unchecked; use -Wl,... (checked)"),
+    ("-Xassembler", "passes the next word to the assembler unchecked; use -Wa,... (checked)"),
+    ("-Xpreprocessor", "passes the next word to the preprocessor unchecked; use -Wp,... (checked)"),
+    ("-foptimization-record-file", "writes an optimisation record to a file it names"),
+    ("-fsave-optimization-record", "writes an optimisation record beside the output"),
+    ("-fprofile-generate", "makes the library write profile files wherever it runs"),
+    ("-fprofile-instr-generate", "makes the library write profile files wherever it runs"),
+    ("-fprofile-arcs", "makes the library write profile files wherever it runs"),
+    ("--coverage", "makes the library write coverage files wherever it runs"),
+    ("-ftest-coverage", "writes coverage notes beside the output"),
+    ("-fcallgraph-info", "writes call-graph files beside the output"),
+    ("-fstack-usage", "writes stack-usage files beside the output"),
+    ("-ftime-trace", "writes a time trace (the =FILE form anywhere)"),
+    ("-fcrash-diagnostics-dir", "writes crash reports into a directory it names"),
+)
+
+#: Words inside -Wl, (linker), -Wa, (assembler) and -Wp, (preprocessor) lists that write files.
+REFUSED_PASSED: dict[str, tuple[tuple[str, str], ...]] = {
+    "-Wl,": (
+        ("-o", "makes the linker write its output to a file it names"),
+        ("--output", "makes the linker write its output to a file it names"),
+        ("-Map", "makes the linker write a map file"),
+        ("--Map", "makes the linker write a map file"),
+        ("--out-implib", "makes the linker write an import library"),
+        ("--dependency-file", "makes the linker write a dependency file"),
+        ("@", "reads more linker options from a file, which would go unchecked"),
+    ),
+    "-Wa,": (
+        ("-o", "makes the assembler write its output to a file it names"),
+        ("-a", "makes the assembler write a listing file"),
+        ("--MD", "makes the assembler write a dependency file"),
+        ("@", "reads more assembler options from a file, which would go unchecked"),
+    ),
+    "-Wp,": (
+        ("-o", "makes the preprocessor write its output to a file it names"),
+        ("-M", "makes the preprocessor write dependency files"),
+        ("@", "reads more preprocessor options from a file, which would go unchecked"),
+    ),
+}
+
+
+def _match(word: str, table) -> str | None:
+    for prefix, reason in table:
+        if word == prefix or (word.startswith(prefix) and (prefix[-1] in "=-,@" or _joined(prefix, word))):
+            return reason
+    return None
+
+
+def _joined(prefix: str, word: str) -> bool:
+    """`word` is `prefix` with its argument joined on (-ofile, -MFdeps, -Map=x), not another
+    flag that happens to share its first letters (-c vs -cpp is not a gcc flag, but -save-temps
+    vs -save-temps=obj, -M vs -MD, -o vs -ofile are)."""
+    if prefix in ("-o", "-M", "-dump", "-a", "@", "-Map", "--Map", "-save-temps"):
+        return True
+    return word[len(prefix)] in "=,"
+
+
+def refused(flags: tuple[str, ...]) -> tuple[str, str] | None:
+    """The first word of `flags` sectorbench refuses, and why; None if all are allowed."""
+    for word in flags:
+        reason = _match(word, REFUSED_PREFIXES)
+        if reason is None:
+            for passed, table in REFUSED_PASSED.items():
+                if word.startswith(passed):
+                    reason = next(filter(None, (_match(item, table) for item in word[len(passed) :].split(","))), None)
+                    break
+        if reason is not None:
+            return word, reason
+    return None

@@ -1,0 +1,606 @@
+"""What docs/reliability.md promises, tried for real: real subprocesses, files, links, FIFOs,
+devices, signals, a real compiler (and a fake one that hangs), a full tmpfs.
+
+Every command here either works or fails with one line on stderr; none prints
+"internal error" (checked for every result, see `outcome`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from sectorbench.cli import main
+from sectorbench.errors import SectorbenchError
+from sectorbench.model.results import load
+from sectorbench.native import build as build_module
+from sectorbench.native.build import BuildConfig, BuildError, build
+from sectorbench.native.compiler_flags import refused
+
+TINY = ["-n", "20", "-m", "500", "--repeat", "2", "--min-time", "0.001", "--flags", "-O2"]
+#: Long enough after its plan line to change things while it measures.
+SLOW = ["-n", "1000", "-m", "100000", "--repeat", "3", "--flags", "-O2", "--kernels", "basic,sse2"]
+INTERNAL_ERRORS: list[str] = []
+
+
+def sectorbench(*args, cwd=None, env=None, timeout=300) -> subprocess.CompletedProcess:
+    """The real CLI in a real process."""
+    result = subprocess.run(
+        [sys.executable, "-m", "sectorbench", *map(str, args)],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return outcome(result, result.returncode, result.stderr)
+
+
+def invoke(*args, env=None):
+    """The CLI in this process (click's runner): for the many quick refusals."""
+    result = CliRunner().invoke(main, [str(a) for a in args], env=env)
+    return outcome(result, result.exit_code, result.stderr)
+
+
+def outcome(result, code, stderr):
+    result.code = code
+    if "internal error" in stderr or "Traceback" in stderr:
+        INTERNAL_ERRORS.append(stderr)
+    assert "internal error" not in stderr and "Traceback" not in stderr, stderr
+    return result
+
+
+def one_line(result, *fragments, code=2) -> str:
+    assert result.code == code, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sectorbench: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def ok_json(tmp_path_factory, o2_library) -> Path:
+    where = tmp_path_factory.mktemp("reliability") / "ok.json"
+    result = invoke("run", *TINY, "--kernels", "basic,sse2", "--json", where)
+    assert result.code == 0, result.stderr
+    return where
+
+
+def variant(ok_json: Path, where: Path, change) -> Path:
+    data = json.loads(ok_json.read_text())
+    change(data)
+    where.write_text(json.dumps(data))
+    return where
+
+
+def row(data, kernel):
+    return next(r for r in data["results"] if r["kernel"] == kernel)
+
+
+# ------------------------------------------------------------------ the gate
+
+
+@pytest.mark.parametrize("status", ["crashed", "timed-out", "missing"])
+def test_a_kernel_that_stopped_working_fails_the_gate(status, ok_json, tmp_path):
+    def change(data):
+        if status == "missing":
+            data["results"] = [r for r in data["results"] if r["kernel"] != "sse2"]
+        else:
+            row(data, "sse2").update(status=status, reason="killed by SIGSEGV", samples_s=[])
+
+    current = variant(ok_json, tmp_path / "current.json", change)
+    markdown = tmp_path / "gate.md"
+    result = sectorbench("regress", ok_json, current, "--markdown", markdown)
+    assert result.code == 1, result.stderr
+    assert f"FAILED: {status}" in result.stdout
+    summary = result.stderr.strip().splitlines()[-1]
+    assert summary.startswith("1 failure(s): sse2 [-O2, inline] " + status), summary
+    text = markdown.read_text()
+    assert text.startswith("1 failure, ") and f"**FAILED: {status}" in text
+
+
+def test_an_empty_or_unmeasured_baseline_is_exit_2(ok_json, tmp_path):
+    empty = variant(ok_json, tmp_path / "empty.json", lambda d: d.update(results=[]))
+    one_line(sectorbench("regress", empty, ok_json), "BASELINE has no rows")
+
+    def all_crashed(data):
+        for r in data["results"]:
+            r.update(status="crashed", samples_s=[])
+
+    crashed = variant(ok_json, tmp_path / "crashed.json", all_crashed)
+    one_line(invoke("regress", crashed, ok_json), "no measured (ok) row")
+    one_line(invoke("run", *TINY, "--baseline", empty), "BASELINE has no rows")
+
+
+# ------------------------------------------------------------------ outputs never touch inputs
+
+
+def linked(kind: str, target: Path, name: Path) -> Path:
+    if kind == "symlink":
+        name.symlink_to(target)
+    else:
+        os.link(target, name)
+    return name
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+def test_an_output_that_is_an_input_is_refused_even_with_force(kind, ok_json, tmp_path):
+    baseline = tmp_path / "baseline.json"
+    baseline.write_bytes(ok_json.read_bytes())
+    before = baseline.read_bytes()
+    cases = tmp_path / "cases.npz"
+    np.savez(cases, **{k: np.full(3, 0.5, np.float32) for k in ("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py")})
+    source = tmp_path / "kernel.c"
+    source.write_text("/* nothing */\n")
+    thresholds = tmp_path / "t.toml"
+    thresholds.write_text("default = 0.1\n")
+    attempts = [
+        ("regress", baseline, ok_json, "--markdown", linked(kind, baseline, tmp_path / "a.md"), "--force"),
+        ("regress", ok_json, baseline, "--markdown", linked(kind, baseline, tmp_path / "b.md"), "--force"),
+        ("run", *TINY, "--baseline", baseline, "--markdown", linked(kind, baseline, tmp_path / "c.md"), "--force"),
+        ("run", *TINY, "--baseline", baseline, "--json", linked(kind, baseline, tmp_path / "d.json"), "--force"),
+        ("run", *TINY, "--baseline", ok_json, "--thresholds", thresholds,
+         "--json", linked(kind, thresholds, tmp_path / "e.json"), "--force"),
+        ("run", *TINY, "--source", source, "--json", linked(kind, source, tmp_path / "f.json"), "--force"),
+        ("compare", *TINY, "--source", source, "--json", linked(kind, source, tmp_path / "g.json"), "--force"),
+        ("plot", baseline, "--out", linked(kind, baseline, tmp_path / "h.png"), "--force"),
+        ("verify", "--input", cases, "--json", linked(kind, cases, tmp_path / "i.json"), "--force"),
+    ]  # fmt: skip
+    for args in attempts:
+        one_line(invoke(*args), "is the same file as the input", "even with --force")
+    assert baseline.read_bytes() == before and source.read_text() == "/* nothing */\n"
+    assert np.load(cases)["cx"].tolist() == [0.5, 0.5, 0.5]
+    # The same regress with the real process too, and a distinct output is still fine.
+    one_line(sectorbench("regress", baseline, baseline, "--markdown", tmp_path / "a.md", "--force"), "same file")
+    assert sectorbench("regress", baseline, ok_json, "--markdown", tmp_path / "fresh.md").code == 0
+
+
+REFUSED_FLAGS = [
+    "-Wl,-o,s.json", "-o s.json", "-os.json", "--output=s.json", "-E", "-S", "-c", "-M", "-MM", "-MD",
+    "-MMD", "-MF deps", "@opts", "-save-temps", "-save-temps=obj", "-fdump-tree-all", "-fdump-rtl-all=x",
+    "-###", "--help", "--version", "-dumpbase x", "-dumpdir x", "-print-search-dirs", "-fsyntax-only",
+    "-Xlinker -o", "-Wl,-Map=m.txt", "-Wl,--out-implib,x", "-Wa,-aln=list.txt", "-Wa,-o,x", "-Wp,-MD,x",
+    "-aux-info x", "-fprofile-generate", "--coverage", "-foptimization-record-file=x", "-ftime-trace=x",
+]  # fmt: skip
+ALLOWED_FLAGS = [
+    "-O2", "-O3 -march=native", "-ffast-math", "-v", "-mfpmath=387", "-fno-tree-vectorize", "-msse2",
+    "-DX=1", "-Wl,--as-needed", "-Wl,-z,now", "-Wa,--noexecstack", "-flto", "-pipe", "-ffp-contract=off",
+    "-mavx2 -mfma", "-Wall -Wextra", "-fopt-info-vec", "-fprofile-use", "-g",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("flags", REFUSED_FLAGS)
+def test_flags_that_redirect_the_compilers_output_are_refused_with_a_reason(flags):
+    with pytest.raises(BuildError, match=r"is refused: it \w+"):
+        BuildConfig.parse(f"-O1 {flags}")
+
+
+@pytest.mark.parametrize("flags", ALLOWED_FLAGS)
+def test_ordinary_flags_are_allowed(flags):
+    assert refused(tuple(flags.split())) is None
+    BuildConfig.parse(flags)
+
+
+def test_a_linker_flag_cannot_write_over_a_file_and_nothing_is_built(tmp_path):
+    target = tmp_path / "s.json"
+    target.write_text("precious")
+    cache = tmp_path / "cache"
+    result = sectorbench(
+        "run", "--flags", "-O1 -Wl,-o,s.json", "--kernels", "basic", cwd=tmp_path, env={"SECTORBENCH_CACHE": cache}
+    )
+    one_line(result, "-Wl,-o,s.json is refused", "linker")
+    assert target.read_text() == "precious"
+    assert not cache.exists() or not any(cache.iterdir())
+
+
+def fake_compiler(tmp_path: Path, body: str) -> Path:
+    """A --cc that answers --version like a compiler and runs `body` for a build."""
+    script = tmp_path / "fakecc"
+    script.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "fakecc 1.0"; exit 0; fi\n{body}\n')
+    script.chmod(0o755)
+    return script
+
+
+def test_the_compiler_runs_in_a_private_directory_that_is_removed(tmp_path, monkeypatch):
+    """Files a compiler drops in its working directory or $TMPDIR land in the private build
+    directory and go with it; the library is moved into the cache, with its checksum."""
+    seen = tmp_path / "seen"
+    cc = fake_compiler(
+        tmp_path, f'pwd > {seen}; echo "$TMPDIR" >> {seen}; touch stray.o "$TMPDIR/cc-temp"; exec cc "$@"'
+    )
+    cache = tmp_path / "cache"
+    monkeypatch.chdir(tmp_path)
+    library = build(BuildConfig.parse("-O1", cc=str(cc)), cache)
+    cwd, tmpdir = seen.read_text().split()
+    assert cwd == tmpdir and Path(cwd).parent == cache and cwd.endswith(".build")
+    assert not Path(cwd).exists() and not (tmp_path / "stray.o").exists()
+    assert sorted(p.name for p in cache.iterdir()) == [library.name, library.name + ".sha256"]
+
+
+# ------------------------------------------------------------------ everything checked before work
+
+SHAPES = {
+    "results a dict": lambda d: d.update(results={}),
+    "results a string": lambda d: d.update(results="many"),
+    "a row a list": lambda d: d["results"].__setitem__(0, [1, 2]),
+    "a row without kernel": lambda d: d["results"][0].pop("kernel"),
+    "scene a list": lambda d: d.update(scene=[]),
+    "env a string": lambda d: d.update(env="x"),
+    "samples strings": lambda d: d["results"][0].update(samples_s=["fast", "slow"]),
+    "samples null": lambda d: d["results"][0].update(samples_s=[None]),
+    "samples NaN": lambda d: d["results"][0].update(samples_s=[float("nan"), 1e-3]),
+    "samples inf": lambda d: d["results"][0].update(samples_s=[float("inf"), 1e-3]),
+    "samples negative": lambda d: d["results"][0].update(samples_s=[-1e-3, 1e-3]),
+    "samples a number": lambda d: d["results"][0].update(samples_s=3.0),
+    "net samples inf": lambda d: d["results"][0].update(net_samples_s=[float("inf")]),
+    "threads a string": lambda d: d["results"][0].update(threads="2"),
+    "threads true": lambda d: d["results"][0].update(threads=True),
+    "tests a float": lambda d: d["results"][0].update(tests=1.5),
+    "median NaN": lambda d: d["results"][0].update(median_s=float("nan")),
+    "status a number": lambda d: d["results"][0].update(status=1),
+    "warnings a string": lambda d: d["results"][0].update(warnings="w"),
+    "schema a string": lambda d: d.update(schema="2"),
+    "the whole a list": None,
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_result_of_any_wrong_shape_is_one_line_before_any_work(shape, ok_json, tmp_path):
+    bad = tmp_path / "bad.json"
+    if SHAPES[shape] is None:
+        bad.write_text("[1, 2, 3]")
+    else:
+        variant(ok_json, bad, SHAPES[shape])
+    one_line(invoke("regress", bad, ok_json), str(bad))
+    one_line(invoke("regress", ok_json, bad), str(bad))
+    one_line(invoke("plot", bad, "--out", tmp_path / "x.png"), str(bad))
+    result = invoke("run", *TINY, "--baseline", bad)
+    one_line(result, str(bad))
+    assert "plan:" not in result.stderr  # refused before anything was built or timed
+    with pytest.raises(SectorbenchError):
+        load(bad)
+
+
+def test_plot_refuses_inf_string_and_null_samples(ok_json, tmp_path):
+    for value in (float("inf"), "x", None):
+        samples = [value, 1e-3]
+        bad = variant(
+            ok_json, tmp_path / "bad.json", lambda d, samples=samples: d["results"][0].update(net_samples_s=samples)
+        )
+        one_line(sectorbench("plot", bad, "--out", tmp_path / "x.png"), "net_samples_s[0]")
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_non_utf8_and_deeply_nested_results_are_one_line(tmp_path, ok_json):
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'{"results": "\xff"}')
+    one_line(invoke("regress", latin, ok_json), "not UTF-8")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    one_line(invoke("regress", deep, ok_json), str(deep))
+
+
+def test_fifos_devices_and_directories_are_refused_without_reading(tmp_path, ok_json):
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    one_line(sectorbench("regress", fifo, ok_json, timeout=60), "is a FIFO")
+    one_line(sectorbench("regress", ok_json, fifo, timeout=60), "is a FIFO")
+    one_line(sectorbench("regress", "/dev/zero", ok_json, timeout=60), "/dev/zero is a character device")
+    one_line(sectorbench("plot", fifo, "--out", tmp_path / "x.png", timeout=60), "is a FIFO")
+    npz_fifo = tmp_path / "cases.npz"
+    os.mkfifo(npz_fifo)
+    one_line(sectorbench("verify", "--input", npz_fifo, timeout=60), "is a FIFO")
+    link = tmp_path / "zero.json"
+    link.symlink_to("/dev/zero")
+    one_line(sectorbench("regress", link, ok_json, timeout=60), "character device")
+
+
+def test_a_result_file_over_the_size_cap_is_refused_unread(tmp_path, ok_json):
+    from sectorbench.model.results import MAX_RESULT_BYTES
+
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as stream:
+        stream.truncate(MAX_RESULT_BYTES + 1)  # sparse: no disk, and never read
+    one_line(invoke("regress", huge, ok_json), "more than the", "allowed")
+
+
+def npy_header(shape, descr="<f4") -> bytes:
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": descr, "fortran_order": False, "shape": shape})
+    return header.getvalue()
+
+
+def test_a_zip_bomb_is_refused_at_once_in_little_memory(tmp_path):
+    bomb = tmp_path / "bomb.npz"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("cx.npy", "w", force_zip64=True) as member:
+            member.write(npy_header((520_000_000,)))
+            block = bytes(1 << 24)
+            for _ in range(124):  # 2 GB of zeros, a few MB compressed
+                member.write(block)
+    assert bomb.stat().st_size < 10 * 2**20
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    one_line(sectorbench("verify", "--input", bomb), "uncompressed", "more than the")
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert max(before, peak_kib) < 400 * 1024  # KiB: far below the 2 GB it would inflate to
+    liar = tmp_path / "liar.npz"
+    with zipfile.ZipFile(liar, "w") as archive:  # a small member whose header claims 4 TB
+        archive.writestr("cx.npy", npy_header((10**12,)) + bytes(16))
+    one_line(sectorbench("verify", "--input", liar), "declares 4,000,000,000,000 bytes")
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (("run", *TINY, "--threads", "1180591620717411303424"), "--threads must be from 1 to"),
+        (("run", *TINY, "--threads", "x"), "--threads must be a whole number"),
+        (("compare", *TINY, "--threads", "100000"), "--threads must be from 1 to"),
+        (("query", "--threads", "100000", "--out", "q.npz"), "--threads must be from 1 to"),
+        (("query", "--rmax", "1e39", "--out", "q.npz"), "--rmax must be at most"),
+        (("query", "--world", "1e39", "--out", "q.npz"), "--world must be a positive number up to"),
+        (("query", "--rmin", "1e-30", "--out", "q.npz"), "--rmin must be at least"),
+        (("query", "-n", "1000", "-m", "100000", "--rmax", "1e6", "--max-hits", "1000000", "--out", "q.npz"),
+         "more than --max-hits 1,000,000 hits"),
+    ],
+)  # fmt: skip
+def test_limits_are_one_line_naming_the_option(args, fragment, tmp_path):
+    one_line(sectorbench(*args, cwd=tmp_path), fragment)
+    assert not (tmp_path / "q.npz").exists()
+
+
+def test_query_in_chunks_gives_the_same_hits_and_bounds_them():
+    from sectorbench import query
+    from sectorbench.families.scene_kinds import generate
+
+    made = generate("game", 300, 4000, 3, {"world": 100.0, "rmin": 2.0, "rmax": 20.0})
+    columns = {name: made.column(name) for name in made.arrays}
+    whole = query(columns, columns)
+    assert whole.total > 1000
+    chunked = query(columns, columns, max_hits=whole.total)  # chunks of max_hits // M sectors
+    assert chunked.same_as(whole)
+    with pytest.raises(ValueError, match="more than max_hits=1,000 hits"):
+        query(columns, columns, max_hits=1000)
+
+
+def test_warnings_never_reach_stderr(tmp_path):
+    """numpy warnings are errors' cousins: the CLI filters them (and the causes found are fixed)."""
+    result = sectorbench(
+        "query", "-n", "50", "-m", "500", "--out", tmp_path / "q.npz", env={"PYTHONWARNINGS": "always"}
+    )
+    assert result.code == 0, result.stderr
+    assert "Warning" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ a cache that heals
+
+
+def test_a_truncated_cached_library_is_rebuilt_not_loaded(tmp_path):
+    cache = tmp_path / "cache"
+    env = {"SECTORBENCH_CACHE": cache}
+    assert sectorbench("kernels", "--flags", "-O1", env=env).code == 0
+    library = build_module.library_path(BuildConfig.parse("-O1"), cache)  # (kernels also builds the peers' -O2 library)
+    size = library.stat().st_size
+    with open(library, "r+b") as stream:
+        stream.truncate(size // 3)  # what a full disk or a killed copy leaves
+    stale = cache / "sectorbench-0123.partial.build"
+    stale.mkdir()
+    (stale / "cc-temp").write_text("left by a killed build")
+    partial = cache / "sectorbench-0123.x.partial"  # an older sectorbench's half-written library
+    partial.write_bytes(b"\x7fELF")
+    old = time.time() - 2 * build_module.STALE_BUILD_S
+    os.utime(stale, (old, old))
+    os.utime(partial, (old, old))
+    listing = sectorbench("kernels", "--flags", "-O1", env=env)
+    assert listing.code == 0, listing.stderr  # once "worker killed by signal 7", for ever
+    assert "basic" in listing.stdout
+    assert library.stat().st_size == size
+    assert not stale.exists() and not partial.exists()
+    assert build_module._intact(library)
+
+
+def test_a_library_whose_checksum_does_not_match_is_dropped(tmp_path, o2_library):
+    library = tmp_path / o2_library.name
+    library.write_bytes(o2_library.read_bytes())
+    (tmp_path / (library.name + ".sha256")).write_text("0" * 64 + "\n")
+    assert not build_module._intact(library)
+    assert not library.exists() and not (tmp_path / (library.name + ".sha256")).exists()
+
+
+@pytest.mark.parametrize("kind", ["a file", "under a file", "unwritable"])
+def test_an_unusable_cache_is_one_line_naming_it(kind, tmp_path):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    cache = {"a file": blocker, "under a file": blocker / "cache", "unwritable": Path("/proc/sectorbench-cache")}[kind]
+    line = one_line(sectorbench("kernels", "--flags", "-O1", env={"SECTORBENCH_CACHE": cache}))
+    assert f"build cache {cache} is unusable" in line and "SECTORBENCH_CACHE" in line
+
+
+def test_an_empty_sectorbench_cache_means_the_default(tmp_path):
+    xdg = tmp_path / "xdg"
+    work = tmp_path / "work"
+    work.mkdir()
+    result = sectorbench("kernels", "--flags", "-O1", cwd=work, env={"SECTORBENCH_CACHE": "", "XDG_CACHE_HOME": xdg})
+    assert result.code == 0, result.stderr
+    assert list((xdg / "sectorbench").glob("sectorbench-*.so")) and list(work.iterdir()) == []
+
+
+def test_a_damaged_loops_cache_is_ignored_and_rewritten(ok_json, o2_library, tmp_path):
+    loops = list(o2_library.parent.glob(f"{o2_library.stem}.loops-*.json"))
+    assert loops, "the tiny run analysed the loops"
+    for damage in ("[1, 2", '{"basic": 3}', '{"basic": {"function": 1}}', "\xff"):
+        loops[0].write_text(damage, errors="surrogateescape")
+        result = invoke("run", *TINY, "--kernels", "basic", "--json", tmp_path / f"{len(damage)}.json")
+        assert result.code == 0, result.stderr
+        assert isinstance(json.loads(loops[0].read_text()), dict)
+
+
+def test_a_hung_compiler_is_stopped_with_its_children(tmp_path, monkeypatch):
+    pids = tmp_path / "pids"
+    cc = fake_compiler(tmp_path, f'sleep 300 & echo $! > {pids}; touch "$TMPDIR/cc-temp"; wait')
+    monkeypatch.setattr(build_module, "COMPILE_TIMEOUT_S", 2.0)
+    cache = tmp_path / "cache"
+    with pytest.raises(BuildError, match="took longer than 2 s: the compiler was stopped"):
+        build(BuildConfig.parse("-O2", cc=str(cc)), cache)
+    assert gone(int(pids.read_text()))
+    assert not list(cache.glob("*.build"))
+
+
+def gone(pid: int, wait_s: float = 10.0) -> bool:
+    """The process has exited (a zombie awaiting its reaper counts as exited)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_a_compile_kills_the_compiler_and_its_files(signum, tmp_path):
+    pids = tmp_path / "pids"
+    cc = fake_compiler(tmp_path, f'sleep 300 & echo $! > {pids}; touch "$TMPDIR/cc-temp"; wait')
+    cache = tmp_path / "cache"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sectorbench", "kernels", "--cc", str(cc)],
+        env={**os.environ, "SECTORBENCH_CACHE": str(cache)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
+            assert process.poll() is None, process.stderr.read()
+            time.sleep(0.05)
+        process.send_signal(signum)
+        code = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    stderr = process.stderr.read()
+    assert code == (143 if signum == signal.SIGTERM else 130), stderr
+    assert "internal error" not in stderr
+    assert gone(int(pids.read_text()))
+    assert not list(cache.glob("*.build"))
+
+
+# ------------------------------------------------------------------ signals
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGQUIT])
+def test_sighup_and_sigquit_clean_up_like_sigterm(signum, tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sectorbench", "run", *SLOW],
+        env={**os.environ, "TMPDIR": str(scratch)},
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list(scratch.glob("sectorbench-*/scene-*.npz")) and time.monotonic() < deadline:
+            assert process.poll() is None, process.stderr.read()
+            time.sleep(0.05)
+        time.sleep(0.5)
+        process.send_signal(signum)
+        code = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    stderr = process.stderr.read()
+    assert code == 128 + signum, stderr
+    assert f"terminated ({signal.Signals(signum).name}); scratch files removed" in stderr
+    assert "internal error" not in stderr
+    assert list(scratch.iterdir()) == []
+
+
+# ------------------------------------------------------------------ results are never lost
+
+
+def test_an_output_that_appears_during_the_run_leaves_it_and_rescues_the_results(tmp_path):
+    out = tmp_path / "out.json"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sectorbench", "run", *SLOW, "--json", str(out)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = []
+    try:
+        for line in process.stderr:
+            lines.append(line)
+            if line.startswith("plan:"):
+                out.write_text("written by someone else meanwhile")
+                break
+        lines += process.stderr.readlines()
+        code = process.wait(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert out.read_text() == "written by someone else meanwhile", "".join(lines)
+    assert code == 2, "".join(lines)
+    last = lines[-1]
+    assert last.startswith("sectorbench: error: ") and str(out) in last and "internal error" not in last
+    rescue = Path(last.rsplit("the results are saved in ", 1)[1].strip())
+    assert rescue.parent == tmp_path and rescue.name.startswith("rescued-results-")
+    assert {r.kernel for r in load(rescue).results} == {"basic", "sse2"}
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KiB tmpfs, nearly full (needs root, as this VM's tests run)."""
+    where = tmp_path / "full"
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        filler = where / "filler"
+        with open(filler, "wb") as stream:
+            try:
+                stream.write(bytes(60 * 1024))
+                stream.flush()
+            except OSError:
+                pass
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+def test_a_full_disk_after_measuring_rescues_the_results(full_disk, tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    out = full_disk / "out.json"
+    result = sectorbench("run", *TINY, "--kernels", "basic,sse2", "--json", out, env={"TMPDIR": scratch})
+    line = result.stderr.strip().splitlines()[-1]  # after the plan and notes of the measuring
+    assert result.code == 2 and line.startswith("sectorbench: error: "), result.stderr
+    assert str(out) in line and "No space left on device" in line
+    rescue = Path(line.rsplit("the results are saved in ", 1)[1].strip())
+    assert rescue.parent == scratch  # the output's directory was full too
+    assert {r.kernel for r in load(rescue).results} == {"basic", "sse2"}
+    assert not out.exists() and [p.name for p in full_disk.iterdir()] == ["filler"]
+
+
+def test_no_internal_error_anywhere_in_this_file():
+    assert INTERNAL_ERRORS == []
