@@ -243,14 +243,17 @@ def failing_inputs_table(verdict) -> Table:
         f"(inputs as exact hex floats)",
         title_justify="left",
     )
-    for name in ("row", "group", "class", "margin", "inputs", "kernel", "oracle"):
+    labelled = any(row.get("labels") for row in verdict.failing)  # a case file's text columns
+    for name in ("row", *(("labels",) if labelled else ()), "group", "class", "margin", "inputs", "kernel", "oracle"):
         table.add_column(name)
     for row in verdict.failing:
         inputs = " ".join(f"{k}={v}" for k, v in row["inputs"].items())
         margin = "–" if row["margin"] is None else f"{row['margin']:.3g}"
         number = "–" if row["row"] is None else str(row["row"])
+        labels = (" ".join(f"{k}={v}" for k, v in row.get("labels", {}).items()),) if labelled else ()
         table.add_row(
             number,
+            *labels,
             row["group"],
             row["class"],
             margin,

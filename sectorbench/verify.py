@@ -35,9 +35,11 @@ from . import SectorbenchError, cases, environment, exact, families
 from .build import BuildConfig, build
 from .cases import BATCH_ROWS
 from .kernels import Kernel, select, split_names
+from .measure.split import shape_ranges
 from .results import SCHEMA_VERSION
 from .runner import PEER_BUILD, PEER_FLAGS
 from .scenes import make_scene
+from .server import UNTOUCHED_BYTE
 from .worker import BuildSession, WorkerCrashed, save_scene
 
 CLASSES = ("rounding-band", "logic-bug", "special-value", "nondeterministic")
@@ -51,6 +53,13 @@ GRID_CHECK_ROWS = 64
 LANE_ALIGNMENT = 16
 #: Loop check: point counts beyond 1 .. 2·lanes + 1, none a multiple of 16.
 LOOP_EXTRA_POINTS = (47, 100, 1003)
+#: Loop check over shape ranges: the point counts of its scenes (a tail for every lane width).
+SPLIT_CHECK_POINTS = (47, 100)
+#: ... and the thread counts whose splits (measure/split.py, as run makes them) it runs.
+SPLIT_THREADS = (2, 3, 4)
+#: Broadphase check: the points of its scene, and the thread counts it runs the broadphase on.
+BROADPHASE_CHECK_POINTS = 300
+BROADPHASE_CHECK_THREADS = (1, 2, 3)
 #: Refuse a verify whose estimated time exceeds this: a run of days helps no one.
 MAX_ESTIMATED_S = 24 * 3600.0
 #: Estimated seconds per case row, per build, oracle and kernels included (measured here
@@ -193,7 +202,7 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
     check_config(config)
     family = families.get(config.family)
     if config.input_path:
-        batches = iter([family.input_cases(config.input_path)])
+        batches = iter([read_input(family, config.input_path)])
     else:
         batches = family.case_batches(config.cases, config.seed, config.batch_rows)
     sessions: list[BuildSession] = []
@@ -253,6 +262,26 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
     env["machine"]["cpu"]["measured_mhz"] = clock_mhz
     seed = None if config.input_path else config.seed
     return VerifyResult(config.family, seed, total, dict(sorted(groups.items())), env, verdicts, evaluable)
+
+
+def read_input(family, path: Path):
+    """A user's case file as a CaseSet, its expected column (if any) checked against the oracle
+    first: a file that disagrees is refused (SectorbenchError naming the first such row), since
+    a kernel judged against a wrong answer key proves nothing."""
+    case_set = family.input_cases(path)
+    if case_set.expected is not None:
+        oracle = family.reference(case_set, _nominal_kernel(family)).answer
+        disagree = np.flatnonzero(case_set.expected != oracle)
+        if disagree.size:
+            row = int(disagree[0])
+            labels = ", ".join(f"{name} {values[row]!r}" for name, values in case_set.labels.items())
+            raise SectorbenchError(
+                f"{path}: the case file disagrees with the oracle on {disagree.size} of {len(case_set)} rows; "
+                f"first: row {row}{f' ({labels})' if labels else ''} expects "
+                f"{family.describe_answer(case_set.expected[row])}, the exact answer is "
+                f"{family.describe_answer(oracle[row])}"
+            )
+    return case_set
 
 
 def _default_reference(family, case_set, references):
@@ -415,20 +444,136 @@ def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, s
             problems = family.check_loops(tally.kernel, reference, grid.ravel(), counts, tally.bound)
             tally.loop_checks += 1 + len(counts)
             for problem in problems:
-                tally.counts["logic-bug"] += 1
-                tally.any_mismatch = tally.any_failure = True
-                if len(tally.failing) < config.show:
-                    tally.failing.append(
-                        {
-                            "row": None,
-                            "group": f"loop check, M={points}",
-                            "class": "logic-bug",
-                            "margin": None,
-                            "inputs": {},
-                            "kernel": problem,
-                            "oracle": None,
-                        }
-                    )
+                _loop_problem(tally, config, f"loop check, M={points}", problem)
+    split_rng = np.random.default_rng([config.seed, 1 << 20, 1])  # apart: the scenes above stay as they were
+    for points in SPLIT_CHECK_POINTS:
+        scene = family.loop_scene(shapes, points, split_rng)
+        session.worker.load(scene, scratch)
+        references = {}
+        for tally in runnable:
+            if tally.status != "ok":
+                continue
+            progress(f"loop check over shape ranges: {tally.kernel.name} [{session.config.label}], M={points}")
+            try:
+                _check_split_loops(family, session, tally, scene, config, scratch, references)
+            except WorkerCrashed as exc:
+                tally.status, tally.reason = "crashed", str(exc)
+                session.restart()
+                session.worker.load(scene, scratch)
+    if not session.peers:
+        scene = family.loop_scene(shapes, BROADPHASE_CHECK_POINTS, split_rng)
+        try:
+            _check_broadphases(family, session, runnable, scene, config, scratch)
+        except WorkerCrashed as exc:
+            for tally in runnable:
+                tally.status, tally.reason = "crashed", f"broadphase check: {exc}"
+            session.restart()
+
+
+def _check_broadphases(family, session: BuildSession, runnable: list[_Tally], scene, config, scratch) -> None:
+    """Each broadphase of the family (if it has any) as `run --broadphase` times it, on 1 and
+    more threads: its hits, which its narrow phase found on the candidate lists, against the
+    oracle's count for the kernel whose predicate that narrow phase runs (when it is checked)."""
+    kinds = [kind for kind in family.broadphases() if kind != "none"]
+    if not kinds:
+        return
+    by_name = {tally.kernel.name: tally for tally in runnable}
+    session.worker.load(scene, scratch)
+    pairs = _grid_pairs(family, scene)
+    for kind in kinds:
+        for threads in BROADPHASE_CHECK_THREADS:
+            reply = session.worker.request(
+                "sample", kernel=kind, broadphase=kind, mode="inline", calls=1, threads=threads
+            )
+            tally = by_name.get(reply.get("narrow_phase"))
+            if tally is None or tally.status != "ok":
+                continue
+            grid = family.answers(session.worker.evaluate(tally.kernel.name, scratch)).ravel()
+            loop = f"{kind} broadphase on {threads} thread{'s' if threads > 1 else ''}"
+            reference = family.reference(pairs, tally.kernel)
+            for problem in family.check_loops(tally.kernel, reference, grid, {loop: reply["hits"]}, tally.bound):
+                _loop_problem(tally, config, f"broadphase check, M={scene.n_points}", problem)
+            tally.loop_checks += 1
+
+
+def _loop_problem(tally: _Tally, config, where: str, problem: str) -> None:
+    """A loop wrong beyond rounding: a logic bug of the kernel, kept among its failing rows."""
+    tally.counts["logic-bug"] += 1
+    tally.any_mismatch = tally.any_failure = True
+    if len(tally.failing) < config.show:
+        tally.failing.append(
+            {
+                "row": None,
+                "group": where,
+                "class": "logic-bug",
+                "margin": None,
+                "inputs": {},
+                "kernel": problem,
+                "oracle": None,
+            }
+        )
+
+
+def shape_splits(n_shapes: int, block: int) -> dict[str, list[tuple[int, int]]]:
+    """The splits of [0, N) the loop check runs, each a list of contiguous (begin, end) ranges:
+    those `run --threads k` makes (the one splitter), uneven ones, and ones whose ranges start
+    inside a block of `block` shapes and end in a remainder."""
+    splits = {f"--threads {parts}": shape_ranges(n_shapes, parts) for parts in SPLIT_THREADS}
+    splits["uneven 1 | N-1"] = [(0, 1), (1, n_shapes)]
+    splits["uneven N-1 | 1"] = [(0, n_shapes - 1), (n_shapes - 1, n_shapes)]
+    cut = min(block + 2, n_shapes)  # [1, block + 2): starts inside a block, one whole block and one left over
+    splits["inside a block"] = [(0, 1), (1, cut), (cut, n_shapes)]
+    return {name: [(b, e) for b, e in ranges if b < e] for name, ranges in splits.items()}
+
+
+def _check_split_loops(family, session: BuildSession, tally: _Tally, scene, config, scratch, references) -> None:
+    """The count loops (both modes) and the grid loop over every range of shape_splits, as
+    `run --threads` calls them: each range against the oracle on its shapes, the grid rows
+    outside the range untouched, and each split's parts adding up to the whole range's count."""
+    kernel = tally.kernel
+    n, m = scene.n_shapes, scene.n_points
+    modes = ("inline",) if kernel.is_peer else ("inline", "call")
+    pairs = references.setdefault("pairs", _grid_pairs(family, scene))
+    splits = shape_splits(n, max(kernel.block, 1))
+    ranges = sorted({r for split in splits.values() for r in split} | {(0, n)})
+    counts: dict[tuple[int, int], dict[str, int]] = {}
+    for begin, end in ranges:
+        where = f"loop check, shapes [{begin}, {end}) of {n}, M={m}"
+        counts[(begin, end)] = {
+            f"count_{mode}": session.worker.request(
+                "sample", kernel=kernel.name, mode=mode, calls=1, shapes=[begin, end]
+            )["hits"]
+            for mode in modes
+        }
+        raw = session.worker.evaluate(kernel.name, scratch, shapes=[begin, end])
+        outside = np.ones(n, dtype=bool)
+        outside[begin:end] = False
+        if not np.all(np.frombuffer(np.ascontiguousarray(raw[outside]).tobytes(), dtype=np.uint8) == UNTOUCHED_BYTE):
+            _loop_problem(tally, config, where, "eval_grid writes answers of shapes outside its range")
+        key = (begin, end, family.reference_key(kernel))
+        if key not in references:
+            references[key] = family.reference(_case_rows(family, pairs, begin * m, end * m), kernel)
+        grid = family.answers(raw[begin:end]).ravel()
+        for problem in family.check_loops(kernel, references[key], grid, counts[(begin, end)], tally.bound):
+            _loop_problem(tally, config, where, problem)
+        tally.loop_checks += 1 + len(modes)
+    whole = counts[(0, n)]
+    for name, split in splits.items():
+        for loop, hits in whole.items():
+            parts = [counts[r][loop] for r in split]
+            if sum(parts) != hits:
+                _loop_problem(
+                    tally,
+                    config,
+                    f"loop check, split {name} of {n} shapes, M={m}",
+                    f"{loop} over {split} counts {' + '.join(map(str, parts))} = {sum(parts)}, over all shapes {hits}",
+                )
+
+
+def _case_rows(family, case_set, start: int, stop: int):
+    """Rows [start, stop) of a case set, as a case set of their own."""
+    columns = {name: case_set.columns[name][start:stop] for name in case_set.columns}
+    return cases.case_set(family, [("loop check", columns)], extra=case_set.extra)
 
 
 def _grid_pairs(family, scene):
@@ -449,7 +594,7 @@ def hex_float(value) -> str:
 
 
 def _describe_row(family, case_set, inputs, i, kernel_answer, oracle_answer, klass, margin) -> dict:
-    return {
+    row = {
         "row": int(case_set.first_row + i),
         "group": str(case_set.group[i]),
         "class": str(klass),
@@ -458,3 +603,6 @@ def _describe_row(family, case_set, inputs, i, kernel_answer, oracle_answer, kla
         "kernel": family.describe_answer(kernel_answer),
         "oracle": family.describe_answer(oracle_answer),
     }
+    if case_set.labels:  # a case file's text columns: the user's name for the row
+        row["labels"] = {name: str(values[i]) for name, values in case_set.labels.items()}
+    return row

@@ -69,7 +69,7 @@ def verify_command(
     """Check kernels against the exact oracle; exit 1 if any fails."""
     from ..families import get
     from ..report import VERIFY_DROP, failing_inputs_table, fit, verify_table
-    from ..verify import verify
+    from ..verify import read_input, verify
 
     check_outputs(force, json_path)
     config = VerifyConfig(
@@ -83,8 +83,8 @@ def verify_command(
         input_path=input_path,
         disable_isa=disable_isa,
     )
-    if input_path is not None:
-        get(family).input_cases(input_path)  # a bad file is refused before anything is built
+    if input_path is not None:  # a bad file, or one whose expected answers are wrong, is refused before any build
+        read_input(get(family), input_path)
     with Reporter() as progress:
         result = verify(config, lambda what, total=None: progress(what))
     console = stdout()
