@@ -274,7 +274,7 @@ def read_input(family, path: Path):
         disagree = np.flatnonzero(case_set.expected != oracle)
         if disagree.size:
             row = int(disagree[0])
-            labels = ", ".join(f"{name} {values[row]!r}" for name, values in case_set.labels.items())
+            labels = ", ".join(f"{name} {str(values[row])!r}" for name, values in case_set.labels.items())
             raise SectorbenchError(
                 f"{path}: the case file disagrees with the oracle on {disagree.size} of {len(case_set)} rows; "
                 f"first: row {row}{f' ({labels})' if labels else ''} expects "

@@ -205,7 +205,7 @@ class BooleanFamily(Family):
             if unknown.any():
                 row = int(np.flatnonzero(unknown)[0])
                 raise SectorbenchError(
-                    f"{path}: {EXPECTED_COLUMN!r} row {row} is {text[row]!r}; "
+                    f"{path}: {EXPECTED_COLUMN!r} row {row} is {str(text[row])!r}; "
                     f"write {' or '.join(map(repr, words))} (or bool, or 0/1)"
                 )
             return np.array([words[t] for t in text], dtype=bool)
