@@ -17,6 +17,13 @@ def query(sectors, points, *, broadphase="auto", kernel="auto", threads=1):
     return sector_query(sectors, points, broadphase=broadphase, kernel=kernel, threads=threads)
 
 
+def verify(**arguments):
+    """Check kernels against the exact oracle from a test suite: see sectorbench.check.api.verify."""
+    from .check.api import verify as check_kernels
+
+    return check_kernels(**arguments)
+
+
 def __getattr__(name):
     if name == "Hits":
         from .families.sector.broadphase import Hits

@@ -24,7 +24,9 @@ Cases are streamed in batches (cases.BATCH_ROWS rows), so memory stays bounded a
 
 from __future__ import annotations
 
+import sys
 import tempfile
+import types
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,6 +36,7 @@ import numpy as np
 from . import SectorbenchError, cases, environment, exact, families
 from .build import BuildConfig, build
 from .cases import BATCH_ROWS
+from .check import distribute
 from .kernels import Kernel, select, split_names
 from .measure.split import shape_ranges
 from .results import SCHEMA_VERSION
@@ -79,6 +82,8 @@ class VerifyConfig:
     input_path: Path | None = None  # user cases instead of generated ones
     disable_isa: tuple[str, ...] = ()
     batch_rows: int = BATCH_ROWS  # rows held at once (memory); the result does not depend on it
+    jobs: int | None = None  # processes judging batches; None: one per CPU (the result does not depend on it)
+    scheduler: str | None = None  # a Dask scheduler's address: batches go to its workers instead
 
 
 @dataclass(frozen=True)
@@ -143,6 +148,27 @@ class _Tally:
     any_mismatch: bool = False
     any_failure: bool = False
 
+    def absorb(self, part: _Tally, show: int) -> None:
+        """Add one batch's tally of this kernel (batches absorbed in order: the result does not
+        depend on where or in which order they were judged)."""
+        if self.status != "ok":
+            return
+        if part.status != "ok":
+            self.status, self.reason = part.status, part.reason
+            return
+        self.cases += part.cases
+        for name, count in part.counts.items():
+            self.counts[name] += count
+        if part.worst is not None:
+            self.worst = part.worst if self.worst is None else max(self.worst, part.worst)
+        self.inconsistent += part.inconsistent
+        self.exact_evaluable += part.exact_evaluable
+        self.loop_checks += part.loop_checks
+        self.failing.extend(part.failing[: max(0, show - len(self.failing))])
+        self.other.extend(part.other[: max(0, show - len(self.other))])
+        self.any_mismatch |= part.any_mismatch
+        self.any_failure |= part.any_failure
+
     def verdict(self) -> KernelVerdict:
         flags, cc = (PEER_FLAGS, "python") if self.kernel.is_peer else (" ".join(self.build.flags), self.build.cc)
         base = dict(kernel=self.kernel.name, flags=flags, cc=cc, rounding_bound=self.bound)
@@ -175,6 +201,7 @@ def check_config(config: VerifyConfig) -> None:
     family = families.get(config.family)
     if config.seed < 0:
         raise SectorbenchError(f"--seed must be >= 0 (got {config.seed})")
+    distribute.check_jobs(config.jobs)
     if config.cases < 1:
         raise SectorbenchError(f"--cases must be at least 1 (got {config.cases})")
     if config.input_path is None:
@@ -208,6 +235,7 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
     sessions: list[BuildSession] = []
     tallies: dict[tuple, _Tally] = {}
     groups: dict[str, int] = {}
+    workers: dict[str, dict] = {}  # where batches ran: fingerprints of the processes or cluster workers
     total = evaluable = 0
     with tempfile.TemporaryDirectory(prefix="sectorbench-verify-") as scratch:
         scratch = Path(scratch)
@@ -233,24 +261,27 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                 _check_loops(
                     family, session, [t for (s, _), t in tallies.items() if s == id(session)], config, scratch, progress
                 )
-            for batch_index, case_set in enumerate(batches):
-                progress(f"batch {batch_index + 1}: exact oracle")
-                _self_check(family, case_set, config.seed, batch_index)
-                scene_path = save_scene(case_set.scene(), scratch)
-                references: dict = {}
-                for session in sessions:
-                    session.use(scene_path)
-                    live = [tallies[(id(session), k.name)] for k in chosen[id(session)]]
-                    live = [tally for tally in live if tally.status == "ok"]
-                    progress(f"batch {batch_index + 1}: {len(live)} kernels [{session.config.label}]")
-                    for tally, (answers, unstable) in _answers(session, family, live, case_set, scratch).items():
-                        reference = _reference(family, case_set, tally.kernel, references)
-                        _judge(family, tally, case_set, reference, answers, unstable, config)
-                for group, count in zip(*np.unique(case_set.group.astype(str), return_counts=True)):
-                    groups[str(group)] = groups.get(str(group), 0) + int(count)
-                total += len(case_set)
-                evaluable += int(np.count_nonzero(_default_reference(family, case_set, references).exact_evaluable))
-                scene_path.unlink()
+            plan = BatchPlan(
+                config,
+                tuple(
+                    (s.config, s.peers, tuple(t.kernel.name for (i, _), t in tallies.items() if i == id(s)))
+                    for s in sessions
+                ),
+            )
+            local = LocalJudge(plan, sessions, scratch)
+            live = {
+                index: [k.name for k in chosen[id(s)] if tallies[(id(s), k.name)].status == "ok"]
+                for index, s in enumerate(sessions)
+            }
+            for outcome in distribute.outcomes(plan, batches, local, live, progress):
+                for (index, name), part in outcome.tallies.items():
+                    tallies[(id(sessions[index]), name)].absorb(part, config.show)
+                for group, count in outcome.groups.items():
+                    groups[group] = groups.get(group, 0) + count
+                total += outcome.rows
+                evaluable += outcome.evaluable
+                for name, info in outcome.worker.items():
+                    workers.setdefault(name, {**info, "batches": 0})["batches"] += info.get("batches", 0)
         finally:
             for session in sessions:
                 session.close()
@@ -260,8 +291,95 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
         "compilers": {b.cc: environment.compiler_fingerprint(b.cc) for b in config.builds},
     }
     env["machine"]["cpu"]["measured_mhz"] = clock_mhz
+    env["jobs"] = 1 if config.scheduler else config.jobs or distribute.default_jobs()
+    if workers:
+        env["workers"] = workers
     seed = None if config.input_path else config.seed
     return VerifyResult(config.family, seed, total, dict(sorted(groups.items())), env, verdicts, evaluable)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What judging a batch needs, in any process: the configuration and, per build session
+    (in the client's order), its build, whether it runs the peers, and the kernels it checks."""
+
+    config: VerifyConfig
+    sessions: tuple[tuple[BuildConfig, bool, tuple[str, ...]], ...]
+
+
+@dataclass
+class BatchOutcome:
+    """One batch's verdicts: partial tallies keyed by (session index, kernel), merged in batch order."""
+
+    index: int
+    tallies: dict
+    groups: dict
+    rows: int
+    evaluable: int
+    worker: dict = field(default_factory=dict)  # {where it ran: its environment fingerprint}
+
+
+class LocalJudge:
+    """Judges batches with a process's own build sessions (the client's, a pool process's, a Dask worker's)."""
+
+    def __init__(self, plan: BatchPlan, sessions: list[BuildSession], scratch: Path):
+        self.plan, self.sessions, self.scratch = plan, sessions, Path(scratch)
+        self.family = families.get(plan.config.family)
+        self.crashed: dict[tuple[int, str], str] = {}  # a kernel that crashed is not run again here
+        self.kernels = [
+            {k.name: k for k in select(session.kernels, list(names), plan.config.family)}
+            for session, (_, _, names) in zip(sessions, plan.sessions)
+        ]
+
+    @classmethod
+    def open(cls, plan: BatchPlan, scratch: Path) -> LocalJudge:
+        """Build and start this process's own sessions for the plan."""
+        sessions = []
+        try:
+            for build_config, peers, _ in plan.sessions:
+                sessions.append(
+                    BuildSession(build_config, build(build_config), disable_isa=plan.config.disable_isa, peers=peers)
+                )
+            return cls(plan, sessions, scratch)
+        except BaseException:
+            for session in sessions:
+                session.close()
+            raise
+
+    def close(self) -> None:
+        for session in self.sessions:
+            session.close()
+
+    def judge(self, batch_index: int, case_set, live: dict) -> BatchOutcome:
+        """The batch's verdicts for the kernels still live (session index -> names) at the client."""
+        family, config = self.family, self.plan.config
+        _self_check(family, case_set, config.seed, batch_index)
+        scene_path = save_scene(case_set.scene(), self.scratch)
+        references: dict = {}
+        parts: dict[tuple[int, str], _Tally] = {}
+        for index, session in enumerate(self.sessions):
+            session.use(scene_path)
+            batch_tallies = []
+            for name in live.get(index, ()):
+                kernel = self.kernels[index][name]
+                tally = _Tally(kernel, session.config, kernel.rounding_bound or family.default_rounding_bound)
+                if (index, name) in self.crashed:
+                    tally.status, tally.reason = "crashed", self.crashed[(index, name)]
+                else:
+                    batch_tallies.append(tally)
+                parts[(index, name)] = tally
+            for tally, (answers, unstable) in _answers(session, family, batch_tallies, case_set, self.scratch).items():
+                reference = _reference(family, case_set, tally.kernel, references)
+                _judge(family, tally, case_set, reference, answers, unstable, config)
+            for tally in batch_tallies:
+                if tally.status == "crashed":
+                    self.crashed[(index, tally.kernel.name)] = tally.reason
+        groups: dict[str, int] = {}
+        for group, count in zip(*np.unique(case_set.group.astype(str), return_counts=True)):
+            groups[str(group)] = int(count)
+        evaluable = int(np.count_nonzero(_default_reference(family, case_set, references).exact_evaluable))
+        scene_path.unlink()
+        return BatchOutcome(batch_index, parts, groups, len(case_set), evaluable)
 
 
 def read_input(family, path: Path):
@@ -606,3 +724,17 @@ def _describe_row(family, case_set, inputs, i, kernel_answer, oracle_answer, kla
     if case_set.labels:  # a case file's text columns: the user's name for the row
         row["labels"] = {name: str(values[i]) for name, values in case_set.labels.items()}
     return row
+
+
+class _CallableModule(types.ModuleType):
+    """`sectorbench.verify` is both this module and the test-suite API, sectorbench.verify(...):
+    importing this module rebinds the package's attribute to it, so the module answers the call
+    too.  (It goes when this module moves into check/.)"""
+
+    def __call__(self, **arguments):
+        from .check.api import verify as check_kernels
+
+        return check_kernels(**arguments)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -62,9 +62,36 @@ from .options import SEED, RegistryChoice, build_configs, build_options, check_o
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Check these cases (.npz, one row per pair) instead of generated ones [default: generated].",
 )
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes judging the case batches; the result is the same for any number [default: one per CPU].",
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    default=None,
+    help="A Dask scheduler (tcp://host:8786) whose workers judge the batches instead; each builds its own "
+    "library, and one whose compilers or CPU features differ is refused [needs sectorbench[cluster]].",
+)
 @output_options
 def verify_command(
-    family, kernels, flags, cc, sources, disable_isa, cases, seed, show, strict_special, input_path, json_path, force
+    family,
+    kernels,
+    flags,
+    cc,
+    sources,
+    disable_isa,
+    cases,
+    seed,
+    show,
+    strict_special,
+    input_path,
+    jobs,
+    scheduler,
+    json_path,
+    force,
 ):
     """Check kernels against the exact oracle; exit 1 if any fails."""
     from ..families import get
@@ -82,6 +109,8 @@ def verify_command(
         show=show,
         input_path=input_path,
         disable_isa=disable_isa,
+        jobs=jobs,
+        scheduler=scheduler,
     )
     if input_path is not None:  # a bad file, or one whose expected answers are wrong, is refused before any build
         read_input(get(family), input_path)
