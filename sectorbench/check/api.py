@@ -2,9 +2,10 @@
 
     def test_my_kernel():
         report = sectorbench.verify(source="my_kernel.c", kernels="my_kernel", cases=5000)
-        assert report.passed, report
+        assert report.passed, report.summary()
 
-The report's str() is the readable summary an assertion message needs: each kernel's
+The report's summary() (also its str()) is the readable text an assertion message needs
+(pytest shows a non-string message by its repr, cut to 240 characters, hence summary()): each kernel's
 verdict and counts, and its first failing rows as exact hex floats (float.fromhex reads
 them back).  Bad arguments raise ValueError naming the argument, before anything is
 built; a kernel that does not compile raises SectorbenchError with the compiler's message.
