@@ -258,9 +258,12 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                     if not kernel.runnable:
                         tally.status, tally.reason = "skipped", kernel.skip_reason
                     tallies[(id(session), kernel.name)] = tally
-                _check_loops(
-                    family, session, [t for (s, _), t in tallies.items() if s == id(session)], config, scratch, progress
-                )
+
+            def check_loops():
+                for session in sessions:
+                    mine = [t for (s, _), t in tallies.items() if s == id(session)]
+                    _check_loops(family, session, mine, config, scratch, progress)
+
             plan = BatchPlan(
                 config,
                 tuple(
@@ -273,7 +276,7 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                 index: [k.name for k in chosen[id(s)] if tallies[(id(s), k.name)].status == "ok"]
                 for index, s in enumerate(sessions)
             }
-            for outcome in distribute.outcomes(plan, batches, local, live, progress):
+            for outcome in distribute.outcomes(plan, batches, local, live, progress, alongside=check_loops):
                 for (index, name), part in outcome.tallies.items():
                     tallies[(id(sessions[index]), name)].absorb(part, config.show)
                 for group, count in outcome.groups.items():

@@ -48,28 +48,62 @@ def check_jobs(jobs: int | None) -> None:
         raise SectorbenchError(f"--jobs must be at least 1 (got {jobs})")
 
 
-def outcomes(plan, batches: Iterable, local, live: dict, progress: Callable[..., None]) -> Iterator:
+def outcomes(
+    plan, batches: Iterable, local, live: dict, progress: Callable[..., None], alongside: Callable[[], None]
+) -> Iterator:
     """Each batch's BatchOutcome, in batch order: judged by `local` (the client's own sessions)
-    when one process is asked for or there is one batch, else by a process pool or a cluster."""
+    when one process is asked for or there is one batch, else by a process pool or a cluster.
+
+    `alongside` (the loop checks, on the client's sessions) runs once, and has finished before
+    the first outcome is yielded: first when the client judges, else while the batches are
+    judged elsewhere, so that its work overlaps theirs."""
     config = plan.config
     batches = iter(batches)
     first = next(batches, None)
-    if first is None:
-        return
-    second = next(batches, None)
+    second = next(batches, None) if first is not None else None
     numbered = enumerate(_chain(first, second, batches))
     jobs = config.jobs or default_jobs()
-    if config.scheduler:
-        yield from _on_cluster(plan, numbered, live, config.scheduler, progress)
-    elif jobs == 1 or second is None:
+    if first is None or (not config.scheduler and (jobs == 1 or second is None)):
+        alongside()
         for index, case_set in numbered:
             progress(f"batch {index + 1}: exact oracle and kernels")
             yield local.judge(index, case_set, live)
+        return
+    if config.scheduler:
+        judged = _on_cluster(plan, numbered, live, config.scheduler, progress)
     else:
-        yield from _in_processes(plan, numbered, live, jobs, progress)
+        judged = _in_processes(plan, numbered, live, jobs, progress)
+    yield from _after(alongside, judged)
+
+
+def _after(alongside: Callable[[], None], judged: Iterator) -> Iterator:
+    """`judged`'s items, the first one only once `alongside`, run in a thread meanwhile, is done."""
+    failure: list[BaseException] = []
+
+    def run():
+        try:
+            alongside()
+        except BaseException as exc:  # re-raised in the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="sectorbench-loop-checks")
+    thread.start()
+    try:
+        for number, item in enumerate(judged):  # the first next() sets the pool or cluster up and feeds it
+            if number == 0:
+                thread.join()
+                if failure:
+                    raise failure[0]
+            yield item
+    finally:
+        thread.join()  # the client's sessions close after this: the loop checks must be done with them
+    if failure:
+        raise failure[0]
 
 
 def _chain(first, second, rest):
+    if first is None:
+        return
     yield first
     if second is not None:
         yield second
