@@ -585,10 +585,10 @@ def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, s
         scene = family.loop_scene(shapes, BROADPHASE_CHECK_POINTS, split_rng)
         try:
             _check_broadphases(family, session, runnable, scene, config, scratch)
-        except WorkerCrashed as exc:
-            for tally in runnable:
-                tally.status, tally.reason = "crashed", f"broadphase check: {exc}"
-            session.restart()
+        except WorkerCrashed as exc:  # the family's own broadphase code, not a user's row: an internal error
+            raise SectorbenchError(
+                f"internal error: a broadphase crashed the worker in the loop check: {exc}"
+            ) from None
 
 
 def _check_broadphases(family, session: BuildSession, runnable: list[_Tally], scene, config, scratch) -> None:
