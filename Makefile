@@ -8,7 +8,7 @@ SB     := $(BIN)/sectorbench
 # The CI gate's scene: small enough for a CI job, large enough that samples are >= 10 ms.
 GATE_RUN := run -n 300 -m 30000 --flags -O2 --repeat 15
 
-.PHONY: run test lint wheel-check bench bench-article bench-aabr bench-scale verify mutation baseline regress gate-selftest clean
+.PHONY: run test lint wheel-check bench bench-article bench-aabr bench-scale bench-verify verify mutation baseline regress gate-selftest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,11 @@ bench-aabr: $(STAMP)
 ##              memory, scaling in N, M and cone size; saved as results/bench-scale-<UTC>.json
 bench-scale: $(STAMP)
 	$(BIN)/python tools/bench_scale.py
+
+## bench-verify: verify --cases 1000000 on 1 and 2 local processes (interleaved rounds): the speedup
+##               and cases per second per core -> results/bench-verify-<UTC>.json (docs/verify.md)
+bench-verify: $(STAMP)
+	$(BIN)/python tools/bench_verify.py
 
 ## verify: every default kernel of both families against the exact oracle
 verify: $(STAMP)

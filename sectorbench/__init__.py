@@ -6,9 +6,9 @@ shapes, at game scale); `help(sectorbench.query)` shows the function's own docum
 """
 
 from .errors import SectorbenchError
+from .version import __version__
 
-__version__ = "0.1.0"
-__all__ = ["SectorbenchError"]
+__all__ = ["SectorbenchError", "__version__", "verify"]
 
 
 def __getattr__(name: str):
@@ -31,3 +31,10 @@ def __dir__():
     from .families import public_api_names
 
     return sorted({*globals(), *public_api_names()})
+
+
+def verify(**arguments):
+    """Check kernels against the exact oracle from a test suite: see sectorbench.check.api.verify."""
+    from .check.api import verify as check_kernels
+
+    return check_kernels(**arguments)

@@ -41,3 +41,8 @@ def test_the_minus_zero_quadrant_bug_is_caught_by_signed_zero_rows(default_score
 def test_no_mutant_depends_on_luck(seed):
     missed = [r.kernel for r in score(SOURCES, seed=seed) if r.mutant and not r.as_expected]
     assert not missed
+
+
+def test_the_range_bug_is_caught_by_the_split_range_loop_check(default_score):
+    """Its loops are right over all shapes; only a loop over a share of them (as run --threads calls it) sees it."""
+    assert default_score["m_ignores_range"].generator.startswith("loop check, shapes [")

@@ -34,7 +34,7 @@ def broken_result():
 def test_shipped_kernels_pass_on_the_default_build(family):
     result = verify(VerifyConfig(family=family, cases=CASES))
     assert result.kernels and result.passed, [(k.kernel, k.verdict, k.mismatches) for k in result.kernels]
-    for k in result.kernels:
+    for k in (k for k in result.kernels if k.status == "ok"):  # skipped: a CPU without AVX-512
         assert k.mismatches["logic-bug"] == 0 and k.mismatches["special-value"] == 0
         assert k.worst_margin is None or k.worst_margin <= k.rounding_bound
 
@@ -124,7 +124,7 @@ def test_cli_exit_codes_and_hex_output(tmp_path):
     [
         (["verify", "--family", "circle"], "circle"),
         (["verify", "--cases", "0"], "--cases"),
-        (["verify", "--kernels", "orient"], "not of the sector family"),
+        (["verify", "--family", "sector", "--kernels", "orient"], "not of the sector family"),
         (["verify", "--show", "-1"], "--show"),
         (["verify", "--input", "/no/such/file.npz"], "does not exist"),
     ],

@@ -36,14 +36,17 @@ from ..errors import SectorbenchError
 from ..families.scene_kinds import make_scene
 from ..measure.runner import PEER_BUILD, PEER_FLAGS
 from ..measure.selection import check_names, infer_family, known_kernels, select, split_names
+from ..measure.server import UNTOUCHED_BYTE
 from ..measure.worker import BuildSession, WorkerCrashed, save_scene
 from ..model import cases
 from ..model.cases import BATCH_ROWS
 from ..model.kernels import Kernel
 from ..model.results import SCHEMA_VERSION
+from ..model.split import shape_ranges
 from ..native import environment
 from ..native.build import BuildConfig, build
 from ..oracle import exact
+from . import distribute
 
 CLASSES = ("rounding-band", "logic-bug", "special-value", "nondeterministic")
 #: Flags that let the compiler assume no NaN, infinity or signed zero.
@@ -56,6 +59,13 @@ GRID_CHECK_ROWS = 64
 LANE_ALIGNMENT = 16
 #: Loop check: point counts beyond 1 .. 2·lanes + 1, none a multiple of 16.
 LOOP_EXTRA_POINTS = (47, 100, 1003)
+#: Loop check over shape ranges: the point counts of its scenes (a tail for every lane width).
+SPLIT_CHECK_POINTS = (47, 100)
+#: ... and the thread counts whose splits (measure/split.py, as run makes them) it runs.
+SPLIT_THREADS = (2, 3, 4)
+#: Broadphase check: the points of its scene, and the thread counts it runs the broadphase on.
+BROADPHASE_CHECK_POINTS = 300
+BROADPHASE_CHECK_THREADS = (1, 2, 3)
 #: Refuse a verify whose estimated time exceeds this: a run of days helps no one.
 MAX_ESTIMATED_S = 24 * 3600.0
 #: Estimated seconds per case row, per build, oracle and kernels included (measured here
@@ -76,6 +86,8 @@ class VerifyConfig:
     input_path: Path | None = None  # user cases instead of generated ones
     disable_isa: tuple[str, ...] = ()
     batch_rows: int = BATCH_ROWS  # rows held at once (memory); the result does not depend on it
+    jobs: int | None = None  # processes judging batches; None: one per CPU (the result does not depend on it)
+    scheduler: str | None = None  # a Dask scheduler's address: batches go to its workers instead
 
 
 @dataclass(frozen=True)
@@ -140,6 +152,27 @@ class _Tally:
     any_mismatch: bool = False
     any_failure: bool = False
 
+    def absorb(self, part: _Tally, show: int) -> None:
+        """Add one batch's tally of this kernel (batches absorbed in order: the result does not
+        depend on where or in which order they were judged)."""
+        if self.status != "ok":
+            return
+        if part.status != "ok":
+            self.status, self.reason = part.status, part.reason
+            return
+        self.cases += part.cases
+        for name, count in part.counts.items():
+            self.counts[name] += count
+        if part.worst is not None:
+            self.worst = part.worst if self.worst is None else max(self.worst, part.worst)
+        self.inconsistent += part.inconsistent
+        self.exact_evaluable += part.exact_evaluable
+        self.loop_checks += part.loop_checks
+        self.failing.extend(part.failing[: max(0, show - len(self.failing))])
+        self.other.extend(part.other[: max(0, show - len(self.other))])
+        self.any_mismatch |= part.any_mismatch
+        self.any_failure |= part.any_failure
+
     def verdict(self) -> KernelVerdict:
         flags, cc = (PEER_FLAGS, "python") if self.kernel.is_peer else (" ".join(self.build.flags), self.build.cc)
         base = dict(kernel=self.kernel.name, flags=flags, cc=cc, rounding_bound=self.bound)
@@ -185,6 +218,7 @@ def check_config(config: VerifyConfig) -> None:
     family = families.get(config.family)
     if config.seed < 0:
         raise SectorbenchError(f"--seed must be >= 0 (got {config.seed})")
+    distribute.check_jobs(config.jobs)
     if config.cases < 1:
         raise SectorbenchError(f"--cases must be at least 1 (got {config.cases})")
     if config.input_path is None:
@@ -213,12 +247,13 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
     check_config(config)
     family = families.get(config.family)
     if config.input_path:
-        batches = iter([family.input_cases(config.input_path)])
+        batches = iter([read_input(family, config.input_path)])
     else:
         batches = family.case_batches(config.cases, config.seed, config.batch_rows)
     sessions: list[BuildSession] = []
     tallies: dict[tuple, _Tally] = {}
     groups: dict[str, int] = {}
+    workers: dict[str, dict] = {}  # where batches ran: fingerprints of the processes or cluster workers
     total = evaluable = 0
     with tempfile.TemporaryDirectory(prefix="sectorbench-verify-") as scratch:
         scratch = Path(scratch)
@@ -241,27 +276,33 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                     if not kernel.runnable:
                         tally.status, tally.reason = "skipped", kernel.skip_reason
                     tallies[(id(session), kernel.name)] = tally
-                _check_loops(
-                    family, session, [t for (s, _), t in tallies.items() if s == id(session)], config, scratch, progress
-                )
-            for batch_index, case_set in enumerate(batches):
-                progress(f"batch {batch_index + 1}: exact oracle")
-                _self_check(family, case_set, config.seed, batch_index)
-                scene_path = save_scene(case_set.scene(), scratch)
-                references: dict = {}
+
+            def check_loops():
                 for session in sessions:
-                    session.use(scene_path)
-                    live = [tallies[(id(session), k.name)] for k in chosen[id(session)]]
-                    live = [tally for tally in live if tally.status == "ok"]
-                    progress(f"batch {batch_index + 1}: {len(live)} kernels [{session.config.label}]")
-                    for tally, (answers, unstable) in _answers(session, family, live, case_set, scratch).items():
-                        reference = _reference(family, case_set, tally.kernel, references)
-                        _judge(family, tally, case_set, reference, answers, unstable, config)
-                for group, count in zip(*np.unique(case_set.group.astype(str), return_counts=True)):
-                    groups[str(group)] = groups.get(str(group), 0) + int(count)
-                total += len(case_set)
-                evaluable += int(np.count_nonzero(_default_reference(family, case_set, references).exact_evaluable))
-                scene_path.unlink()
+                    mine = [t for (s, _), t in tallies.items() if s == id(session)]
+                    _check_loops(family, session, mine, config, scratch, progress)
+
+            plan = BatchPlan(
+                config,
+                tuple(
+                    (s.config, s.peers, tuple(t.kernel.name for (i, _), t in tallies.items() if i == id(s)))
+                    for s in sessions
+                ),
+            )
+            local = LocalJudge(plan, sessions, scratch)
+            live = {
+                index: [k.name for k in chosen[id(s)] if tallies[(id(s), k.name)].status == "ok"]
+                for index, s in enumerate(sessions)
+            }
+            for outcome in distribute.outcomes(plan, batches, local, live, progress, alongside=check_loops):
+                for (index, name), part in outcome.tallies.items():
+                    tallies[(id(sessions[index]), name)].absorb(part, config.show)
+                for group, count in outcome.groups.items():
+                    groups[group] = groups.get(group, 0) + count
+                total += outcome.rows
+                evaluable += outcome.evaluable
+                for name, info in outcome.worker.items():
+                    workers.setdefault(name, {**info, "batches": 0})["batches"] += info.get("batches", 0)
         finally:
             for session in sessions:
                 session.close()
@@ -271,8 +312,115 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
         "compilers": {b.cc: environment.compiler_fingerprint(b.cc) for b in config.builds},
     }
     env["machine"]["cpu"]["measured_mhz"] = clock_mhz
+    env["jobs"] = 1 if config.scheduler else config.jobs or distribute.default_jobs()
+    if workers:
+        env["workers"] = workers
     seed = None if config.input_path else config.seed
     return VerifyResult(config.family, seed, total, dict(sorted(groups.items())), env, verdicts, evaluable)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What judging a batch needs, in any process: the configuration and, per build session
+    (in the client's order), its build, whether it runs the peers, and the kernels it checks."""
+
+    config: VerifyConfig
+    sessions: tuple[tuple[BuildConfig, bool, tuple[str, ...]], ...]
+
+
+@dataclass
+class BatchOutcome:
+    """One batch's verdicts: partial tallies keyed by (session index, kernel), merged in batch order."""
+
+    index: int
+    tallies: dict
+    groups: dict
+    rows: int
+    evaluable: int
+    worker: dict = field(default_factory=dict)  # {where it ran: its environment fingerprint}
+
+
+class LocalJudge:
+    """Judges batches with a process's own build sessions (the client's, a pool process's, a Dask worker's)."""
+
+    def __init__(self, plan: BatchPlan, sessions: list[BuildSession], scratch: Path):
+        self.plan, self.sessions, self.scratch = plan, sessions, Path(scratch)
+        self.family = families.get(plan.config.family)
+        self.crashed: dict[tuple[int, str], str] = {}  # a kernel that crashed is not run again here
+        self.kernels = [
+            {k.name: k for k in select(session.kernels, list(names), plan.config.family)}
+            for session, (_, _, names) in zip(sessions, plan.sessions)
+        ]
+
+    @classmethod
+    def open(cls, plan: BatchPlan, scratch: Path) -> LocalJudge:
+        """Build and start this process's own sessions for the plan."""
+        sessions = []
+        try:
+            for build_config, peers, _ in plan.sessions:
+                sessions.append(
+                    BuildSession(build_config, build(build_config), disable_isa=plan.config.disable_isa, peers=peers)
+                )
+            return cls(plan, sessions, scratch)
+        except BaseException:
+            for session in sessions:
+                session.close()
+            raise
+
+    def close(self) -> None:
+        for session in self.sessions:
+            session.close()
+
+    def judge(self, batch_index: int, case_set, live: dict) -> BatchOutcome:
+        """The batch's verdicts for the kernels still live (session index -> names) at the client."""
+        family, config = self.family, self.plan.config
+        _self_check(family, case_set, config.seed, batch_index)
+        scene_path = save_scene(case_set.scene(), self.scratch)
+        references: dict = {}
+        parts: dict[tuple[int, str], _Tally] = {}
+        for index, session in enumerate(self.sessions):
+            session.use(scene_path)
+            batch_tallies = []
+            for name in live.get(index, ()):
+                kernel = self.kernels[index][name]
+                tally = _Tally(kernel, session.config, kernel.rounding_bound or family.default_rounding_bound)
+                if (index, name) in self.crashed:
+                    tally.status, tally.reason = "crashed", self.crashed[(index, name)]
+                else:
+                    batch_tallies.append(tally)
+                parts[(index, name)] = tally
+            for tally, (answers, unstable) in _answers(session, family, batch_tallies, case_set, self.scratch).items():
+                reference = _reference(family, case_set, tally.kernel, references)
+                _judge(family, tally, case_set, reference, answers, unstable, config)
+            for tally in batch_tallies:
+                if tally.status == "crashed":
+                    self.crashed[(index, tally.kernel.name)] = tally.reason
+        groups: dict[str, int] = {}
+        for group, count in zip(*np.unique(case_set.group.astype(str), return_counts=True)):
+            groups[str(group)] = int(count)
+        evaluable = int(np.count_nonzero(_default_reference(family, case_set, references).exact_evaluable))
+        scene_path.unlink()
+        return BatchOutcome(batch_index, parts, groups, len(case_set), evaluable)
+
+
+def read_input(family, path: Path):
+    """A user's case file as a CaseSet, its expected column (if any) checked against the oracle
+    first: a file that disagrees is refused (SectorbenchError naming the first such row), since
+    a kernel judged against a wrong answer key proves nothing."""
+    case_set = family.input_cases(path)
+    if case_set.expected is not None:
+        oracle = family.reference(case_set, _nominal_kernel(family)).answer
+        disagree = np.flatnonzero(case_set.expected != oracle)
+        if disagree.size:
+            row = int(disagree[0])
+            labels = ", ".join(f"{name} {str(values[row])!r}" for name, values in case_set.labels.items())
+            raise SectorbenchError(
+                f"{path}: the case file disagrees with the oracle on {disagree.size} of {len(case_set)} rows; "
+                f"first: row {row}{f' ({labels})' if labels else ''} expects "
+                f"{family.describe_answer(case_set.expected[row])}, the exact answer is "
+                f"{family.describe_answer(oracle[row])}"
+            )
+    return case_set
 
 
 def _default_reference(family, case_set, references):
@@ -435,20 +583,136 @@ def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, s
             problems = family.check_loops(tally.kernel, reference, grid.ravel(), counts, tally.bound)
             tally.loop_checks += 1 + len(counts)
             for problem in problems:
-                tally.counts["logic-bug"] += 1
-                tally.any_mismatch = tally.any_failure = True
-                if len(tally.failing) < config.show:
-                    tally.failing.append(
-                        {
-                            "row": None,
-                            "group": f"loop check, M={points}",
-                            "class": "logic-bug",
-                            "margin": None,
-                            "inputs": {},
-                            "kernel": problem,
-                            "oracle": None,
-                        }
-                    )
+                _loop_problem(tally, config, f"loop check, M={points}", problem)
+    split_rng = np.random.default_rng([config.seed, 1 << 20, 1])  # apart: the scenes above stay as they were
+    for points in SPLIT_CHECK_POINTS:
+        scene = family.loop_scene(shapes, points, split_rng)
+        session.worker.load(scene, scratch)
+        references = {}
+        for tally in runnable:
+            if tally.status != "ok":
+                continue
+            progress(f"loop check over shape ranges: {tally.kernel.name} [{session.config.label}], M={points}")
+            try:
+                _check_split_loops(family, session, tally, scene, config, scratch, references)
+            except WorkerCrashed as exc:
+                tally.status, tally.reason = "crashed", str(exc)
+                session.restart()
+                session.worker.load(scene, scratch)
+    if not session.peers:
+        scene = family.loop_scene(shapes, BROADPHASE_CHECK_POINTS, split_rng)
+        try:
+            _check_broadphases(family, session, runnable, scene, config, scratch)
+        except WorkerCrashed as exc:  # the family's own broadphase code, not a user's row: an internal error
+            raise SectorbenchError(
+                f"internal error: a broadphase crashed the worker in the loop check: {exc}"
+            ) from None
+
+
+def _check_broadphases(family, session: BuildSession, runnable: list[_Tally], scene, config, scratch) -> None:
+    """Each broadphase of the family (if it has any) as `run --broadphase` times it, on 1 and
+    more threads: its hits, which its narrow phase found on the candidate lists, against the
+    oracle's count for the kernel whose predicate that narrow phase runs (when it is checked)."""
+    kinds = [kind for kind in family.broadphases() if kind != "none"]
+    if not kinds:
+        return
+    by_name = {tally.kernel.name: tally for tally in runnable}
+    session.worker.load(scene, scratch)
+    pairs = _grid_pairs(family, scene)
+    for kind in kinds:
+        for threads in BROADPHASE_CHECK_THREADS:
+            reply = session.worker.request(
+                "sample", kernel=kind, broadphase=kind, mode="inline", calls=1, threads=threads
+            )
+            tally = by_name.get(reply.get("narrow_phase"))
+            if tally is None or tally.status != "ok":
+                continue
+            grid = family.answers(session.worker.evaluate(tally.kernel.name, scratch)).ravel()
+            loop = f"{kind} broadphase on {threads} thread{'s' if threads > 1 else ''}"
+            reference = family.reference(pairs, tally.kernel)
+            for problem in family.check_loops(tally.kernel, reference, grid, {loop: reply["hits"]}, tally.bound):
+                _loop_problem(tally, config, f"broadphase check, M={scene.n_points}", problem)
+            tally.loop_checks += 1
+
+
+def _loop_problem(tally: _Tally, config, where: str, problem: str) -> None:
+    """A loop wrong beyond rounding: a logic bug of the kernel, kept among its failing rows."""
+    tally.counts["logic-bug"] += 1
+    tally.any_mismatch = tally.any_failure = True
+    if len(tally.failing) < config.show:
+        tally.failing.append(
+            {
+                "row": None,
+                "group": where,
+                "class": "logic-bug",
+                "margin": None,
+                "inputs": {},
+                "kernel": problem,
+                "oracle": None,
+            }
+        )
+
+
+def shape_splits(n_shapes: int, block: int) -> dict[str, list[tuple[int, int]]]:
+    """The splits of [0, N) the loop check runs, each a list of contiguous (begin, end) ranges:
+    those `run --threads k` makes (the one splitter), uneven ones, and ones whose ranges start
+    inside a block of `block` shapes and end in a remainder."""
+    splits = {f"--threads {parts}": shape_ranges(n_shapes, parts) for parts in SPLIT_THREADS}
+    splits["uneven 1 | N-1"] = [(0, 1), (1, n_shapes)]
+    splits["uneven N-1 | 1"] = [(0, n_shapes - 1), (n_shapes - 1, n_shapes)]
+    cut = min(block + 2, n_shapes)  # [1, block + 2): starts inside a block, one whole block and one left over
+    splits["inside a block"] = [(0, 1), (1, cut), (cut, n_shapes)]
+    return {name: [(b, e) for b, e in ranges if b < e] for name, ranges in splits.items()}
+
+
+def _check_split_loops(family, session: BuildSession, tally: _Tally, scene, config, scratch, references) -> None:
+    """The count loops (both modes) and the grid loop over every range of shape_splits, as
+    `run --threads` calls them: each range against the oracle on its shapes, the grid rows
+    outside the range untouched, and each split's parts adding up to the whole range's count."""
+    kernel = tally.kernel
+    n, m = scene.n_shapes, scene.n_points
+    modes = ("inline",) if kernel.is_peer else ("inline", "call")
+    pairs = references.setdefault("pairs", _grid_pairs(family, scene))
+    splits = shape_splits(n, max(kernel.block, 1))
+    ranges = sorted({r for split in splits.values() for r in split} | {(0, n)})
+    counts: dict[tuple[int, int], dict[str, int]] = {}
+    for begin, end in ranges:
+        where = f"loop check, shapes [{begin}, {end}) of {n}, M={m}"
+        counts[(begin, end)] = {
+            f"count_{mode}": session.worker.request(
+                "sample", kernel=kernel.name, mode=mode, calls=1, shapes=[begin, end]
+            )["hits"]
+            for mode in modes
+        }
+        raw = session.worker.evaluate(kernel.name, scratch, shapes=[begin, end])
+        outside = np.ones(n, dtype=bool)
+        outside[begin:end] = False
+        if not np.all(np.frombuffer(np.ascontiguousarray(raw[outside]).tobytes(), dtype=np.uint8) == UNTOUCHED_BYTE):
+            _loop_problem(tally, config, where, "eval_grid writes answers of shapes outside its range")
+        key = (begin, end, family.reference_key(kernel))
+        if key not in references:
+            references[key] = family.reference(_case_rows(family, pairs, begin * m, end * m), kernel)
+        grid = family.answers(raw[begin:end]).ravel()
+        for problem in family.check_loops(kernel, references[key], grid, counts[(begin, end)], tally.bound):
+            _loop_problem(tally, config, where, problem)
+        tally.loop_checks += 1 + len(modes)
+    whole = counts[(0, n)]
+    for name, split in splits.items():
+        for loop, hits in whole.items():
+            parts = [counts[r][loop] for r in split]
+            if sum(parts) != hits:
+                _loop_problem(
+                    tally,
+                    config,
+                    f"loop check, split {name} of {n} shapes, M={m}",
+                    f"{loop} over {split} counts {' + '.join(map(str, parts))} = {sum(parts)}, over all shapes {hits}",
+                )
+
+
+def _case_rows(family, case_set, start: int, stop: int):
+    """Rows [start, stop) of a case set, as a case set of their own."""
+    columns = {name: case_set.columns[name][start:stop] for name in case_set.columns}
+    return cases.case_set(family, [("loop check", columns)], extra=case_set.extra)
 
 
 def _grid_pairs(family, scene):
@@ -469,7 +733,7 @@ def hex_float(value) -> str:
 
 
 def _describe_row(family, case_set, inputs, i, kernel_answer, oracle_answer, klass, margin) -> dict:
-    return {
+    row = {
         "row": int(case_set.first_row + i),
         "group": str(case_set.group[i]),
         "class": str(klass),
@@ -478,3 +742,6 @@ def _describe_row(family, case_set, inputs, i, kernel_answer, oracle_answer, kla
         "kernel": family.describe_answer(kernel_answer),
         "oracle": family.describe_answer(oracle_answer),
     }
+    if case_set.labels:  # a case file's text columns: the user's name for the row
+        row["labels"] = {name: str(values[i]) for name, values in case_set.labels.items()}
+    return row

@@ -21,11 +21,11 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .. import __version__
 from ..errors import SectorbenchError
 from ..families import all_families
 from ..measure.timing import duration
 from ..model.results import RESULTS_DIR, save, save_new, write_rescue, write_text_atomic
+from ..version import __version__
 
 #: Tables going to a file or pipe are not squeezed into 80 columns.
 PIPED_WIDTH = 160

@@ -65,6 +65,20 @@ from .options import SEED, build_configs, build_options, check_outputs, comma_li
     "region of the parameters, instead of checking kernels (the oracle only: nothing is built); "
     "exit 1 if a cell is empty [default: off].",
 )
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes judging the case batches; the result is the same for any number [default: one per CPU].",
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    default=None,
+    help="A Dask scheduler (tcp://host:8786) whose workers judge the batches instead; each builds its own "
+    "library, and one whose compilers or CPU features differ is refused (needs sectorbench[cluster]) "
+    "[default: none, local processes].",
+)
 @output_options
 def verify_command(
     family,
@@ -79,11 +93,13 @@ def verify_command(
     strict_special,
     input_path,
     coverage_only,
+    jobs,
+    scheduler,
     json_path,
     force,
 ):
     """Check kernels against the exact oracle; exit 1 if any fails."""
-    from ..check.verify import verify
+    from ..check.verify import read_input, verify
     from ..families import get
     from ..present.report import VERIFY_DROP, failing_inputs_lines, failing_inputs_table, fit, verify_table
 
@@ -100,10 +116,12 @@ def verify_command(
         show=show,
         input_path=input_path,
         disable_isa=disable_isa,
+        jobs=jobs,
+        scheduler=scheduler,
     )
     config = resolve(config)  # the family, and the kernels' names, settled before anything is built
-    if input_path is not None:
-        get(config.family).input_cases(input_path)  # a bad file is refused before anything is built
+    if input_path is not None:  # a bad file, or one whose expected answers are wrong, is refused before any build
+        read_input(get(config.family), input_path)
     with Reporter() as progress:
         result = verify(config, lambda what, total=None: progress(what))
     console = stdout()

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import SectorbenchError
 from ..model import cases
-from ..model.cases import CaseSet, Part, check_input_arrays, read_npz
+from ..model.cases import EXPECTED_COLUMN, CaseSet, Part, check_input_arrays, is_text, read_npz
 from ..model.scenes import SceneArrays
 from ..oracle import exact
 
@@ -282,11 +283,44 @@ class BooleanFamily(Family):
         return None if inside is None else int(np.count_nonzero(inside))
 
     def input_cases(self, path: Path) -> CaseSet:
+        """A user's case file: the family's arrays, text columns (labels, shown with a failing
+        row) and an optional EXPECTED_COLUMN of answers (which verify checks against the oracle)."""
         data = read_npz(path)
         required, extra_missing = self.required_input(data)
-        check_input_arrays(path, self.name, data, required, extra_missing)
+        labels = [name for name, values in data.items() if is_text(values) and name != EXPECTED_COLUMN]
+        not_coordinates = (*labels, *([EXPECTED_COLUMN] if EXPECTED_COLUMN in data else []))
+        check_input_arrays(path, self.name, data, required, extra_missing, not_coordinates)
         keep = set(self.shape_arrays) | set(self.point_arrays)
-        return cases.case_set(self, [("input", {k: v for k, v in data.items() if k in keep})])
+        case_set = cases.case_set(self, [("input", {k: v for k, v in data.items() if k in keep})])
+        case_set.labels = {name: data[name].astype(str) for name in labels}
+        if EXPECTED_COLUMN in data:
+            case_set.expected = self.expected_answers(path, data[EXPECTED_COLUMN])
+        return case_set
+
+    def expected_answers(self, path: Path, values: np.ndarray) -> np.ndarray:
+        """A case file's expected column as answers: bool, 0/1, or the words describe_answer uses."""
+        words = {self.describe_answer(True): True, self.describe_answer(False): False}
+        if is_text(values):
+            text = values.astype(str)
+            unknown = ~np.isin(text, list(words))
+            if unknown.any():
+                row = int(np.flatnonzero(unknown)[0])
+                raise SectorbenchError(
+                    f"{path}: {EXPECTED_COLUMN!r} row {row} is {str(text[row])!r}; "
+                    f"write {' or '.join(map(repr, words))} (or bool, or 0/1)"
+                )
+            return np.array([words[t] for t in text], dtype=bool)
+        if values.dtype.kind == "b":
+            return values.astype(bool)
+        if values.dtype.kind in "fiu":
+            wrong = ~np.isin(values, (0, 1))
+            if wrong.any():
+                row = int(np.flatnonzero(wrong)[0])
+                raise SectorbenchError(
+                    f"{path}: {EXPECTED_COLUMN!r} row {row} is {values[row]}; the answer is bool (or 0/1: 1 = inside)"
+                )
+            return values.astype(bool)
+        raise SectorbenchError(f"{path}: {EXPECTED_COLUMN!r} holds {values.dtype} values; the answer is bool")
 
     def required_input(self, data: dict) -> tuple[tuple[str, ...], list[str]]:
         """The arrays a case file must have, and any missing alternative groups to report."""

@@ -24,6 +24,9 @@ from .worker import load_scene
 #: A prepared index is built this many times; the fastest build is its build time (the
 #: first build also pays for page faults of fresh memory).
 INDEX_BUILDS = 3
+#: evaluate with a shape range fills the grid with this byte first: rows outside the range
+#: keep it (every byte), so a loop that writes beyond its range shows.
+UNTOUCHED_BYTE = 0xFF
 
 
 def fp_environment() -> dict:
@@ -107,16 +110,27 @@ class Server:
             raise RuntimeError(f"kernel {name} is not runnable here: {kernel.skip_reason}")
         return self.peers[name] if kernel.is_peer else self.rows[name]
 
-    def _c_scenes_for(self, kernel: Kernel, threads: int = 1) -> list:
+    def _shape_range(self, shapes) -> tuple[int, int]:
+        """A request's `shapes` = [begin, end] (the shapes its loops test), checked; all by default."""
+        n = self.scene.n_shapes
+        if shapes is None:
+            return 0, n
+        begin, end = (int(x) for x in shapes)
+        if not 0 <= begin <= end <= n:
+            raise ValueError(f"shapes [{begin}, {end}) is not a range of the scene's {n} shapes")
+        return begin, end
+
+    def _c_scenes_for(self, kernel: Kernel, threads: int = 1, shapes=None) -> list:
         """The scene as the kernel reads it (its shape arrays in the order of its `takes`),
-        as one sb_scene per thread, each testing a contiguous share of the shapes."""
+        as one sb_scene per thread, each testing a contiguous share of the shapes in `shapes`."""
         row = None if kernel.is_peer else self.rows[kernel.name]
         prepared = row is not None and row.prepare != self.ffi.NULL
-        key = (kernel.takes, threads, kernel.name if prepared else None)
+        first, last = self._shape_range(shapes)
+        key = (kernel.takes, threads, kernel.name if prepared else None, first, last)
         if key not in self._c_scenes:
             scene = self.scene
             parts = []
-            for begin, end in shape_ranges(scene.n_shapes, threads):
+            for begin, end in ((first + b, first + e) for b, e in shape_ranges(last - first, threads)):
                 c_scene = self.ffi.new("sb_scene *")
                 c_scene.n_shapes = scene.n_shapes
                 c_scene.n_points = scene.n_points
@@ -266,7 +280,7 @@ class Server:
             ("inline", True): row.noop_inline,
             ("call", True): row.noop_call,
         }
-        scenes = self._c_scenes_for(self.kernels[msg["kernel"]], msg.get("threads", 1))
+        scenes = self._c_scenes_for(self.kernels[msg["kernel"]], msg.get("threads", 1), msg.get("shapes"))
         return loops[(msg["mode"], bool(msg.get("noop")))], scenes
 
     def _peer_count(self, peer, msg):
@@ -274,8 +288,8 @@ class Server:
         if msg["mode"] != "inline":
             raise ValueError(f"{peer.name} has one loop, not a {msg['mode']} loop (peers run in --mode inline)")
         arrays = {name: self.scene.column(name) for name in self.scene.arrays}
-        threads, n = msg.get("threads", 1), self.scene.n_shapes
-        ranges = shape_ranges(n, threads)
+        threads, (first, last) = msg.get("threads", 1), self._shape_range(msg.get("shapes"))
+        ranges = [(first + begin, first + end) for begin, end in shape_ranges(last - first, threads)]
         if msg.get("noop"):
             return (lambda part: peer.noop(arrays, *part, float("inf"))), ranges
         return (lambda part: peer.count(arrays, *part)), ranges
@@ -315,18 +329,33 @@ class Server:
         row = self._runnable_row(msg["kernel"])
         kernel, scene = self.kernels[msg["kernel"]], self.scene
         dtype, width = get(scene.family).answer_dtype, get(scene.family).answer_width
+        shapes = msg.get("shapes")
+        if shapes is not None and scene.layout == "pairs":
+            raise ValueError("shapes applies to a grid scene; a pairs scene has one shape per point")
+        first, last = self._shape_range(shapes)
         if kernel.is_peer:
             arrays = {name: scene.column(name) for name in scene.arrays}
-            result = row.pairs(arrays) if scene.layout == "pairs" else row.grid(arrays, scene.n_shapes)
+            if scene.layout == "pairs":
+                result = row.pairs(arrays)
+            elif shapes is None:
+                result = row.grid(arrays, scene.n_shapes)
+            else:  # the peer on its share of the shapes; the other rows keep UNTOUCHED_BYTE
+                shape_arrays = get(scene.family).shape_arrays
+                share = {k: v[first:last] if k in shape_arrays else v for k, v in arrays.items()}
+                result = np.empty((scene.n_shapes, scene.n_points), dtype=dtype)
+                result.view(np.uint8)[:] = UNTOUCHED_BYTE
+                result[first:last] = row.grid(share, last - first)
             np.save(msg["out"], result.astype(dtype))
             return {"answers": int(result.size)}
-        c_scene = self._c_scene(kernel)
+        c_scene = self._c_scenes_for(kernel, 1, shapes)[0]
         if scene.layout == "pairs":
             out = np.zeros(scene.stride * width, dtype=dtype)
             row.eval_pairs(c_scene, self.ffi.from_buffer(out))
             result = out.reshape(scene.stride, width)[: scene.n_points]
         else:
             out = np.zeros(scene.n_shapes * scene.stride * width, dtype=dtype)
+            if shapes is not None:  # rows outside the range must stay as they are: a loop writing there is wrong
+                out.view(np.uint8)[:] = UNTOUCHED_BYTE
             row.eval_grid(c_scene, self.ffi.from_buffer(out))
             result = out.reshape(scene.n_shapes, scene.stride, width)[:, : scene.n_points]
         if width == 1:

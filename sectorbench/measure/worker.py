@@ -82,10 +82,14 @@ class Worker:
         """Make `scene` the worker's current scene."""
         self.request("scene", path=str(save_scene(scene, scratch)))
 
-    def evaluate(self, kernel: str, scratch: Path) -> np.ndarray:
-        """The kernel's raw answers on the current scene: (N, M) for a grid, (M,) for pairs."""
+    def evaluate(self, kernel: str, scratch: Path, shapes: tuple[int, int] | None = None) -> np.ndarray:
+        """The kernel's raw answers on the current scene: (N, M) for a grid, (M,) for pairs.
+
+        shapes=(begin, end): the grid loop over those shapes only (the other rows hold
+        server.UNTOUCHED_BYTE unless the loop wrote there)."""
         out = Path(scratch) / f"eval-{kernel}.npy"
-        self.request("evaluate", kernel=kernel, out=str(out))
+        extra = {} if shapes is None else {"shapes": [int(shapes[0]), int(shapes[1])]}
+        self.request("evaluate", kernel=kernel, out=str(out), **extra)
         answers = np.load(out)
         out.unlink()
         return answers

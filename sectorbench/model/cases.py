@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import pickle
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -74,6 +75,10 @@ class CaseSet:
     first_row: int = 0
     #: the family's extra arrays (Family.extra_arrays) the rows refer to, e.g. polygons
     extra: dict = field(default_factory=dict)
+    #: a case file's text columns (name -> str per row), carried into the failure report
+    labels: dict = field(default_factory=dict)
+    #: a case file's EXPECTED_COLUMN as the family's answers, or None
+    expected: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.group)
@@ -322,6 +327,53 @@ def normal_or_zero(columns: Mapping) -> np.ndarray:
 NPZ_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 NPY_MAGIC = b"\x93NUMPY"
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: A case file's optional column of the answers its author expects, checked against the oracle.
+EXPECTED_COLUMN = "expected"
+#: numpy kinds of text columns (str, bytes, Python objects): labels, shown with a failing row.
+TEXT_KINDS = "USO"
+#: What an object array's pickle may name: the array itself, never arbitrary code (a case
+#: file is data; np.load(allow_pickle=True) would run whatever the file says).
+PICKLED_ARRAY_PARTS = frozenset(
+    {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+    }
+)
+
+
+class _ArrayOnlyUnpickler(pickle.Unpickler):
+    """Unpickles an object array of plain Python values (str, int, float, None) and nothing else."""
+
+    def find_class(self, module, name):
+        if (module, name) in PICKLED_ARRAY_PARTS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"it names {module}.{name}, which a column of text never needs")
+
+
+def _object_array(archive, name: str, path) -> np.ndarray:
+    """An object-dtype member of an .npz (a column of Python strings), read without running its pickle."""
+    try:
+        with archive.zip.open(f"{name}.npy") as stream:
+            version = np.lib.format.read_magic(stream)
+            read_header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
+            read_header(stream)
+            values = _ArrayOnlyUnpickler(stream).load()
+    except Exception as exc:  # a damaged or hostile member: one line naming it
+        raise SectorbenchError(
+            f"{path}: array {name!r} holds Python objects that cannot be read as text ({exc})"
+        ) from None
+    if not isinstance(values, np.ndarray) or any(not isinstance(v, str | bytes | int | float) for v in values.ravel()):
+        raise SectorbenchError(f"{path}: array {name!r} holds Python objects other than text and numbers")
+    return values
+
+
+def is_text(values: np.ndarray) -> bool:
+    """A label column (str, bytes or Python objects), not coordinates."""
+    return values.dtype.kind in TEXT_KINDS
 
 
 #: The most a case file may hold, uncompressed (its arrays' bytes): 16 million rows of eight
@@ -388,7 +440,14 @@ def read_npz(path) -> dict[str, np.ndarray]:
     check_npz_sizes(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
-            data = {name: archive[name] for name in archive.files}
+            data = {}
+            for name in archive.files:
+                try:
+                    data[name] = archive[name]
+                except ValueError as exc:  # an object array: text columns, read without unpickling code
+                    if "allow_pickle" not in str(exc):
+                        raise
+                    data[name] = _object_array(archive, name, path)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
         message = " ".join(str(exc).split()) or type(exc).__name__
         raise SectorbenchError(f"{path}: a damaged .npz file ({message})") from None
@@ -410,8 +469,11 @@ def _head(path) -> bytes:
         raise SectorbenchError(f"{path}: cannot read cases ({exc.strerror})") from None
 
 
-def check_input_arrays(path, family: str, data: dict, required: tuple[str, ...], extra_missing=()) -> None:
-    """The case file's arrays: none missing, equal non-zero lengths, real numbers that fit float32."""
+def check_input_arrays(
+    path, family: str, data: dict, required: tuple[str, ...], extra_missing=(), not_coordinates=()
+) -> None:
+    """The case file's arrays: none missing, equal non-zero lengths, real numbers that fit float32
+    (except `not_coordinates`: labels and the expected answers, which the family checks)."""
     missing = [k for k in required if k not in data] + list(extra_missing)
     if missing:
         raise SectorbenchError(f"{path}: missing arrays for the {family} family: {', '.join(missing)}")
@@ -422,9 +484,12 @@ def check_input_arrays(path, family: str, data: dict, required: tuple[str, ...],
     if 0 in lengths.values():
         raise SectorbenchError(f"{path}: the arrays are empty; give at least one row")
     for name, values in data.items():
-        if values.dtype.kind not in "fiu":  # bool, complex, strings, dates, objects: not coordinates
+        if name in not_coordinates:
+            continue
+        if values.dtype.kind not in "fiu":  # bool, complex, dates: not coordinates
             raise SectorbenchError(
-                f"{path}: array {name!r} holds {values.dtype} values; cases are real numbers (float32 or wider)"
+                f"{path}: array {name!r} holds {values.dtype} values; cases are real numbers (float32 or wider), "
+                f"text labels, and an optional {EXPECTED_COLUMN!r} answer column"
             )
         wide = values.astype(np.float64)
         too_big = np.isfinite(wide) & (np.abs(wide) > FLOAT32_MAX)

@@ -341,12 +341,15 @@ def failing_inputs_table(verdict) -> Table:
         f"(their inputs below, as exact hex floats)",
         title_justify="left",
     )
-    for name in ("row", "group", "class", "margin", "kernel", "oracle"):
+    labelled = any(row.get("labels") for row in verdict.failing)  # a case file's text columns
+    for name in ("row", *(("labels",) if labelled else ()), "group", "class", "margin", "kernel", "oracle"):
         table.add_column(name, no_wrap=name == "row")
     for row in verdict.failing:
         margin = "–" if row["margin"] is None else f"{row['margin']:.3g}"
+        labels = (" ".join(f"{k}={v}" for k, v in row.get("labels", {}).items()),) if labelled else ()
         table.add_row(
             _row_number(row),
+            *labels,
             row["group"],
             row["class"],
             margin,

@@ -229,6 +229,33 @@ static const sb_kernel m_tail_mask_row = {
     .eval_grid = m_tail_mask_eval_grid, .eval_pairs = m_tail_mask_eval_pairs};
 SB_REGISTER(m_tail_mask_row);
 
+/* A count loop written by hand for one thread: it tests every shape [0, N), not its share
+ * [shape_begin, shape_end), so `run --threads k` counts each hit k times.  Its predicate,
+ * grid and pairs loops are right; only a check over split shape ranges sees it. */
+static inline int m_ignores_range(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy;
+    return s < r2 && dx * ux + dy * uy > sqrtf(s) * k;
+}
+SB_KERNEL_LOOPS(m_ignores_range, SCALAR, 1, SECTOR_R2)
+
+static uint64_t m_ignores_range_count(const sb_scene *s) {
+    uint64_t hits = 0;
+    const float *px = s->point[0], *py = s->point[1];
+    for (int64_t i = 0; i < s->n_shapes; i++) /* the bug: not [shape_begin, shape_end) */
+        for (int64_t j = 0; j < s->n_points; j++)
+            hits += (uint64_t)m_ignores_range(s->shape[0][i], s->shape[1][i], s->shape[2][i], s->shape[3][i],
+                                              s->shape[4][i], s->shape[5][i], px[j], py[j]);
+    return hits;
+}
+
+static const sb_kernel m_ignores_range_row = {
+    SB_ROW_FIELDS(m_ignores_range, SCALAR, 1, SECTOR_R2), .family = "sector", .known_bad = 1,
+    .summary = "count loops over all shapes [0, N), not the thread's share [shape_begin, shape_end)",
+    .count_inline = m_ignores_range_count, .count_call = m_ignores_range_count,
+    .noop_inline = m_ignores_range_noop_inline, .noop_call = m_ignores_range_noop_call,
+    .eval_grid = m_ignores_range_eval_grid, .eval_pairs = m_ignores_range_eval_pairs};
+SB_REGISTER(m_ignores_range_row);
+
 /* ---------------------------------------------------------------- triangle */
 
 static inline float orient(float x0, float y0, float x1, float y1, float px, float py) {

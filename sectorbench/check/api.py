@@ -1,0 +1,206 @@
+"""`sectorbench.verify(...)`: verify from a test suite, as a value to assert on.
+
+    def test_my_kernel():
+        report = sectorbench.verify(source="my_kernel.c", kernels="my_kernel", cases=5000)
+        assert report.passed, report.summary()
+
+The report's summary() (also its str()) is the readable text an assertion message needs
+(pytest shows a non-string message by its repr, cut to 240 characters, hence summary()): each kernel's
+verdict and counts, and its first failing rows as exact hex floats (float.fromhex reads
+them back).  Bad arguments raise ValueError naming the argument, before anything is
+built; a kernel that does not compile raises SectorbenchError with the compiler's message.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import SectorbenchError
+
+#: Failing rows kept per kernel in a report (its str() shows them all).
+DEFAULT_SHOW = 3
+#: The build when none is named: what `sectorbench verify` checks by default.
+DEFAULT_FLAGS = "-O2"
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    """One kernel of one build: its verdict (exact | rounding-band | FAIL | skipped | crashed)."""
+
+    kernel: str
+    flags: str
+    verdict: str
+    cases: int
+    mismatches: dict
+    loop_checks: int
+    reason: str | None  # why it was skipped or crashed
+    failing: list  # its first failing rows: inputs as exact hex floats, the kernel's and the oracle's answers
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict != "FAIL" and self.verdict != "crashed"
+
+    def summary(self) -> str:
+        head = f"{self.kernel} [{self.flags}]: {self.verdict}"
+        if self.reason:
+            return f"{head} ({self.reason})"
+        counts = ", ".join(f"{count} {name}" for name, count in self.mismatches.items() if count)
+        lines = [f"{head} on {self.cases} cases and {self.loop_checks} loop checks" + (f"; {counts}" if counts else "")]
+        for row in self.failing:
+            where = f"row {row['row']}" if row["row"] is not None else "loop"
+            labels = "".join(f" {k}={v}" for k, v in row.get("labels", {}).items())
+            inputs = " ".join(f"{k}={v}" for k, v in row["inputs"].items())
+            answer = f"kernel {row['kernel']}" + (f", oracle {row['oracle']}" if row["oracle"] is not None else "")
+            lines.append(
+                f"    {where} ({row['group']}, {row['class']}){labels}: {inputs}{' -> ' if inputs else ''}{answer}"
+            )
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Report:
+    """What sectorbench.verify returns: `passed`, a KernelReport per kernel and build, and the
+    full result (`result.to_dict()` is what `verify --json` writes)."""
+
+    passed: bool
+    family: str
+    cases: int
+    seed: int | None
+    kernels: tuple[KernelReport, ...]
+    result: object  # sectorbench.verify.VerifyResult
+
+    def kernel(self, name: str, flags: str | None = None) -> KernelReport:
+        for report in self.kernels:
+            if report.kernel == name and (flags is None or report.flags == flags):
+                return report
+        raise KeyError(f"no kernel {name!r} in this report")
+
+    def summary(self) -> str:
+        verdict = "passed" if self.passed else "FAILED"
+        seed = f", seed {self.seed}" if self.seed is not None else ""
+        head = f"sectorbench.verify {verdict}: {self.family} family, {self.cases} cases{seed}"
+        return "\n".join([head, *("  " + k.summary().replace("\n", "\n  ") for k in self.kernels)])
+
+    __str__ = summary
+
+
+def _names(value, argument: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{argument} must be a name, a comma-separated string or a list of names (got {value!r})")
+    return tuple(v.strip() for v in value if v.strip())
+
+
+def _paths(value) -> tuple[Path, ...]:
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str | os.PathLike) else value
+    if not isinstance(items, Sequence) or not all(isinstance(v, str | os.PathLike) for v in items):
+        raise ValueError(f"source must be a path to a C file or a list of them (got {value!r})")
+    paths = tuple(Path(v) for v in items)
+    for path in paths:
+        if not path.is_file():
+            raise ValueError(f"source {str(path)!r} is not a file")
+    return paths
+
+
+def verify(
+    *,
+    source=None,
+    kernels=None,
+    flags=DEFAULT_FLAGS,
+    cases=None,
+    seed: int = 0,
+    family: str | None = None,
+    cc: str | None = None,
+    show: int = DEFAULT_SHOW,
+    strict_special: bool = False,
+    jobs: int | None = 1,
+) -> Report:
+    """Check kernels against the exact oracle, as `sectorbench verify` does, and return a Report.
+
+    source: C file(s) with your kernel rows, built with sectorbench's kernels; kernels: names
+    (a list or "a,b"), default the family's own; flags: one build's flags ("-O2 -ffast-math")
+    or a list of builds; cases: rows per random generator (an int, default 20000) or the
+    path of an .npz case file (`verify --input`); seed: of the generated cases; family:
+    default the family of the named kernels (else "sector"); jobs: processes judging the
+    case batches (default 1: a test suite runs its own workers; None: one per CPU).
+    """
+    from .. import families
+    from ..measure.worker import Worker
+    from ..native.build import DEFAULT_CC, BuildConfig, build
+    from .verify import VerifyConfig
+    from .verify import verify as run_verify
+
+    sources = _paths(source)
+    names = _names(kernels, "kernels")
+    flag_sets = [flags] if isinstance(flags, str) else flags
+    if not isinstance(flag_sets, Sequence) or not flag_sets or not all(isinstance(f, str) for f in flag_sets):
+        raise ValueError(f"flags must be a string of compiler flags or a list of them (got {flags!r})")
+    input_path = None
+    if isinstance(cases, str | os.PathLike):
+        input_path = Path(cases)
+        if not input_path.is_file():
+            raise ValueError(f"cases {str(input_path)!r} is not a case file")
+        cases = None
+    elif cases is not None and (isinstance(cases, bool) or not isinstance(cases, int) or cases < 1):
+        raise ValueError(f"cases must be a positive number of rows or the path of an .npz case file (got {cases!r})")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0 (got {seed!r})")
+    if isinstance(show, bool) or not isinstance(show, int) or show < 0:
+        raise ValueError(f"show must be an integer >= 0 (got {show!r})")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise ValueError(f"jobs must be a positive integer or None (got {jobs!r})")
+    if family is not None:
+        try:
+            families.get(family)
+        except SectorbenchError as exc:
+            raise ValueError(f"family: {exc}") from None
+    try:
+        builds = tuple(BuildConfig.parse(f, cc or DEFAULT_CC, sources) for f in flag_sets)
+    except SectorbenchError as exc:
+        raise ValueError(f"flags: {exc}") from None
+    if names:  # known, and of one family (the one checked unless `family` says otherwise)
+        with Worker(build(builds[0])) as worker:
+            table = {k.name: k.family for k in worker.describe()[0]}
+        table.update({peer.name: f.name for f in families.all_families() for peer in f.peers()})
+        unknown = [name for name in names if name not in table]
+        if unknown:
+            raise ValueError(f"kernels: no kernel {', '.join(unknown)} in this build (known: {', '.join(table)})")
+        found = {table[name] for name in names}
+        if len(found) > 1 or (family is not None and found != {family}):
+            given = f"family {family!r}, " if family is not None else ""
+            raise ValueError(f"kernels: {given}{', '.join(names)} are of the families {', '.join(sorted(found))}")
+        family = found.pop()
+    config = VerifyConfig(
+        family=family or VerifyConfig.family,
+        kernels=names,
+        builds=builds,
+        cases=cases or VerifyConfig.cases,
+        seed=seed,
+        strict_special=strict_special,
+        show=show,
+        input_path=input_path,
+        jobs=jobs,
+    )
+    result = run_verify(config)
+    reports = tuple(
+        KernelReport(
+            kernel=v.kernel,
+            flags=v.flags,
+            verdict=v.verdict if v.status == "ok" else v.status,
+            cases=v.cases,
+            mismatches=dict(v.mismatches),
+            loop_checks=v.loop_checks,
+            reason=v.reason,
+            failing=list(v.failing) if v.verdict == "FAIL" else [],
+        )
+        for v in result.kernels
+    )
+    return Report(result.passed, result.family, result.cases, result.seed, reports, result)

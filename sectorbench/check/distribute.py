@@ -1,0 +1,303 @@
+"""verify beyond one core and one machine: its case batches judged by a process pool or a Dask cluster.
+
+The client generates the batches (seeded per block, cases.batches), runs the loop checks,
+and merges the batches' verdicts in batch order; where a batch is judged (the client
+itself, one of `jobs` local processes, a Dask worker) and in which order batches finish
+change nothing in the result.  Each process judges with build sessions of its own: a
+local process builds (from the shared build cache) and starts its own workers; a Dask
+worker receives the user's C sources as text, builds its own library from them and the
+kernels shipped in its installed sectorbench, and first reports its environment
+fingerprint (compilers, CPU features): a worker whose compilers or CPU features differ
+from the client's would judge other code on other hardware, so it is refused, with the
+reason, and gets no batch.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import multiprocessing
+import os
+import platform
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..errors import SectorbenchError
+from ..version import __version__
+
+#: Batches in flight per process: enough to keep every process busy while the client
+#: generates the next batch, few enough to bound memory (each holds cases.BATCH_ROWS rows).
+IN_FLIGHT_PER_JOB = 2
+#: Seconds to wait for a Dask scheduler to answer before giving up.
+CONNECT_TIMEOUT_S = 20
+#: Local processes start by spawning: a forked child would inherit the client's pipes to its
+#: own build workers and keep them open (they would never see end of input and exit).
+START_METHOD = "spawn"
+
+
+def default_jobs() -> int:
+    """One process per CPU this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def check_jobs(jobs: int | None) -> None:
+    if jobs is not None and jobs < 1:
+        raise SectorbenchError(f"--jobs must be at least 1 (got {jobs})")
+
+
+def outcomes(
+    plan, batches: Iterable, local, live: dict, progress: Callable[..., None], alongside: Callable[[], None]
+) -> Iterator:
+    """Each batch's BatchOutcome, in batch order: judged by `local` (the client's own sessions)
+    when one process is asked for or there is one batch, else by a process pool or a cluster.
+
+    `alongside` (the loop checks, on the client's sessions) runs once, and has finished before
+    the first outcome is yielded: first when the client judges, else while the batches are
+    judged elsewhere, so that its work overlaps theirs."""
+    config = plan.config
+    batches = iter(batches)
+    first = next(batches, None)
+    second = next(batches, None) if first is not None else None
+    numbered = enumerate(_chain(first, second, batches))
+    jobs = config.jobs or default_jobs()
+    if first is None or (not config.scheduler and (jobs == 1 or second is None)):
+        alongside()
+        for index, case_set in numbered:
+            progress(f"batch {index + 1}: exact oracle and kernels")
+            yield local.judge(index, case_set, live)
+        return
+    if config.scheduler:
+        judged = _on_cluster(plan, numbered, live, config.scheduler, progress)
+    else:
+        judged = _in_processes(plan, numbered, live, jobs, progress)
+    yield from _after(alongside, judged)
+
+
+def _after(alongside: Callable[[], None], judged: Iterator) -> Iterator:
+    """`judged`'s items, the first one only once `alongside`, run in a thread meanwhile, is done."""
+    failure: list[BaseException] = []
+
+    def run():
+        try:
+            alongside()
+        except BaseException as exc:  # re-raised in the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="sectorbench-loop-checks")
+    thread.start()
+    try:
+        for number, item in enumerate(judged):  # the first next() sets the pool or cluster up and feeds it
+            if number == 0:
+                thread.join()
+                if failure:
+                    raise failure[0]
+            yield item
+    finally:
+        thread.join()  # the client's sessions close after this: the loop checks must be done with them
+    if failure:
+        raise failure[0]
+
+
+def _chain(first, second, rest):
+    if first is None:
+        return
+    yield first
+    if second is not None:
+        yield second
+        yield from rest
+
+
+def _in_order(submit: Callable, numbered, limit: int, progress) -> Iterator:
+    """Submit every batch (at most `limit` in flight) and yield their outcomes in batch order."""
+    pending: collections.deque = collections.deque()
+    for index, case_set in numbered:
+        pending.append(submit(index, case_set))
+        while len(pending) >= limit:
+            yield _done(pending.popleft(), progress)
+    while pending:
+        yield _done(pending.popleft(), progress)
+
+
+def _done(future, progress):
+    outcome = future.result()
+    progress(f"batch {outcome.index + 1} judged")
+    return outcome
+
+
+# ---------------------------------------------------------------- local processes
+
+_process_judge = None  # this pool process's LocalJudge
+
+
+def _open_process_judge(plan) -> None:
+    global _process_judge
+    from .verify import LocalJudge
+
+    scratch = tempfile.TemporaryDirectory(prefix="sectorbench-verify-job-")
+    _process_judge = LocalJudge.open(plan, Path(scratch.name))
+    atexit.register(scratch.cleanup)
+    atexit.register(_process_judge.close)
+
+
+def _judge_in_process(index: int, case_set, live: dict):
+    return _process_judge.judge(index, case_set, live)
+
+
+def _in_processes(plan, numbered, live: dict, jobs: int, progress) -> Iterator:
+    progress(f"judging batches in {jobs} processes")
+    context = multiprocessing.get_context(START_METHOD)
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_open_process_judge, initargs=(plan,)) as pool:
+        try:
+            yield from _in_order(
+                lambda index, case_set: pool.submit(_judge_in_process, index, case_set, live),
+                numbered,
+                IN_FLIGHT_PER_JOB * jobs,
+                progress,
+            )
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+
+
+# ---------------------------------------------------------------- environment fingerprint
+
+
+def fingerprint(compilers: Iterable[str]) -> dict:
+    """What decides whether a machine judges batches as the client would: its compilers and the
+    CPU features its kernels may use (less those disabled with $SECTORBENCH_DISABLE_ISA)."""
+    from ..model.kernels import disabled_features
+    from ..native import environment
+
+    cpu = environment.machine_fingerprint()["cpu"]
+    compiled = {}
+    for cc in sorted(set(compilers)):
+        found = environment.compiler_fingerprint(cc)
+        compiled[cc] = {
+            "version": found.get("version_text") or found.get("error"),
+            "march_native": (found.get("march_native") or {}).get("features"),
+        }
+    return {
+        "host": platform.node(),
+        "sectorbench": __version__,
+        "cpu_model": cpu.get("model_name"),
+        "cpu_features": sorted(set(cpu.get("isa") or ()) - disabled_features()),
+        "compilers": compiled,
+    }
+
+
+def refusal(client: dict, worker: dict) -> str | None:
+    """Why a worker with fingerprint `worker` may not judge the client's batches, or None."""
+    reasons = []
+    if worker.get("sectorbench") != client.get("sectorbench"):
+        reasons.append(f"sectorbench {worker.get('sectorbench')}, the client {client.get('sectorbench')}")
+    lacks = sorted(set(client["cpu_features"]) - set(worker["cpu_features"]))
+    extra = sorted(set(worker["cpu_features"]) - set(client["cpu_features"]))
+    if lacks or extra:
+        parts = [f"lacks {', '.join(lacks)}" if lacks else "", f"has {', '.join(extra)} too" if extra else ""]
+        reasons.append("CPU features differ from the client's: it " + " and ".join(p for p in parts if p))
+    for cc, mine in client["compilers"].items():
+        theirs = worker["compilers"].get(cc, {})
+        if theirs.get("version") != mine["version"]:
+            first = (theirs.get("version") or "missing").splitlines()[0]
+            reasons.append(f"{cc} is {first!r}, the client's {mine['version'].splitlines()[0]!r}")
+        elif theirs.get("march_native") != mine["march_native"]:
+            reasons.append(f"{cc} -march=native means other features than at the client")
+    return "; ".join(reasons) or None
+
+
+# ---------------------------------------------------------------- a Dask cluster
+
+
+@dataclass(frozen=True)
+class ShippedPlan:
+    """A BatchPlan whose user C sources travel as text (a cluster worker may not share the client's files)."""
+
+    plan: object
+    sources: tuple[tuple[str, str], ...]  # (the client's path, its text)
+
+
+def ship(plan) -> ShippedPlan:
+    paths = dict.fromkeys(str(p) for build, _, _ in plan.sessions for p in build.extra_sources)
+    return ShippedPlan(plan, tuple((path, Path(path).read_text()) for path in paths))
+
+
+_worker_state = threading.local()  # per worker thread: its LocalJudge for the plan it last judged
+
+
+def _judge_on_worker(shipped: ShippedPlan, index: int, case_set, live: dict):
+    from distributed import get_worker
+
+    from .verify import LocalJudge
+
+    if getattr(_worker_state, "shipped", None) != shipped:
+        if getattr(_worker_state, "judge", None) is not None:
+            _worker_state.judge.close()
+        directory = Path(tempfile.mkdtemp(prefix="sectorbench-verify-worker-"))
+        written = {}
+        for number, (path, text) in enumerate(shipped.sources):
+            local = directory / f"{number}-{Path(path).name}"
+            local.write_text(text)
+            written[path] = local
+        plan = shipped.plan
+        sessions = tuple(
+            (replace(build, extra_sources=tuple(written[str(p)] for p in build.extra_sources)), peers, names)
+            for build, peers, names in plan.sessions
+        )
+        _worker_state.judge = LocalJudge.open(replace(plan, sessions=sessions), directory)
+        _worker_state.shipped = shipped
+    outcome = _worker_state.judge.judge(index, case_set, live)
+    outcome.worker = {get_worker().address: {"batches": 1}}
+    return outcome
+
+
+def _on_cluster(plan, numbered, live: dict, address: str, progress) -> Iterator:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise SectorbenchError(
+            "--scheduler needs dask.distributed, which is not installed: pip install 'sectorbench[cluster]'"
+        ) from None
+    progress(f"connecting to the Dask scheduler at {address}")
+    try:
+        client = Client(address, timeout=CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise SectorbenchError(f"--scheduler {address}: cannot connect ({exc})") from None
+    with client:
+        compilers = [build.cc for build, _, _ in plan.sessions]
+        mine = fingerprint(compilers)
+        theirs = client.run(fingerprint, compilers)
+        refused = {worker: refusal(mine, found) for worker, found in theirs.items()}
+        accepted = sorted(worker for worker, reason in refused.items() if reason is None)
+        workers = {worker: {**theirs[worker], "refused": refused[worker]} for worker in sorted(theirs)}
+        if not accepted:
+            reasons = "; ".join(f"{worker}: {reason}" for worker, reason in refused.items()) or "it has no workers"
+            raise SectorbenchError(f"no worker of the Dask cluster at {address} can judge batches: {reasons}")
+        shipped = client.scatter(ship(plan), broadcast=True, workers=accepted)
+        progress(f"judging batches on {len(accepted)} Dask workers ({len(theirs) - len(accepted)} refused)")
+        outcomes = _in_order(
+            lambda index, case_set: client.submit(
+                _judge_on_worker,
+                shipped,
+                index,
+                case_set,
+                live,
+                workers=accepted,
+                allow_other_workers=False,
+                pure=False,
+            ),
+            numbered,
+            IN_FLIGHT_PER_JOB * len(accepted),
+            progress,
+        )
+        for number, outcome in enumerate(outcomes):
+            ran = {}
+            for worker, count in outcome.worker.items():
+                ran[worker] = {**workers[worker], "batches": count["batches"]}
+            if number == 0:  # every worker's fingerprint (and why some were refused) is reported once
+                ran = {**{worker: {**info, "batches": 0} for worker, info in workers.items()}, **ran}
+            outcome.worker = ran
+            yield outcome

@@ -1,0 +1,72 @@
+"""sectorbench.verify(...) from a test suite: a value to assert on, with a readable message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import sectorbench
+from sectorbench.check.api import Report
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_a_correct_kernel_passes():
+    report = sectorbench.verify(source=DATA / "correct_variants.c", kernels="c_sector_double", cases=500, seed=1)
+    assert isinstance(report, Report) and report.passed, report.summary()
+    kernel = report.kernel("c_sector_double")
+    assert kernel.passed and kernel.verdict in ("exact", "rounding-band") and kernel.cases == report.cases > 0
+    assert kernel.mismatches["logic-bug"] == 0 and kernel.loop_checks > 0 and kernel.failing == []
+
+
+def test_a_logic_bug_fails_with_a_readable_message():
+    """The README's five-line test, on a mutant: the assertion message names the kernel, the bug
+    class and the first failing rows as exact hex floats that float.fromhex reads back."""
+    report = sectorbench.verify(
+        source=str(DATA / "mutants.c"), kernels=["m_angle_ge", "sse2_nosqrt"], cases=500, show=2
+    )
+    with pytest.raises(AssertionError) as failure:
+        assert report.passed, report.summary()
+    message = str(failure.value)
+    assert message.startswith("sectorbench.verify FAILED: sector family")
+    assert "m_angle_ge [-O2]: FAIL" in message and "sse2_nosqrt [-O2]: FAIL" not in message
+    bad = report.kernel("m_angle_ge")
+    assert not bad.passed and bad.mismatches["logic-bug"] > 0 and len(bad.failing) == 2
+    for row in bad.failing:
+        assert all(float.fromhex(text) == float.fromhex(text) for text in row["inputs"].values())  # not NaN
+        line = " ".join(f"{k}={v}" for k, v in row["inputs"].items())
+        assert line in message and f"kernel {row['kernel']}, oracle {row['oracle']}" in message
+    assert all(line.strip() in message for line in report.summary().splitlines())  # pytest re-indents it
+    assert len(report.summary().splitlines()) == 1 + 1 + 2 + 1  # head, the mutant, its two rows, sse2_nosqrt
+
+
+def test_sectorbench_verify_is_the_api_after_the_module_is_imported():
+    """The API's name is not shadowed by verify's module (it lives in check/)."""
+    import sectorbench.check.verify  # noqa: F401
+
+    assert callable(sectorbench.verify)
+    report = sectorbench.verify(kernels="orient", cases=200)
+    assert report.family == "triangle" and report.passed, report.summary()
+    assert str(report) == report.summary()
+
+
+@pytest.mark.parametrize(
+    "arguments,name",
+    [
+        ({"cases": 0}, "cases"),
+        ({"cases": "/no/such/cases.npz"}, "cases"),
+        ({"seed": -1}, "seed"),
+        ({"kernels": 5}, "kernels"),
+        ({"kernels": "no_such_kernel"}, "kernels"),
+        ({"kernels": "orient,basic"}, "kernels"),
+        ({"source": "/no/such/kernel.c"}, "source"),
+        ({"family": "circle"}, "family"),
+        ({"flags": []}, "flags"),
+        ({"flags": "-O2 '"}, "flags"),
+        ({"jobs": 0}, "jobs"),
+    ],
+)
+def test_bad_arguments_raise_value_error_naming_them(arguments, name):
+    with pytest.raises(ValueError, match=rf"^{name}\b"):
+        sectorbench.verify(**arguments)

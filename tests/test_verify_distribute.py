@@ -1,0 +1,95 @@
+"""verify over several processes and a real Dask cluster: the same result as the serial run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sectorbench.check import distribute
+from sectorbench.check.verify import VerifyConfig, verify
+from sectorbench.cli import main
+from sectorbench.errors import SectorbenchError
+from sectorbench.native.build import BuildConfig
+
+DATA = Path(__file__).parent / "data"
+BROKEN = BuildConfig.parse("-O2", extra_sources=(DATA / "broken_kernels.c",))
+#: Small batches, so that a small run has several (each judged wherever the pool puts it).
+CONFIG = VerifyConfig(
+    kernels=("radius_le", "lane_dependent", "basic", "sse2_nosqrt"),
+    builds=(BROKEN,),
+    cases=400,
+    show=4,
+    batch_rows=1 << 15,
+    jobs=1,
+)
+
+
+def without_env(result) -> str:
+    data = result.to_dict()
+    data.pop("env")
+    return json.dumps(data, sort_keys=True)
+
+
+@pytest.fixture(scope="module")
+def serial():
+    result = verify(CONFIG)
+    assert result.cases > 4 * CONFIG.batch_rows  # several batches to spread
+    return result
+
+
+def test_two_processes_give_the_serial_result(serial):
+    pooled = verify(dataclasses.replace(CONFIG, jobs=2))
+    assert pooled.env["jobs"] == 2 and serial.env["jobs"] == 1
+    assert without_env(pooled) == without_env(serial)
+    assert not serial.passed and any(k.failing for k in serial.kernels)  # failing rows, merged in order
+
+
+def test_a_dask_cluster_gives_the_serial_result(serial):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        clustered = verify(dataclasses.replace(CONFIG, scheduler=cluster.scheduler_address, jobs=None))
+    assert without_env(clustered) == without_env(serial)
+    workers = clustered.env["workers"]
+    assert len(workers) == 2 and all(w["refused"] is None for w in workers.values())
+    assert sum(w["batches"] for w in workers.values()) >= 2  # the batches ran on the cluster
+    assert all(w["compilers"] and w["cpu_features"] for w in workers.values())
+
+
+def test_workers_whose_cpu_features_differ_are_refused():
+    """A worker that may not use AVX2 (here: disabled in its environment) would judge other code."""
+    distributed = pytest.importorskip("distributed")
+    if "avx2" not in distribute.fingerprint(["cc"])["cpu_features"]:
+        pytest.skip("this CPU has no AVX2 to take away")
+    with distributed.LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        env={"SECTORBENCH_DISABLE_ISA": "avx2"},
+    ) as cluster:
+        with pytest.raises(SectorbenchError, match="no worker of the Dask cluster .* lacks avx2"):
+            verify(dataclasses.replace(CONFIG, scheduler=cluster.scheduler_address))
+
+
+def test_refusal_names_what_differs():
+    mine = distribute.fingerprint(["cc"])
+    assert distribute.refusal(mine, mine) is None
+    other_cc = {**mine, "compilers": {"cc": {"version": "gcc (Other) 99.1\nmore", "march_native": None}}}
+    assert "cc is 'gcc (Other) 99.1'" in distribute.refusal(mine, other_cc)
+    more_cpu = {**mine, "cpu_features": [*mine["cpu_features"], "imaginary_feature"]}
+    assert "CPU features differ from the client's: it has imaginary_feature too" in distribute.refusal(mine, more_cpu)
+    older = {**mine, "sectorbench": "0.0.1"}
+    assert "sectorbench 0.0.1" in distribute.refusal(mine, older)
+
+
+def test_bad_jobs_and_unreachable_scheduler_are_one_line(monkeypatch):
+    result = CliRunner().invoke(main, ["verify", "--jobs", "0"])
+    assert result.exit_code == 2 and "--jobs" in result.output
+    monkeypatch.setattr(distribute, "CONNECT_TIMEOUT_S", 2)
+    result = CliRunner().invoke(main, ["verify", "--cases", "200", "--scheduler", "tcp://127.0.0.1:9"])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "tcp://127.0.0.1:9" in result.output
