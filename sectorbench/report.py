@@ -323,7 +323,7 @@ def gate_table(report) -> Table:
             f"{row.baseline_median_s * 1e3:.3f}",
             f"{row.current_median_s * 1e3:.3f}",
             f"{row.ratio:.3f} [{row.low:.3f}, {row.high:.3f}]",
-            f"{p:.3g}",
+            f"{p:.3g}" if p == p else "–",  # NaN: a deterministic count, no test made
             Text(row.verdict, style=styles.get(row.verdict, "")),
         )
     if report.warnings:

@@ -86,6 +86,13 @@ class KernelResult:
     broadphase: str | None = None  # a broadphase row (run --broadphase): its name
     candidates: int | None = None  # pairs its narrow phase tested per pass
     narrow_phase: str | None = None  # the brute-force kernel whose predicate it runs
+    #: run --against: which side of the A/B comparison the row belongs to, "base" or "head".
+    side: str | None = None
+    #: --metric instructions: valgrind's count over one pass of the loop, and of its NoOperation twin.
+    instructions: int | None = None
+    overhead_instructions: int | None = None
+    instructions_tests: int | None = None  # the tests they were counted over (a share of a large scene)
+    instructions_reason: str | None = None  # why there is no count (valgrind missing, AVX-512, ...)
 
     @property
     def percent_of_bound(self) -> float | None:
@@ -93,6 +100,13 @@ class KernelResult:
         if self.bound_cycles_per_test and self.cycles_per_test:
             return 100 * self.bound_cycles_per_test / self.cycles_per_test
         return None
+
+    @property
+    def net_instructions_per_test(self) -> float | None:
+        """Instructions a test adds to its loop (valgrind's counts, NoOperation subtracted)."""
+        if self.instructions is None or self.overhead_instructions is None or not self.instructions_tests:
+            return None
+        return (self.instructions - self.overhead_instructions) / self.instructions_tests
 
     @property
     def build_key(self) -> tuple[str, str]:

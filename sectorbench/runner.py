@@ -67,6 +67,9 @@ class RunConfig:
     #: The scene generator's options by name (e.g. a game scene's world, rmin, rmax); an option
     #: left out or None takes the generator's default (scenes.resolved_options).
     scene_options: Mapping[str, float | None] = field(default_factory=dict)
+    #: run --against: the base's builds (the same flags and compiler on another version of the
+    #: kernels), timed in the same rounds as `builds`; with any, rows carry side "base" or "head".
+    base_builds: tuple[BuildConfig, ...] = ()
 
     def __post_init__(self):
         minutes = self.max_minutes
@@ -132,6 +135,7 @@ class Plan:
     repeat: int
     rows: tuple[Row, ...]  # every result row
     estimate_s: float  # at TYPICAL_NS_PER_TEST
+    sides: tuple[str | None, ...] = ()  # each row's A/B side (RunConfig.base_builds), None outside one
 
     def describe(self) -> str:
         def plural(count: int, word: str) -> str:
@@ -155,7 +159,8 @@ def check_time(config: RunConfig) -> None:
     the kernels are known and calibrated, the run is checked again with what was measured.
     """
     tests = config.sectors * config.points
-    series = len(config.builds) * len(config.modes) * len(config.threads) * (max(1, len(config.kernels)) + 1)
+    builds = len(config.builds) + len(config.base_builds)
+    series = builds * len(config.modes) * len(config.threads) * (max(1, len(config.kernels)) + 1)
     expected = estimate_s(series, tests, config.timing, TYPICAL_NS_PER_TEST)
     if expected > config.max_minutes * 60:
         raise SectorbenchError(
@@ -197,9 +202,10 @@ def run(
         sessions = []
         try:
             brute_force = c_names or (not config.kernels and "none" in broadphases)
-            for build_config in config.builds if brute_force or indexed else ():
-                progress(f"building {build_config.label}")
+            for build_config, side in _sides(config) if brute_force or indexed else ():
+                progress(f"building {build_config.label}" + (f" ({side})" if side else ""))
                 sessions.append(BuildSession(build_config, build(build_config), scene_path, config.disable_isa))
+                sessions[-1].side = side
             if peer_names:
                 progress("starting the peers' worker")
                 sessions.append(BuildSession(PEER_BUILD, build(PEER_BUILD), scene_path, config.disable_isa, peers=True))
@@ -213,6 +219,16 @@ def run(
         finally:
             for session in sessions:
                 session.close()
+
+
+def _sides(config: RunConfig) -> list[tuple[BuildConfig, str | None]]:
+    """Each build with its A/B side: head and base in alternation (so neither is always timed
+    first in a round), or no side outside an A/B run."""
+    if not config.base_builds:
+        return [(b, None) for b in config.builds]
+    head = [(b, "head") for b in config.builds]
+    base = [(b, "base") for b in config.base_builds]
+    return [pair for pairs in zip(base, head) for pair in pairs] + head[len(base) :] + base[len(head) :]
 
 
 def _measure(
@@ -264,6 +280,7 @@ def _measure(
             repeat=config.timing.repeat,
             rows=tuple(_row(session, kernel, mode, threads) for session, kernel, mode, threads in plan),
             estimate_s=estimate_s(len(series), scene.tests, config.timing, TYPICAL_NS_PER_TEST),
+            sides=tuple(getattr(session, "side", None) for session, _, _, _ in plan),
         )
     )
 
@@ -366,6 +383,8 @@ def _series(session: BuildSession, kernel: Kernel, mode: str, threads: int, timi
 
     name = kernel.overhead_key if noop else kernel.name
     build_text = "python" if session.peers else session.config.label
+    if getattr(session, "side", None):
+        build_text += f" ({session.side})"
     label = f"{name} [{build_text}, {mode}" + (f", {threads} threads]" if threads > 1 else "]")
     series = Series(key=(session.config, name, mode, threads), label=label, calibrate=calibrate, take=take)
     return series
@@ -406,6 +425,7 @@ def _result(
         threads=threads,
         tests=scene.tests,
         overhead_kernel=kernel.overhead_key,
+        side=getattr(session, "side", None),
     )
     if not kernel.runnable or _peer_mode_mismatch(kernel, mode):
         return KernelResult(status="skipped", reason=kernel.skip_reason or _peer_mode_mismatch(kernel, mode), **base)
@@ -528,10 +548,12 @@ def _with_speedups(results: list[KernelResult], reference: str) -> list[KernelRe
     """Speedup against `reference`, or against the first kernel when it was not measured."""
     if results and reference not in {r.kernel for r in results}:
         reference = results[0].kernel
-    reference_net = {(r.cc, r.flags, r.mode, r.threads): r.net_s for r in results if r.kernel == reference and r.net_s}
+    reference_net = {
+        (r.cc, r.flags, r.mode, r.threads, r.side): r.net_s for r in results if r.kernel == reference and r.net_s
+    }
     return [
-        replace(r, speedup=reference_net[(r.cc, r.flags, r.mode, r.threads)] / r.net_s)
-        if r.net_s and (r.cc, r.flags, r.mode, r.threads) in reference_net
+        replace(r, speedup=reference_net[(r.cc, r.flags, r.mode, r.threads, r.side)] / r.net_s)
+        if r.net_s and (r.cc, r.flags, r.mode, r.threads, r.side) in reference_net
         else r
         for r in results
     ]

@@ -156,11 +156,15 @@ def main():
     all_families()  # a family module that fails to import stops here, in one line
 
 
-def run_gate(baseline, current, config, markdown_path, force, baseline_label, current_label) -> None:
+def run_gate(baseline, current, config, markdown_path, force, baseline_label, current_label, revise=None) -> None:
+    """revise(report) -> report, if given, runs between the gate and its output (instruction
+    counts, --confirm's re-measurement)."""
     from ..gate import gate
     from ..report import GATE_DROP, fit, gate_markdown, gate_table
 
     report = gate(baseline, current, config)
+    if revise is not None:
+        report = revise(report)
     console = stdout()
     console.print(fit(gate_table(report), console.width, GATE_DROP))
     if markdown_path is not None:
