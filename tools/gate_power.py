@@ -32,8 +32,13 @@ TRIALS = int(os.environ.get("GATE_POWER_TRIALS", "10"))
 #: The scene and the gate's settings of every timing trial (a CI job's size).
 SCENE = ["-n", "200", "-m", "20000", "--flags", "-O2", "--kernels", "probe"]
 TIMING = ["--repeat", "15", "--min-time", "0.05", "--threshold", "0.05"]
-#: The instruction trials gate on counts: their timing is only the run's, kept short.
+#: The instruction trials gate on counts: a smaller scene (valgrind runs a loop 20-100x slower;
+#: a count per test does not need many tests), and their timing is only the run's, kept short.
+COUNTING_SCENE = ["-n", "64", "-m", "10000", "--flags", "-O2", "--kernels", "probe"]
 COUNTING = ["--repeat", "3", "--min-time", "0.01", "--threshold", "0.05", "--metric", "instructions"]
+#: The probe's files live here between runs: a build's cache key holds its sources' paths, so a
+#: fixed folder lets a rerun reuse the three builds (each compiles all of kernels_c/).
+SOURCES_DIR = Path(os.environ.get("GATE_POWER_DIR", Path(tempfile.gettempdir()) / "sectorbench-gate-power"))
 
 PROBE = """#include "sb_common.h"
 /* gate-power's probe: the nosqrt test written plainly. */
@@ -52,9 +57,9 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def trial(kind: str, old: Path, new: Path, scratch: Path, index: int, options: list[str]) -> dict:
+def trial(kind: str, old: Path, new: Path, scratch: Path, index: int, options: list[str], scene=SCENE) -> dict:
     out = scratch / f"{kind}-{index}.json"
-    command = [*SECTORBENCH, "run", *SCENE, *options, "--source", str(new), "--against-source", str(old)]
+    command = [*SECTORBENCH, "run", *scene, *options, "--source", str(new), "--against-source", str(old)]
     started = time.monotonic()
     done = subprocess.run([*command, "--json", str(out)], capture_output=True, text=True, cwd=scratch)
     if done.returncode not in (0, 1):
@@ -83,12 +88,13 @@ def trial(kind: str, old: Path, new: Path, scratch: Path, index: int, options: l
 def main() -> int:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     cores = os.cpu_count() or 1
+    SOURCES_DIR.mkdir(parents=True, exist_ok=True)
+    base, slow, same = SOURCES_DIR / "base.c", SOURCES_DIR / "slow.c", SOURCES_DIR / "same.c"
+    for path, text in ((base, PROBE), (same, PROBE), (slow, PROBE.replace(*SLOWER))):
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
     with tempfile.TemporaryDirectory(prefix="gate-power-") as folder:
         scratch = Path(folder)
-        base, slow, same = scratch / "base.c", scratch / "slow.c", scratch / "same.c"
-        base.write_text(PROBE)
-        same.write_text(PROBE)
-        slow.write_text(PROBE.replace(*SLOWER))
         load_before = load_average()
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
         try:
@@ -97,7 +103,7 @@ def main() -> int:
                 trials.append(trial("slow", base, slow, scratch, index, TIMING))
                 trials.append(trial("identical", base, same, scratch, index, TIMING))
             for index in range(TRIALS):
-                trials.append(trial("instructions", base, slow, scratch, index, COUNTING))
+                trials.append(trial("instructions", base, slow, scratch, index, COUNTING, COUNTING_SCENE))
         finally:
             for hog in hogs:
                 hog.kill()
@@ -128,7 +134,7 @@ def main() -> int:
         "commands": {
             "timing": " ".join(["sectorbench", "run", *SCENE, *TIMING, "--source NEW.c --against-source OLD.c"]),
             "instructions": " ".join(
-                ["sectorbench", "run", *SCENE, *COUNTING, "--source NEW.c --against-source OLD.c"]
+                ["sectorbench", "run", *COUNTING_SCENE, *COUNTING, "--source NEW.c --against-source OLD.c"]
             ),
         },
         "summary": summary,
