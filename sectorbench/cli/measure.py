@@ -138,7 +138,8 @@ def scene_options(command):
     "--confirm/--no-confirm",
     default=True,
     show_default=True,
-    help="Gate mode: re-measure a kernel flagged as regressed once, in fresh rounds; it fails only if flagged again.",
+    help="Gate mode: re-measure a kernel flagged as regressed once, in fresh rounds; it fails only if flagged "
+    "again [default: --confirm].",
 )
 @metric_option
 def run_command(
