@@ -8,7 +8,7 @@ SB     := $(BIN)/sectorbench
 # The CI gate's scene: small enough for a CI job, large enough that samples are >= 10 ms.
 GATE_RUN := run -n 300 -m 30000 --flags -O2 --repeat 15
 
-.PHONY: run test lint wheel-check bench bench-article bench-aabr bench-scale bench-verify verify mutation baseline regress gate-selftest clean
+.PHONY: run test lint wheel-check bench bench-article bench-aabr bench-scale bench-verify verify mutation baseline regress gate-selftest gate-power clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,12 @@ regress: $(STAMP)
 ## gate-selftest: the gate catches -O0 against -O2 and stays quiet on identical builds, 5 times
 gate-selftest: $(STAMP)
 	SB=$(SB) bash tools/gate-selftest.sh
+
+## gate-power: with a CPU hog on every core, the same-job A/B gate on a kernel made slower by a
+##             little added work (10 trials), on identical code (10 trials), and the instruction
+##             gate on the same change (10 trials) -> results/gate-power-<UTC>.json (a benchmark)
+gate-power: $(STAMP)
+	$(BIN)/python tools/gate_power.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -209,11 +209,16 @@ def run_gate(
     baseline_label,
     current_label,
     rescue: Callable[[], str] | None = None,
+    revise=None,
 ) -> None:
+    """revise(report) -> report, if given, runs between the gate and its output (instruction
+    counts, --confirm's re-measurement)."""
     from ..compare.gate import gate
     from ..present.report import fit, gate_drop, gate_markdown, gate_table
 
     report = gate(baseline, current, config)
+    if revise is not None:
+        report = revise(report)
     console = stdout()
     console.print(fit(gate_table(report), console.width, gate_drop(config.normalize)))
     if markdown_path is not None:

@@ -12,6 +12,7 @@ from ..families.scene_kinds import describe as describe_scene
 from ..measure.runner import MAX_RUN_MINUTES, Plan, RunConfig, resolve, run
 from ..measure.timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
 from ..model.results import load
+from .ab import gate_revision, metric_option, print_instructions, run_ab, with_metric
 from .app import Reporter, main, note, result_json, run_gate, stdout, write_exports, write_json
 from .options import (
     SEED,
@@ -125,6 +126,25 @@ def size_options(command):
     help="Gate this run against a saved result: exit 1 on a significant regression [default: no gate].",
 )
 @gate_options
+@click.option(
+    "--against",
+    metavar="REF",
+    help="Same-job A/B: also build your --source files (and, in a sectorbench checkout, kernels_c/) as they "
+    "are at this git ref, time both in the same rounds and gate head against base [default: no A/B].",
+)
+@click.option(
+    "--against-source",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Same-job A/B against this old copy of the one --source file (a file outside git) [default: none].",
+)
+@click.option(
+    "--confirm/--no-confirm",
+    default=True,
+    show_default=True,
+    help="Gate mode: re-measure a kernel flagged as regressed once, in fresh rounds; it fails only if flagged "
+    "again [default: --confirm].",
+)
+@metric_option
 def run_command(
     sectors,
     points,
@@ -152,10 +172,18 @@ def run_command(
     thresholds,
     normalize,
     markdown_path,
+    against,
+    against_source,
+    confirm,
+    metric,
     **scene_values,
 ):
     """Time kernels over a seeded scene, NoOperation overhead subtracted."""
-    refuse_unused_gate_options(click.get_current_context(), baseline)
+    if against and against_source:
+        raise click.UsageError("give --against or --against-source, not both")
+    if baseline and (against or against_source):
+        raise click.UsageError("--baseline gates against a saved result, --against in the same run: give one")
+    refuse_unused_gate_options(click.get_current_context(), baseline or against or against_source)
     check_outputs(
         force,
         json_path,
@@ -189,20 +217,45 @@ def run_command(
         baseline_result = load(baseline)
         check_scene(baseline_result, describe_scene(config.scene, sectors, points, seed, config.scene_options))
         check_power(baseline_result, repeat, gate_config.alpha)
-    result = measure(config, baseline_result, gate_config)
+    if against or against_source:
+        run_ab(
+            config,
+            against,
+            against_source,
+            sources,
+            gate_config,
+            confirm,
+            metric,
+            json_path,
+            force,
+            save_to_results,
+            markdown_path,
+        )
+        return
+    result = with_metric(measure(config, baseline_result, gate_config), config, metric)
     from ..present.report import RUN_DROP, fit, run_table
 
     console = stdout()
     console.print(fit(run_table(result), console.width, RUN_DROP, whole_lines=True))
+    print_instructions(result, metric)
     write_json(result, json_path, force, save_to_results)
     write_exports(result, exports, force)
     if baseline_result is not None:
+        revise = gate_revision(config, baseline_result, result, gate_config, confirm, metric)
         run_gate(
-            baseline_result, result, gate_config, markdown_path, force, str(baseline), "this run", result_json(result)
+            baseline_result,
+            result,
+            gate_config,
+            markdown_path,
+            force,
+            str(baseline),
+            "this run",
+            result_json(result),
+            revise,
         )
 
 
-def measure(config: RunConfig, baseline=None, gate_config=None):
+def measure(config: RunConfig, baseline=None, gate_config=None, against_label=None):
     """Run with progress on stderr; the plan is printed (and checked against a baseline) before timing."""
 
     def on_plan(plan: Plan) -> None:
@@ -210,6 +263,10 @@ def measure(config: RunConfig, baseline=None, gate_config=None):
             from ..compare.gate import check_rows
 
             check_rows(baseline, plan.rows, gate_config.normalize)
+        if config.base_builds:
+            from ..compare.against import check_common
+
+            check_common(plan.rows, plan.sides, against_label)
         note(plan.describe())
 
     with Reporter() as progress:
@@ -271,6 +328,7 @@ QUICK = dict(points=10_000, repeat=5)
 @click.option(
     "--table", is_flag=True, help="Also print the full run table before the matrix [default: the matrix alone]."
 )
+@metric_option
 def compare_command(
     preset,
     quick,
@@ -294,6 +352,7 @@ def compare_command(
     exports,
     save_to_results,
     table,
+    metric,
     **scene_values,
 ):
     """Time the kernels under several flag sets and compilers in the same rounds; print the matrix."""
@@ -334,11 +393,12 @@ def compare_command(
     config = resolve(config)
     for missing in (c for c in cc if c not in installed):
         note(f"compiler {missing!r} is not installed: its builds are left out")
-    result = measure(config)
+    result = with_metric(measure(config), config, metric)
     console = stdout()
     if table:
         console.print(fit(run_table(result), console.width, RUN_DROP, whole_lines=True))
     for part in split(compare_table(result), console.width):
         console.print(part)
+    print_instructions(result, metric)
     write_json(result, json_path, force, save_to_results, label="compare")
     write_exports(result, exports, force)

@@ -79,6 +79,9 @@ class RunConfig:
     #: The scene generator's options by name (e.g. a game scene's world, rmin, rmax); an option
     #: left out or None takes the generator's default (families.scene_kinds.resolved_options).
     scene_options: Mapping[str, float | None] = field(default_factory=dict)
+    #: run --against: the base's builds (the same flags and compiler on another version of the
+    #: kernels), timed in the same rounds as `builds`; with any, rows carry side "base" or "head".
+    base_builds: tuple[BuildConfig, ...] = ()
 
     def __post_init__(self):
         minutes = self.max_minutes
@@ -145,6 +148,7 @@ class Plan:
     rows: tuple[Row, ...]  # every result row
     estimate_s: float  # each row by its own model: TYPICAL_NS_PER_TEST a test, BROADPHASE_NS_PER_ITEM an item
     broadphase_series: int = 0  # of `series`, broadphase rows (timed end to end)
+    sides: tuple[str | None, ...] = ()  # each row's A/B side (RunConfig.base_builds), None outside one
 
     def describe(self) -> str:
         def plural(count: int, word: str) -> str:
@@ -192,7 +196,7 @@ def check_time(config: RunConfig) -> None:
     tests = config.sectors * config.points
     broadphases = config.broadphases or ("none",)
     brute_force = bool(config.kernels) or "none" in broadphases
-    per_build = len(config.builds) * len(config.threads)
+    per_build = (len(config.builds) + len(config.base_builds)) * len(config.threads)
     series = per_build * len(config.modes) * (max(1, len(config.kernels)) + 1) if brute_force else 0
     indexed = per_build * len([b for b in broadphases if b != "none"])
     expected = estimate_s(series, tests, config.timing, TYPICAL_NS_PER_TEST) + estimate_s(
@@ -242,9 +246,10 @@ def run(
         sessions = []
         try:
             brute_force = c_names or (not config.kernels and "none" in broadphases)
-            for build_config in config.builds if brute_force or indexed else ():
-                progress(f"building {build_config.label}")
+            for build_config, side in _sides(config) if brute_force or indexed else ():
+                progress(f"building {build_config.label}" + (f" ({side})" if side else ""))
                 sessions.append(BuildSession(build_config, build(build_config), scene_path, config.disable_isa))
+                sessions[-1].side = side
             if peer_names:
                 progress("starting the peers' worker")
                 sessions.append(BuildSession(PEER_BUILD, build(PEER_BUILD), scene_path, config.disable_isa, peers=True))
@@ -260,6 +265,16 @@ def run(
                 session.close()
 
 
+def _sides(config: RunConfig) -> list[tuple[BuildConfig, str | None]]:
+    """Each build with its A/B side: head and base in alternation (so neither is always timed
+    first in a round), or no side outside an A/B run."""
+    if not config.base_builds:
+        return [(b, None) for b in config.builds]
+    head = [(b, "head") for b in config.builds]
+    base = [(b, "base") for b in config.base_builds]
+    return [pair for pairs in zip(base, head) for pair in pairs] + head[len(base) :] + base[len(head) :]
+
+
 def _measure(
     config: RunConfig,
     scene: scenes.Scene,
@@ -273,6 +288,9 @@ def _measure(
     kernels_per_build = 0
     for session in sessions:
         chosen = names[session.peers]
+        if getattr(session, "side", None) == "base" and chosen and chosen != [None]:
+            # The base may predate a named kernel: it is new in the head, not an error.
+            chosen = [name for name in chosen if name in {k.name for k in session.kernels}] or [None]
         selected = [] if chosen == [None] else select(session.kernels, chosen, scene.family)
         kernels_per_build = max(kernels_per_build, len(selected))
         if not session.peers:
@@ -314,6 +332,7 @@ def _measure(
             estimate_s=estimate_s(len(series) - len(indexed), scene.tests, config.timing, TYPICAL_NS_PER_TEST)
             + estimate_s(len(indexed), scene.n_shapes + scene.n_points, config.timing, BROADPHASE_NS_PER_ITEM),
             broadphase_series=len(indexed),
+            sides=tuple(getattr(session, "side", None) for session, _, _, _ in plan),
         )
     )
 
@@ -433,6 +452,8 @@ def _series(session: BuildSession, kernel: Kernel, mode: str, threads: int, timi
 
     name = kernel.overhead_key if noop else kernel.name
     build_text = "python" if session.peers else session.config.label
+    if getattr(session, "side", None):
+        build_text += f" ({session.side})"
     label = f"{name} [{build_text}, {mode}" + (f", {threads} threads]" if threads > 1 else "]")
     series = Series(key=(session.config, name, mode, threads), label=label, calibrate=calibrate, take=take)
     return series
@@ -473,6 +494,7 @@ def _result(
         threads=threads,
         tests=scene.tests,
         overhead_kernel=kernel.overhead_key,
+        side=getattr(session, "side", None),
     )
     if not kernel.runnable or _peer_mode_mismatch(kernel, mode):
         return KernelResult(status="skipped", reason=kernel.skip_reason or _peer_mode_mismatch(kernel, mode), **base)
@@ -691,16 +713,16 @@ def _with_speedups(results: list[KernelResult], reference: str | None) -> list[K
         return r.median_s if basis == validity.GROSS else r.net_s
 
     reference_time = {
-        (r.cc, r.flags, r.mode, r.threads): time_s(r) for r in results if r.kernel == reference and time_s(r)
+        (r.cc, r.flags, r.mode, r.threads, r.side): time_s(r) for r in results if r.kernel == reference and time_s(r)
     }
     return [
         replace(
             r,
-            speedup=reference_time[(r.cc, r.flags, r.mode, r.threads)] / time_s(r),
+            speedup=reference_time[(r.cc, r.flags, r.mode, r.threads, r.side)] / time_s(r),
             speedup_basis=basis,
             speedup_reference=reference,
         )
-        if time_s(r) and (r.cc, r.flags, r.mode, r.threads) in reference_time
+        if time_s(r) and (r.cc, r.flags, r.mode, r.threads, r.side) in reference_time
         else r
         for r in results
     ]

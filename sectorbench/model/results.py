@@ -106,6 +106,13 @@ class KernelResult:
     #: Everything of the kernel's build but the compiler: its row's C file, the headers and
     #: the flags.  Equal while code_sha256 differs: the toolchain changed the code.
     source_sha256: str | None = None
+    #: run --against: which side of the A/B comparison the row belongs to, "base" or "head".
+    side: str | None = None
+    #: --metric instructions: valgrind's count over one pass of the loop, and of its NoOperation twin.
+    instructions: int | None = None
+    overhead_instructions: int | None = None
+    instructions_tests: int | None = None  # the tests they were counted over (a share of a large scene)
+    instructions_reason: str | None = None  # why there is no count (valgrind missing, AVX-512, ...)
 
     @property
     def percent_of_bound(self) -> float | None:
@@ -113,6 +120,13 @@ class KernelResult:
         if self.bound_cycles_per_test and self.cycles_per_test:
             return 100 * self.bound_cycles_per_test / self.cycles_per_test
         return None
+
+    @property
+    def net_instructions_per_test(self) -> float | None:
+        """Instructions a test adds to its loop (valgrind's counts, NoOperation subtracted)."""
+        if self.instructions is None or self.overhead_instructions is None or not self.instructions_tests:
+            return None
+        return (self.instructions - self.overhead_instructions) / self.instructions_tests
 
     @property
     def build_key(self) -> tuple[str, str]:

@@ -73,6 +73,8 @@ class BuildConfig:
     cc: str = DEFAULT_CC
     #: More C files to link in (tests add deliberately broken kernels this way).
     extra_sources: tuple[Path, ...] = ()
+    #: Another kernels_c/ tree to build from (run --against: the kernels of a git ref); None: this package's.
+    kernels_dir: Path | None = None
 
     @classmethod
     def parse(cls, flags: str, cc: str = DEFAULT_CC, extra_sources: tuple[Path, ...] = ()) -> BuildConfig:
@@ -97,23 +99,30 @@ def build_label(cc: str, flags: str, show_cc: bool) -> str:
     return f"{cc} {flags}" if show_cc else flags
 
 
-def _linked(path: Path) -> bool:
-    return path.relative_to(KERNELS_DIR).parts[0] not in NOT_LINKED
+def _linked(path: Path, kernels_dir: Path = KERNELS_DIR) -> bool:
+    return path.relative_to(kernels_dir).parts[0] not in NOT_LINKED
+
+
+def kernels_dir_of(config: BuildConfig | None) -> Path:
+    """The kernels_c/ tree a build compiles: its own (run --against), else this package's."""
+    return Path(config.kernels_dir) if config is not None and config.kernels_dir is not None else KERNELS_DIR
 
 
 def sources(config: BuildConfig) -> list[Path]:
     """Every C file of kernels_c/ (the harness and each family's folder), then the user's."""
-    return sorted(p for p in KERNELS_DIR.rglob("*.c") if _linked(p)) + list(config.extra_sources)
+    root = kernels_dir_of(config)
+    return sorted(p for p in root.rglob("*.c") if _linked(p, root)) + list(config.extra_sources)
 
 
-def headers() -> list[Path]:
-    return sorted(KERNELS_DIR.rglob("*.h"))
+def headers(config: BuildConfig | None = None) -> list[Path]:
+    return sorted(kernels_dir_of(config).rglob("*.h"))
 
 
-def include_dirs() -> list[Path]:
+def include_dirs(config: BuildConfig | None = None) -> list[Path]:
     """The harness first (sb_common.h, which user kernels include), then each family's folder."""
-    folders = sorted({p.parent for p in headers()} - {HARNESS_DIR})
-    return [HARNESS_DIR, *folders]
+    harness = kernels_dir_of(config) / HARNESS_DIR.name
+    folders = sorted({p.parent for p in headers(config)} - {harness})
+    return [harness, *folders]
 
 
 def cdef_source() -> str:
@@ -149,8 +158,9 @@ def cache_key(config: BuildConfig) -> str:
     for part in (path, version, "\0".join(config.flags), cdef_source()):
         sha.update(part.encode())
         sha.update(b"\0")
-    for source in sources(config) + headers():
-        sha.update(str(source.relative_to(KERNELS_DIR) if source.is_relative_to(KERNELS_DIR) else source).encode())
+    root = kernels_dir_of(config)
+    for source in sources(config) + headers(config):
+        sha.update(str(source.relative_to(root) if source.is_relative_to(root) else source).encode())
         sha.update(source.read_bytes())
     return sha.hexdigest()[:24]
 
@@ -185,7 +195,7 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
         *config.flags,
         "-shared",
         "-fPIC",
-        *(f"-I{folder}" for folder in include_dirs()),
+        *(f"-I{folder}" for folder in include_dirs(config)),
         *map(str, sources(config)),
         "-o",
         str(output),
@@ -204,6 +214,7 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
         if not is_elf:  # nothing, or not a shared library: never cache it
             raise BuildError(f"{config.cc!r} exited 0 but wrote no shared library: is it a C compiler?")
         digest = _sha256(output)
+
         try:
             os.replace(output, library)
             _write_checksum(library, digest)
@@ -277,7 +288,7 @@ def kernel_index(config: BuildConfig) -> dict[str, str] | None:
     (about half a second; nothing is compiled), so that a misspelt --kernels name is refused
     before a build.  None when the preprocessor fails (the build then reports why)."""
     cc_path, _ = compiler_identity(config.cc)
-    command = [cc_path, *config.flags, "-E", "-P", *(f"-I{folder}" for folder in include_dirs())]
+    command = [cc_path, *config.flags, "-E", "-P", *(f"-I{folder}" for folder in include_dirs(config))]
     try:
         completed = subprocess.run(
             [*command, *map(str, sources(config))], capture_output=True, text=True, timeout=120, errors="replace"
@@ -362,3 +373,51 @@ def _kill_group(process: subprocess.Popen) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     process.communicate()
+
+
+#: The C programs of kernels_c/drivers/ (never linked into a library: each has a main()).
+DRIVERS_DIR = KERNELS_DIR / NOT_LINKED[0]
+#: Where valgrind's client-request headers (valgrind/callgrind.h) are looked for: Debian's
+#: valgrind package installs them under /usr/include, a source build under /usr/local/include.
+VALGRIND_INCLUDE_DIRS = (Path("/usr/include"), Path("/usr/local/include"))
+#: A driver is compiled like this, whatever the kernels' flags: it only dlopens a build and calls it.
+DRIVER_FLAGS = ("-O2", "-std=c11")
+
+
+def valgrind_include_dir() -> Path | None:
+    """The folder holding valgrind/callgrind.h, or None when valgrind's headers are not installed."""
+    return next((folder for folder in VALGRIND_INCLUDE_DIRS if (folder / "valgrind" / "callgrind.h").is_file()), None)
+
+
+def build_driver(name: str, cc: str = DEFAULT_CC, cache_dir: Path | None = None) -> Path:
+    """Compile kernels_c/drivers/NAME.c into a program, cached by its source, the ABI and the compiler.
+
+    Only built where valgrind's headers exist (the drivers use its client requests);
+    BuildError says how to get them otherwise."""
+    include = valgrind_include_dir()
+    if include is None:
+        raise BuildError("valgrind's headers (valgrind/callgrind.h) are not installed: apt-get install valgrind")
+    source = DRIVERS_DIR / f"{name}.c"
+    cc_path, version = compiler_identity(cc)
+    sha = hashlib.sha256()
+    for part in (cc_path, version, "\0".join(DRIVER_FLAGS), source.read_text(), ABI_HEADER.read_text(), str(include)):
+        sha.update(part.encode())
+        sha.update(b"\0")
+    cache_dir = Path(cache_dir or default_cache_dir())
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    program = cache_dir / f"driver-{name}-{sha.hexdigest()[:24]}"
+    if program.exists():
+        return program
+    fd, partial = tempfile.mkstemp(prefix=program.name + ".", suffix=".partial", dir=cache_dir)
+    os.close(fd)
+    command = [cc_path, *DRIVER_FLAGS, f"-I{HARNESS_DIR}", f"-I{include}", str(source), "-o", partial, "-ldl"]
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        if completed.returncode != 0:
+            raise BuildError(f"compiling the {name} driver failed:\n{(completed.stderr or completed.stdout).strip()}")
+        os.chmod(partial, 0o755)
+        os.replace(partial, program)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    return program

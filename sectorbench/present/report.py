@@ -446,7 +446,7 @@ def gate_table(report) -> Table:
                 for side in ("baseline", "current")
             ),
             f"{row.ratio:.3f} [{row.low:.3f}, {row.high:.3f}]",
-            f"{p:.3g}",
+            f"{p:.3g}" if p == p else "–",  # NaN: a deterministic count, no test made
             Text(row.verdict, style=styles.get(row.verdict, "")),
         )
     for failure in report.failures:

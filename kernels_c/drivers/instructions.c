@@ -1,0 +1,151 @@
+/* Instruction counts of the timed loops, under valgrind's callgrind.
+ *
+ * Usage: instructions LIBRARY SCENE KERNEL:MODE:LOOP ...
+ *   LIBRARY  a sectorbench build (the shared library build.py wrote)
+ *   SCENE    the scene as sectorbench.compare.instructions writes it (see read_scene)
+ *   MODE     inline | call;  LOOP  count | noop
+ *
+ * Run as `valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no ...`: nothing is
+ * instrumented or counted until a loop starts, so the count is the loop's alone (not the
+ * dynamic loader's, not reading the scene, not prepare()'s index build).  Each loop is one
+ * dump, named by its argument; stdout gets one line per loop: the argument and its answer.
+ *
+ * Everything a loop reads is the same bytes at the same alignment every run, so the
+ * same library and scene give the same count, to the instruction.
+ */
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <valgrind/callgrind.h>
+
+#include "sb_abi.h"
+
+#define ALIGNMENT 64
+#define MAX_ARRAYS 64
+
+typedef struct named_array {
+    char kind; /* 'p': a point array, 's': a shape array, 'e': extra data */
+    char name[64];
+    void *data;
+} named_array;
+
+static named_array arrays[MAX_ARRAYS];
+static int n_arrays;
+
+static int read_exact(FILE *file, void *out, size_t size) { return fread(out, 1, size, file) == size; }
+
+/* SBSCENE1, then int64 N, M, stride, count; then per array: a kind byte, an int64 name
+ * length and the name, an int64 byte length and the bytes. */
+static int read_scene(const char *path, sb_scene *scene) {
+    FILE *file = fopen(path, "rb");
+    char magic[8];
+    int64_t header[4];
+    if (!file || !read_exact(file, magic, 8) || memcmp(magic, "SBSCENE1", 8) != 0 || !read_exact(file, header, sizeof header))
+        return 0;
+    memset(scene, 0, sizeof *scene);
+    scene->n_shapes = header[0];
+    scene->n_points = header[1];
+    scene->stride = header[2];
+    scene->shape_begin = 0;
+    scene->shape_end = header[0];
+    if (header[3] > MAX_ARRAYS) return 0;
+    int points = 0, extras = 0;
+    for (n_arrays = 0; n_arrays < header[3]; n_arrays++) {
+        named_array *array = &arrays[n_arrays];
+        int64_t name_length, byte_length;
+        if (!read_exact(file, &array->kind, 1) || !read_exact(file, &name_length, 8) || name_length < 0 ||
+            name_length >= (int64_t)sizeof array->name || !read_exact(file, array->name, (size_t)name_length) ||
+            !read_exact(file, &byte_length, 8) || byte_length < 0)
+            return 0;
+        array->name[name_length] = 0;
+        size_t allocated = ((size_t)byte_length + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT + ALIGNMENT;
+        array->data = aligned_alloc(ALIGNMENT, allocated);
+        if (!array->data) return 0;
+        memset(array->data, 0, allocated);
+        if (!read_exact(file, array->data, (size_t)byte_length)) return 0;
+        if (array->kind == 'p' && points < 4) scene->point[points++] = array->data;
+        if (array->kind == 'e' && extras < 4) scene->extra[extras++] = array->data;
+    }
+    fclose(file);
+    scene->never = 1.0f / 0.0f;
+    return 1;
+}
+
+/* The kernel's shape arrays in the order of its `takes`, e.g. "(cx, cy, r2)". */
+static int bind_shapes(const sb_kernel *kernel, sb_scene *scene) {
+    const char *cursor = kernel->takes;
+    int slot = 0;
+    while (*cursor) {
+        while (*cursor == '(' || *cursor == ')' || *cursor == ',' || *cursor == ' ') cursor++;
+        size_t length = strcspn(cursor, ",) ");
+        if (length == 0) break;
+        int found = 0;
+        for (int i = 0; i < n_arrays; i++)
+            if (arrays[i].kind == 's' && strlen(arrays[i].name) == length && strncmp(arrays[i].name, cursor, length) == 0) {
+                if (slot >= 8) return 0;
+                scene->shape[slot++] = arrays[i].data;
+                found = 1;
+            }
+        if (!found) {
+            fprintf(stderr, "instructions: %s takes %.*s, which the scene lacks\n", kernel->name, (int)length, cursor);
+            return 0;
+        }
+        cursor += length;
+    }
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: instructions LIBRARY SCENE KERNEL:MODE:LOOP ...\n");
+        return 2;
+    }
+    void *library = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!library) {
+        fprintf(stderr, "instructions: %s\n", dlerror());
+        return 2;
+    }
+    const sb_kernel *const *(*table_of)(size_t *) = (const sb_kernel *const *(*)(size_t *))dlsym(library, "sb_kernel_table");
+    sb_scene base;
+    if (!table_of || !read_scene(argv[2], &base)) {
+        fprintf(stderr, "instructions: cannot read the scene %s or the kernel table\n", argv[2]);
+        return 2;
+    }
+    size_t count = 0;
+    const sb_kernel *const *table = table_of(&count);
+    for (int job = 3; job < argc; job++) {
+        char name[256], mode[16], loop[16];
+        if (sscanf(argv[job], "%255[^:]:%15[^:]:%15s", name, mode, loop) != 3) {
+            fprintf(stderr, "instructions: %s is not KERNEL:MODE:LOOP\n", argv[job]);
+            return 2;
+        }
+        const sb_kernel *kernel = NULL;
+        for (size_t i = 0; i < count; i++)
+            if (strcmp(table[i]->name, name) == 0) kernel = table[i];
+        if (!kernel) {
+            fprintf(stderr, "instructions: no kernel %s in %s\n", name, argv[1]);
+            return 2;
+        }
+        int inline_mode = strcmp(mode, "inline") == 0, noop = strcmp(loop, "noop") == 0;
+        uint64_t (*function)(const sb_scene *) = inline_mode ? (noop ? kernel->noop_inline : kernel->count_inline)
+                                                             : (noop ? kernel->noop_call : kernel->count_call);
+        sb_scene scene = base;
+        if (!bind_shapes(kernel, &scene)) return 2;
+        void *prepared = kernel->prepare ? kernel->prepare(&scene) : NULL;
+        scene.prepared = prepared;
+        CALLGRIND_START_INSTRUMENTATION;
+        CALLGRIND_ZERO_STATS;
+        CALLGRIND_TOGGLE_COLLECT;
+        uint64_t answer = function(&scene);
+        CALLGRIND_TOGGLE_COLLECT;
+        CALLGRIND_STOP_INSTRUMENTATION;
+        CALLGRIND_DUMP_STATS_AT(argv[job]);
+        if (prepared && kernel->release) kernel->release(prepared);
+        printf("%s %llu\n", argv[job], (unsigned long long)answer);
+    }
+    return 0;
+}

@@ -1,0 +1,143 @@
+"""run --against / --against-source (same-job A/B), --confirm, and --metric instructions."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from ..measure.instructions import METRICS
+from .app import note, run_gate, stdout, write_json
+
+TIME, INSTRUCTIONS = METRICS
+
+
+def metric_option(command):
+    return click.option(
+        "--metric",
+        type=click.Choice(METRICS),
+        default=TIME,
+        show_default=True,
+        help="instructions: also count each loop's instructions once under valgrind (deterministic); "
+        "a gate then uses the counts where both sides have them.",
+    )(command)
+
+
+def _scene(config):
+    from ..families.scene_kinds import generate
+
+    return generate(config.scene, config.sectors, config.points, config.seed, config.scene_options)
+
+
+def with_metric(result, config, metric: str):
+    """The result with valgrind's instruction counts when --metric instructions asks for them."""
+    if metric != INSTRUCTIONS:
+        return result
+    from ..measure.instructions import CountedBuild, annotate, unavailable
+
+    problem = unavailable()
+    if problem:
+        note(f"--metric instructions: {problem}; timings only")
+    builds = [CountedBuild(b, "head" if config.base_builds else None) for b in config.builds]
+    builds += [CountedBuild(b, "base") for b in config.base_builds]
+    return annotate(result, builds, _scene(config), lambda what: note(what))
+
+
+def print_instructions(result, metric: str) -> None:
+    if metric != INSTRUCTIONS or not any(r.instructions is not None for r in result.results):
+        return
+    from ..present.ab import instructions_table
+
+    stdout().print(instructions_table(result))
+
+
+def _restricted(config, keys, normalize):
+    """The run config re-measuring only `keys` (and the kernel --normalize divides by)."""
+    from ..compare.gate import OVERHEAD
+
+    broadphases = [k.kernel for k in keys if k.kernel in config.broadphases and k.kernel != "none"]
+    names = {k.kernel for k in keys if k.kernel not in broadphases}
+    if normalize not in (None, OVERHEAD):
+        names.add(normalize)
+    flagged_builds = {(k.cc, k.flags) for k in keys}
+    chosen = [i for i, b in enumerate(config.builds) if (b.cc, " ".join(b.flags)) in flagged_builds]
+    return replace(
+        config,
+        kernels=tuple(sorted(names)),
+        builds=tuple(config.builds[i] for i in chosen) or config.builds[:1],
+        base_builds=tuple(config.base_builds[i] for i in chosen) if config.base_builds else (),
+        modes=tuple(m for m in config.modes if m in {k.mode for k in keys}),
+        threads=tuple(t for t in config.threads if t in {k.threads for k in keys}),
+        broadphases=tuple(broadphases) or (("none",) if config.broadphases else ()),
+    )
+
+
+def gate_revision(config, baseline, current, gate_config, confirm: bool, metric: str, against_label=None):
+    """What runs between the gate and its output: the counts' verdicts, then --confirm."""
+    from ..compare.against import confirm as confirm_rows
+    from ..compare.against import split
+    from ..compare.gate import gate
+    from ..measure.instructions import gate_counts
+    from .measure import measure
+
+    def measure_again(keys):
+        note(f"confirm: re-measuring {len(keys)} flagged row(s) in fresh rounds")
+        again = measure(_restricted(config, keys, gate_config.normalize), against_label=against_label)
+        if config.base_builds:
+            base, head, _ = split(again)
+            return gate(base, head, gate_config)
+        base_rows = [
+            r
+            for r in baseline.results
+            if (r.kernel, r.cc, r.flags, r.mode, r.threads) in keys
+            or (
+                r.kernel == gate_config.normalize
+                and any((r.cc, r.flags, r.mode) == (k.cc, k.flags, k.mode) for k in keys)
+            )
+        ]
+        return gate(replace(baseline, results=base_rows), again, gate_config)
+
+    def revise(report):
+        if metric == INSTRUCTIONS:
+            report = gate_counts(baseline, current, report, gate_config)
+            counted = sum(1 for r in report.rows if r.p_slower != r.p_slower)
+            if counted:
+                note(f"instructions: {counted} row(s) gated on valgrind's counts (ratio of net instructions per test)")
+        if confirm:
+            report, lines = confirm_rows(report, measure_again)
+            for line in lines:
+                note(line)
+        return report
+
+    return revise
+
+
+def run_ab(config, against, against_source, sources, gate_config, confirm, metric, json_path, force, save, markdown):
+    """run --against REF / --against-source OLD.c: both sides in one run, the run table, the A/B gate."""
+    from ..compare.against import against_ref, split
+    from ..compare.against import against_source as against_file
+    from ..present.ab import with_sides
+    from ..present.report import RUN_DROP, fit, run_table
+    from .measure import measure
+
+    with tempfile.TemporaryDirectory(prefix="sectorbench-against-") as scratch:
+        if against:
+            ab = against_ref(against, config.builds, tuple(sources), Path(scratch), Path.cwd())
+        else:
+            ab = against_file(against_source, config.builds, tuple(sources))
+        for line in ab.notes:
+            note(line)
+        config = replace(config, builds=ab.head_builds, base_builds=ab.base_builds)
+        result = with_metric(measure(config, against_label=ab.label), config, metric)
+        result = replace(result, config={**result.config, "against": ab.label})
+        console = stdout()
+        console.print(fit(run_table(with_sides(result)), console.width, RUN_DROP))
+        print_instructions(result, metric)
+        write_json(result, json_path, force, save)
+        base, head, removed = split(result)
+        for line in removed:
+            note(line)
+        revise = gate_revision(config, base, head, gate_config, confirm, metric, ab.label)
+        run_gate(base, head, gate_config, markdown, force, f"base {ab.label}", "head", revise)

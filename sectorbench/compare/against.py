@@ -1,0 +1,229 @@
+"""Same-job A/B: the kernels of a git ref (or an old copy of a --source file) against the
+working tree's, built with the same flags and compiler and timed in the same rounds.
+
+A committed baseline goes stale when the runner's hardware changes; base and head measured
+in one job, interleaved, share whatever the machine does meanwhile.  This module only
+prepares the base's builds (materialising the ref's sources in a scratch directory with
+`git archive` / `git show`), splits the run into its two sides for the gate, and confirms a
+regression by measuring its pair again; runner.run times both sides as more series of the
+same run (RunConfig.base_builds).
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..errors import SectorbenchError
+from ..model.results import RunResult
+from ..native.build import ABI_HEADER, FAMILY_ABI, HARNESS_DIR, KERNELS_DIR, BuildConfig
+from .gate import GateReport, RowKey
+
+#: The two sides of an A/B run, as result rows name them.
+BASE, HEAD = "base", "head"
+#: What marks a git checkout as sectorbench's own: its kernels' ABI header.
+CHECKOUT_MARK = Path("kernels_c") / HARNESS_DIR.name / ABI_HEADER.name
+#: git commands here read a repository's objects: a minute is far beyond any of them.
+GIT_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class Against:
+    """The base side of an A/B run: its builds (one per head build, same order) and what to say."""
+
+    label: str  # e.g. "HEAD~1 (3f2a9c1)" or the old file's path
+    base_builds: tuple[BuildConfig, ...]
+    head_builds: tuple[BuildConfig, ...]
+    notes: tuple[str, ...] = ()
+
+
+def _git(args: list[str], cwd: Path, binary: bool = False) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=not binary, timeout=GIT_TIMEOUT_S, check=False
+        )
+    except FileNotFoundError:
+        raise SectorbenchError("--against needs git, which is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise SectorbenchError(f"git {' '.join(args)} took over {GIT_TIMEOUT_S} s in {cwd}") from None
+
+
+def repository_root(path: Path) -> Path | None:
+    """The top of the git work tree holding `path` (a folder), or None."""
+    done = _git(["rev-parse", "--show-toplevel"], path)
+    return Path(done.stdout.strip()) if done.returncode == 0 else None
+
+
+def resolve(ref: str, root: Path) -> str:
+    """The commit `ref` names in the repository at `root`; SectorbenchError if none."""
+    done = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], root)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise SectorbenchError(f"--against {ref}: unknown ref in the git repository {root}")
+    return done.stdout.strip()
+
+
+def _show(commit: str, relative: str, root: Path) -> bytes | None:
+    """The file at `relative` (from the repository's top) in `commit`, or None if absent there."""
+    done = _git(["show", f"{commit}:{relative}"], root, binary=True)
+    return done.stdout if done.returncode == 0 else None
+
+
+def _kernels_at(commit: str, root: Path, scratch: Path) -> Path:
+    """kernels_c/ of `commit`, extracted under scratch (git archive: no work tree, no checkout)."""
+    done = _git(["archive", "--format=tar", commit, "kernels_c"], root, binary=True)
+    if done.returncode != 0:
+        raise SectorbenchError(f"--against: {commit[:12]} has no kernels_c/ in {root}")
+    target = scratch / "kernels"
+    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
+        archive.extractall(target, filter="data")
+    return target / "kernels_c"
+
+
+def _abi_text(kernels_dir: Path) -> str:
+    """What the worker's cffi declares (sb_abi.h and each family's abi.h), to check both sides share it."""
+    family_abis = sorted(p for p in kernels_dir.glob(f"*/{FAMILY_ABI}") if p.parent.name != HARNESS_DIR.name)
+    abi = kernels_dir / HARNESS_DIR.name / ABI_HEADER.name
+    return "\n".join(p.read_text() for p in (abi, *family_abis)) if abi.is_file() else ""
+
+
+def against_ref(ref: str, head_builds: tuple[BuildConfig, ...], sources: tuple[Path, ...], scratch: Path, cwd: Path):
+    """The base builds of `--against REF`: the --source files as they are in REF (each from its
+    own repository), and, when `cwd` is in a sectorbench checkout, that checkout's kernels_c/ at
+    REF against its working tree's.  Refuses (SectorbenchError, one line) what cannot be compared."""
+    notes: list[str] = []
+    checkout = repository_root(cwd)
+    if checkout is not None and not (checkout / CHECKOUT_MARK).is_file():
+        checkout = None
+    if not sources and checkout is None:
+        if repository_root(cwd) is None:
+            raise SectorbenchError(f"--against {ref}: {cwd} is not a git checkout")
+        raise SectorbenchError(
+            f"--against {ref}: nothing to compare: give --source files tracked by git, or run in a sectorbench checkout"
+        )
+    head_kernels = base_kernels = None
+    label = ref
+    if checkout is not None:
+        commit = resolve(ref, checkout)
+        label = f"{ref} ({commit[:10]})"
+        base_kernels = _kernels_at(commit, checkout, scratch)
+        head_kernels = checkout / "kernels_c"
+        if head_kernels.resolve() == KERNELS_DIR.resolve():
+            head_kernels = None  # this package's own tree: the head builds are the usual ones
+        if _abi_text(base_kernels) != _abi_text(KERNELS_DIR):
+            raise SectorbenchError(
+                f"--against {ref}: the kernels' ABI (sb_abi.h or a family's abi.h) differs at {commit[:10]}: "
+                "its kernels cannot be loaded by this sectorbench"
+            )
+    base_sources: list[Path] = []
+    for source in sources:
+        source = Path(source).resolve()
+        root = repository_root(source.parent)
+        if root is None:
+            raise SectorbenchError(f"--against {ref}: {source} is not in a git checkout (use --against-source OLD.c)")
+        commit = resolve(ref, root)
+        if checkout is None:
+            label = f"{ref} ({commit[:10]})"
+        relative = source.relative_to(root.resolve()).as_posix()
+        text = _show(commit, relative, root)
+        if text is None:
+            notes.append(f"{relative} is not in {ref}: its kernels are new, not compared")
+            continue
+        target = scratch / "sources" / root.name / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(text)
+        # Headers beside it, as they were at REF, so a local #include finds its old self.
+        parent = Path(relative).parent
+        folder = None if parent == Path(".") else parent.as_posix()
+        listed = _git(["ls-tree", "--name-only", commit, *([folder + "/"] if folder else [])], root)
+        for name in listed.stdout.split() if listed.returncode == 0 else ():
+            if name.endswith(".h") and (header := _show(commit, name, root)) is not None:
+                (scratch / "sources" / root.name / name).write_bytes(header)
+        base_sources.append(target)
+    user = {Path(s).resolve() for s in sources}
+    heads, bases = [], []
+    for build in head_builds:
+        head = replace(build, kernels_dir=head_kernels) if head_kernels is not None else build
+        own = tuple(p for p in build.extra_sources if Path(p).resolve() not in user)
+        bases.append(replace(build, extra_sources=own + tuple(base_sources), kernels_dir=base_kernels))
+        heads.append(head)
+    return Against(label, tuple(bases), tuple(heads), tuple(notes))
+
+
+def against_source(old: Path, head_builds: tuple[BuildConfig, ...], sources: tuple[Path, ...]) -> Against:
+    """The base builds of `--against-source OLD.c`: the one --source file replaced by OLD.c."""
+    if len(sources) != 1:
+        raise SectorbenchError(
+            f"--against-source pairs OLD.c with one --source NEW.c (got {len(sources)} --source files)"
+        )
+    new, old = Path(sources[0]).resolve(), Path(old).resolve()
+    if new == old:
+        raise SectorbenchError(f"--against-source {old} is the --source file itself")
+    bases = tuple(
+        replace(b, extra_sources=tuple(old if Path(p).resolve() == new else p for p in b.extra_sources))
+        for b in head_builds
+    )
+    return Against(str(old), bases, tuple(head_builds))
+
+
+def check_common(rows: tuple[tuple, ...], sides: tuple[str | None, ...], label: str) -> None:
+    """Before timing: refuse an A/B run whose two sides share no kernel."""
+    base = {row for row, side in zip(rows, sides) if side == BASE}
+    head = {row for row, side in zip(rows, sides) if side == HEAD}
+    if not base & head:
+        raise SectorbenchError(f"--against {label}: no kernel in common between the base and the working tree")
+
+
+def split(result: RunResult) -> tuple[RunResult, RunResult, list[str]]:
+    """The run's base and head rows as two results the gate pairs by kernel name, and a note per
+    kernel only the base has (removed in the head: nothing to gate)."""
+    base = [r for r in result.results if r.side == BASE]
+    head = [r for r in result.results if r.side == HEAD]
+    head_keys = {_key(r) for r in head}
+    removed = [f"{r.kernel} [{r.flags}, {r.mode}]: only in the base (removed), not compared" for r in base]
+    removed = [note for r, note in zip(base, removed) if _key(r) not in head_keys]
+    base = [r for r in base if _key(r) in head_keys]
+    return replace(result, results=base), replace(result, results=head), removed
+
+
+def _key(row) -> RowKey:
+    return RowKey(row.kernel, row.cc, row.flags, row.mode, row.threads)
+
+
+def confirm(
+    report: GateReport,
+    measure_again: Callable[[set[RowKey]], GateReport],
+) -> tuple[GateReport, list[str]]:
+    """Re-measure the rows `report` flags as regressions, once, in fresh rounds; a row stays a
+    regression only if flagged again (a false alarm at rate p becomes one at rate p²).
+
+    Rows gated on deterministic counts (p is NaN there) are not re-measured: a count does not
+    change.  measure_again(keys) times those rows anew and gates them; returns the report with
+    their new outcome and one line per row saying what happened."""
+    flagged = {row.key for row in report.regressions if row.p_slower == row.p_slower}
+    if not flagged:
+        return report, []
+    again = {row.key: row for row in measure_again(flagged).rows}
+    lines, rows = [], []
+    for row in report.rows:
+        if row.key not in flagged:
+            rows.append(row)
+            continue
+        second = again.get(row.key)
+        name = f"{row.kernel} [{row.flags}, {row.mode}]"
+        if second is None:
+            lines.append(f"confirm: {name} could not be re-measured; the first measurement stands")
+            rows.append(row)
+        elif second.verdict == "regression":
+            lines.append(f"confirm: {name} flagged again when re-measured (ratio {second.ratio:.3f}): a regression")
+            rows.append(second)
+        else:
+            lines.append(
+                f"confirm: {name} flagged (ratio {row.ratio:.3f}) but {second.verdict} when re-measured "
+                f"(ratio {second.ratio:.3f}): not a regression"
+            )
+            rows.append(second)
+    return replace(report, rows=tuple(rows)), lines

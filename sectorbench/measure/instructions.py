@@ -1,0 +1,270 @@
+"""Instruction counts (--metric instructions): each timed loop run once under valgrind.
+
+Timings on a shared CI runner move with its neighbours; an instruction count does not.
+kernels_c/drivers/instructions.c (built by build.build_driver where valgrind's headers
+exist) dlopens a build, reads the scene this module writes, and runs each loop -- the
+kernel's and its NoOperation twin -- with callgrind's instrumentation switched on only
+around the loop (client requests), one dump per loop.  The count is valgrind's "Ir" of
+that dump: the same library and scene give the same count, to the instruction.
+
+What it is not: a time.  A divide or a square root counts one, like an add; so counts
+rank versions of a kernel within one compiler and flag set, never gcc against clang or a
+fast-math build against a strict one (docs/ci.md).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from ..compare.gate import GateConfig, GateReport, GateRow, RowKey
+from ..errors import SectorbenchError
+from ..model.results import KernelResult, RunResult
+from ..native.build import BuildConfig, build, build_driver, valgrind_include_dir
+
+#: The metrics --metric takes: time is always measured; instructions adds valgrind's counts.
+METRICS = ("time", "instructions")
+VALGRIND = "valgrind"
+#: Said once when valgrind or its headers are missing (Debian's valgrind package has both).
+INSTALL_HINT = "valgrind is not installed: apt-get install valgrind (it brings the headers too)"
+#: Under callgrind a loop runs 20 to 100 times slower: counting stops at about this many tests
+#: (whole shapes, a multiple of SHAPE_BLOCK), about 10 s a loop; per test it is the same loop.
+MAX_COUNTED_TESTS = 20_000_000
+#: The widest shape block of any kernel: a counted share of the shapes is a multiple of it.
+SHAPE_BLOCK = 16
+#: A whole build's loops in one valgrind process; past this, a loop is taken to hang.
+VALGRIND_TIMEOUT_S = 1800
+#: valgrind cannot run these instructions (3.19 to 3.23 decode no EVEX): their kernels are skipped.
+UNSUPPORTED_ISA_PREFIX = "avx512"
+#: Flags that let the compiler use every instruction of the host.
+NATIVE_FLAGS = ("-march=native", "-mcpu=native", "-mtune=native")
+
+
+def unavailable() -> str | None:
+    """Why instructions cannot be counted here (one line), or None."""
+    if shutil.which(VALGRIND) is None or valgrind_include_dir() is None:
+        return INSTALL_HINT
+    return None
+
+
+def _host_has_avx512() -> bool:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return any(line.startswith("flags") and "avx512f" in line.split() for line in text.splitlines())
+
+
+def skip_reason(isa: Iterable[str], flags: Iterable[str], host_avx512: bool | None = None) -> str | None:
+    """Why valgrind cannot count this kernel of this build, or None."""
+    unsupported = [f for f in isa if f.startswith(UNSUPPORTED_ISA_PREFIX)]
+    if unsupported:
+        return f"needs {', '.join(unsupported)}, which valgrind cannot run"
+    flags = list(flags)
+    if any(f.startswith("-mavx512") for f in flags):
+        return "built with AVX-512 flags, which valgrind cannot run"
+    if host_avx512 is None:
+        host_avx512 = _host_has_avx512()
+    if host_avx512 and any(f in NATIVE_FLAGS for f in flags):
+        return "a -march=native build on an AVX-512 host may use AVX-512, which valgrind cannot run"
+    return None
+
+
+def write_scene(scene, path: Path, shapes: int | None = None) -> Path:
+    """The scene as the driver reads it: SBSCENE1, int64 N, M, stride, count, then each array
+    (kind byte p/s/e, name, bytes).  `shapes`: the first shapes only (the counted share)."""
+    n_shapes = scene.n_shapes if shapes is None else shapes
+    records = [(b"p", name, scene.arrays[name]) for name in scene.point_arrays]
+    records += [(b"s", name, scene.arrays[name]) for name in scene.arrays if name not in scene.point_arrays]
+    records += [(b"e", name, scene.extra[name]) for name in scene.extra]
+    with open(path, "wb") as out:
+        out.write(b"SBSCENE1")
+        out.write(np.array([n_shapes, scene.n_points, scene.stride, len(records)], dtype="<i8").tobytes())
+        for kind, name, values in records:
+            data = np.ascontiguousarray(values).tobytes()
+            out.write(kind + np.array([len(name)], dtype="<i8").tobytes() + name.encode())
+            out.write(np.array([len(data)], dtype="<i8").tobytes() + data)
+    return path
+
+
+def counted_shapes(n_shapes: int, n_points: int, max_tests: int = MAX_COUNTED_TESTS) -> int:
+    """How many shapes (from the first) are counted: all, or whole blocks up to max_tests tests."""
+    if n_shapes * n_points <= max_tests:
+        return n_shapes
+    return min(n_shapes, max(SHAPE_BLOCK, max_tests // n_points // SHAPE_BLOCK * SHAPE_BLOCK))
+
+
+def count_loops(library: Path, scene_path: Path, jobs: list[str], cc: str, scratch: Path) -> dict[str, int]:
+    """valgrind's instruction count of each job ("kernel:mode:count|noop") on the scene, by job.
+
+    One valgrind process for all the jobs; SectorbenchError (with valgrind's last words)
+    if it fails."""
+    driver = build_driver("instructions", cc)
+    out = Path(scratch) / "callgrind.out"
+    command = [
+        VALGRIND,
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--collect-atstart=no",
+        f"--callgrind-out-file={out}",
+        str(driver),
+        str(library),
+        str(scene_path),
+        *jobs,
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=VALGRIND_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise SectorbenchError(f"valgrind took over {VALGRIND_TIMEOUT_S} s") from None
+    counts = parse_dumps(Path(scratch), out.name)
+    if done.returncode != 0:
+        last = [line for line in done.stderr.splitlines() if line.strip()][-3:]
+        raise SectorbenchError(f"valgrind exited with status {done.returncode}: {' / '.join(last)}")
+    missing = [job for job in jobs if job not in counts]
+    if missing:
+        raise SectorbenchError(f"valgrind wrote no count for {', '.join(missing)}")
+    return counts
+
+
+def parse_dumps(folder: Path, stem: str) -> dict[str, int]:
+    """Each callgrind dump's trigger (the job the driver named it after) and its total Ir."""
+    counts = {}
+    for path in sorted(folder.glob(f"{stem}.*")):
+        trigger = total = None
+        for line in path.read_text().splitlines():
+            if line.startswith("desc: Trigger: Client Request: "):
+                trigger = line.split("Client Request: ", 1)[1].strip()
+            elif line.startswith("totals:"):
+                total = int(line.split()[1])
+        if trigger is not None and total is not None:
+            counts[trigger] = total
+    return counts
+
+
+@dataclass(frozen=True)
+class CountedBuild:
+    """A build whose rows get counts: its config and the side its rows carry (None outside A/B)."""
+
+    config: BuildConfig
+    side: str | None = None
+
+
+def annotate(
+    result: RunResult,
+    builds: Iterable[CountedBuild],
+    scene,
+    progress: Callable[[str], None] = lambda what: None,
+) -> RunResult:
+    """`result` with every row's instruction counts (or the reason it has none)."""
+    problem = unavailable()
+    if problem is not None:
+        return _with_reason(result, lambda row: problem)
+    from .worker import Worker
+
+    host_avx512 = _host_has_avx512()
+    rows = list(result.results)
+    shapes = counted_shapes(scene.n_shapes, scene.n_points)
+    tests = shapes * scene.n_points
+    with tempfile.TemporaryDirectory(prefix="sectorbench-instructions-") as scratch:
+        scene_path = write_scene(scene, Path(scratch) / "scene.bin", shapes)
+        for counted in builds:
+            config = counted.config
+            flags = " ".join(config.flags)
+            mine = [
+                i
+                for i, r in enumerate(rows)
+                if r.cc == config.cc and r.flags == flags and r.side == counted.side and r.status == "ok"
+            ]
+            if not mine:
+                continue
+            library = build(config)
+            with Worker(library) as worker:
+                kernels = {k.name: k for k in worker.describe()[0]}
+            reasons, jobs = {}, []
+            for i in mine:
+                row = rows[i]
+                kernel = kernels.get(row.kernel)
+                if row.broadphase or kernel is None:
+                    reasons[i] = "timed end to end (an index build and a query): not a loop valgrind counts"
+                    continue
+                reason = skip_reason(kernel.isa, config.flags, host_avx512)
+                if reason:
+                    reasons[i] = reason
+                    continue
+                for loop in ("count", "noop"):
+                    job = f"{row.kernel}:{row.mode}:{loop}"
+                    if job not in jobs:
+                        jobs.append(job)
+            progress(
+                f"counting instructions under valgrind: {config.label}" + (f" ({counted.side})" if counted.side else "")
+            )
+            try:
+                counts = count_loops(library, scene_path, jobs, config.cc, Path(scratch)) if jobs else {}
+                failures = {}
+            except SectorbenchError:  # one kernel may be what valgrind cannot run: count each alone
+                counts, failures = {}, {}
+                for kernel_name in dict.fromkeys(job.split(":")[0] for job in jobs):
+                    own = [job for job in jobs if job.split(":")[0] == kernel_name]
+                    try:
+                        with tempfile.TemporaryDirectory(dir=scratch) as alone:
+                            counts.update(count_loops(library, scene_path, own, config.cc, Path(alone)))
+                    except SectorbenchError as exc:
+                        failures[kernel_name] = str(exc)
+            for i in mine:
+                row = rows[i]
+                if i in reasons or row.kernel in failures:
+                    rows[i] = replace(row, instructions_reason=reasons.get(i) or failures[row.kernel])
+                    continue
+                rows[i] = replace(
+                    row,
+                    instructions=counts[f"{row.kernel}:{row.mode}:count"],
+                    overhead_instructions=counts[f"{row.kernel}:{row.mode}:noop"],
+                    instructions_tests=tests,
+                )
+    return replace(result, results=rows, config={**result.config, "instructions_tests": tests})
+
+
+def _with_reason(result: RunResult, reason: Callable[[KernelResult], str]) -> RunResult:
+    rows = [replace(r, instructions_reason=reason(r)) if r.status == "ok" else r for r in result.results]
+    return replace(result, results=rows)
+
+
+def per_test(row: KernelResult) -> float | None:
+    """The row's gated quantity: net instructions per test, or gross when the net is not above 0."""
+    net = row.net_instructions_per_test
+    if net is None:
+        return None
+    return net if net > 0 else row.instructions / row.instructions_tests
+
+
+def gate_counts(baseline: RunResult, current: RunResult, report: GateReport, config: GateConfig) -> GateReport:
+    """The report with the verdict of every row counted on both sides taken from the counts.
+
+    Counts are deterministic, so there is no statistics: a ratio above 1 + threshold is a
+    regression, below 1 / (1 + threshold) an improvement, else unchanged.  ratio, low and
+    high are the count ratio; p is NaN (no test was made)."""
+    base = {RowKey(r.kernel, r.cc, r.flags, r.mode, r.threads): r for r in baseline.results}
+    cur = {RowKey(r.kernel, r.cc, r.flags, r.mode, r.threads): r for r in current.results}
+    rows = []
+    for row in report.rows:
+        a, b = base.get(row.key), cur.get(row.key)
+        before, after = (per_test(a) if a else None), (per_test(b) if b else None)
+        if before is None or after is None or before <= 0:
+            rows.append(row)
+            continue
+        rows.append(count_row(row, before, after))
+    return replace(report, rows=tuple(rows))
+
+
+def count_row(row: GateRow, before: float, after: float) -> GateRow:
+    ratio = after / before
+    limit = 1 + row.threshold
+    verdict = "regression" if ratio > limit else "improvement" if ratio < 1 / limit else "unchanged"
+    return replace(row, ratio=ratio, low=ratio, high=ratio, p_slower=math.nan, p_faster=math.nan, verdict=verdict)

@@ -1,0 +1,47 @@
+"""Tables of the A/B run and of instruction counts (--against, --metric instructions)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rich.table import Table
+
+from ..model.results import RunResult
+
+
+def with_sides(run: RunResult) -> RunResult:
+    """The run with each base row's kernel named "NAME (base)", for the run table: both sides'
+    rows share a kernel name, flags and mode, and the table must tell them apart."""
+    rows = [replace(r, kernel=f"{r.kernel} (base)") if r.side == "base" else r for r in run.results]
+    return replace(run, results=rows)
+
+
+def instructions_table(run: RunResult) -> Table:
+    """Instructions per test under valgrind: the kernel's loop, its NoOperation twin's, the difference."""
+    counted = run.config.get("instructions_tests")
+    table = Table(
+        title="instructions per test (valgrind callgrind, one pass"
+        + (f" over {counted:,} tests" if counted else "")
+        + "; deterministic: compare within one compiler and flag set)",
+        title_justify="left",
+    )
+    for name in ("kernel", "flags", "mode", "loop", "NoOp", "net", "note"):
+        table.add_column(name, justify="right" if name in ("loop", "NoOp", "net") else "left", no_wrap=name != "note")
+    for row in run.results:
+        if row.status != "ok" or (row.instructions is None and not row.instructions_reason):
+            continue
+        name = f"{row.kernel} (base)" if row.side == "base" else row.kernel
+        if row.instructions is None:
+            table.add_row(name, row.flags, row.mode, "–", "–", "–", f"not counted: {row.instructions_reason}")
+            continue
+        tests = row.instructions_tests
+        table.add_row(
+            name,
+            row.flags,
+            row.mode,
+            f"{row.instructions / tests:.3f}",
+            f"{row.overhead_instructions / tests:.3f}",
+            f"{row.net_instructions_per_test:.3f}",
+            "",
+        )
+    return table

@@ -1,0 +1,211 @@
+"""Same-job A/B (run --against REF / --against-source OLD.c): real git, real builds, real workers.
+
+What is asserted is what the code decides (which builds each side gets, the pairing, the
+refusals, --confirm's bookkeeping), never a timing verdict: pairs of identical code must
+be built and compared, whatever the noise says about them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sectorbench.cli import main
+from sectorbench.compare.against import confirm
+from sectorbench.compare.gate import GateConfig, GateReport, GateRow
+
+REPO = Path(__file__).resolve().parent.parent
+SMALL = ["-n", "32", "-m", "1000", "--repeat", "3", "--min-time", "0.001", "--flags", "-O2"]
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+#: A user kernel; NARROWER replaces its radius test so the head answers differently from the base.
+USER_KERNEL = """#include "sb_common.h"
+static inline int mine(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    const float dx = px - cx, dy = py - cy;
+    const float s = dx * dx + dy * dy, a = dx * ux + dy * uy;
+    return (s < r2) & (a > 0.0f) & (a * a > s * (k * k));
+}
+SB_KERNEL(mine, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "user kernel");
+"""
+NARROWER = ("(s < r2)", "(s < 0.5f * r2)")
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def git(cwd: Path, *args: str) -> str:
+    command = ["git", "-c", "user.email=test@example.com", "-c", "user.name=test", *args]
+    return subprocess.run(command, cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def commit_all(cwd: Path, message: str) -> None:
+    git(cwd, "add", "-A")
+    git(cwd, "commit", "-q", "-m", message)
+
+
+@pytest.fixture
+def user_repo(tmp_path, monkeypatch):
+    """A git repository with two commits of mine.c: HEAD~1 the wide kernel, HEAD the narrower one."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "kernels").mkdir()
+    source = repo / "kernels" / "mine.c"
+    source.write_text(USER_KERNEL)
+    commit_all(repo, "wide")
+    source.write_text(USER_KERNEL.replace(*NARROWER))
+    commit_all(repo, "narrower")
+    monkeypatch.chdir(repo)
+    return repo
+
+
+def rows_by_side(path: Path, kernel: str) -> dict[str, dict]:
+    rows = [r for r in json.loads(path.read_text())["results"] if r["kernel"] == kernel]
+    return {r["side"]: r for r in rows}
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_against_head_1_builds_the_source_as_it_was(user_repo, tmp_path):
+    out = tmp_path / "ab.json"
+    source = user_repo / "kernels" / "mine.c"
+    result = invoke("run", *SMALL, "--source", str(source), "--kernels", "mine,basic", "--against", "HEAD~1",
+                    "--json", str(out))  # fmt: skip
+    assert result.exit_code in (0, 1), result.output
+    sides = rows_by_side(out, "mine")
+    assert set(sides) == {"base", "head"}
+    assert all(r["status"] == "ok" and len(r["samples_s"]) == 3 for r in sides.values())
+    # The base is HEAD~1's wide kernel, the head the working tree's narrower one.
+    assert sides["base"]["hits"] > sides["head"]["hits"] > 0
+    # The shipped kernels are the same on both sides: same answers.
+    basic = rows_by_side(out, "basic")
+    assert basic["base"]["hits"] == basic["head"]["hits"]
+    # Both pairs reach the gate table, paired by kernel name, and the run table names the base rows.
+    assert "mine (base)" in result.output and "regression gate" in result.output
+    gate_lines = result.output.split("regression gate", 1)[1]
+    assert "mine" in gate_lines and "basic" in gate_lines
+    assert "hit count" in gate_lines  # mine's answers changed: said, not hidden
+    assert json.loads(out.read_text())["config"]["against"].startswith("HEAD~1 (")
+
+
+def test_identical_code_is_built_on_both_sides_and_compared(user_repo, tmp_path):
+    out = tmp_path / "same.json"
+    source = user_repo / "kernels" / "mine.c"
+    result = invoke("run", *SMALL, "--source", str(source), "--kernels", "mine", "--against", "HEAD", "--json",
+                    str(out), "--no-confirm")  # fmt: skip
+    assert result.exit_code in (0, 1), result.output
+    sides = rows_by_side(out, "mine")
+    assert set(sides) == {"base", "head"} and sides["base"]["hits"] == sides["head"]["hits"]
+    assert "hit count" not in result.output
+    assert "confirm:" not in result.output  # --no-confirm: never re-measured
+
+
+def test_refusals_are_one_line(user_repo, tmp_path, monkeypatch):
+    source = user_repo / "kernels" / "mine.c"
+    result = invoke("run", *SMALL, "--source", str(source), "--against", "no-such-ref")
+    assert_one_line_error(result, "no-such-ref", "unknown ref")
+    loose = tmp_path / "loose.c"
+    loose.write_text(USER_KERNEL)
+    result = invoke("run", *SMALL, "--source", str(loose), "--against", "HEAD")
+    assert_one_line_error(result, "not in a git checkout", "--against-source")
+    result = invoke("run", *SMALL, "--against", "HEAD")  # a git repository, but no kernels_c/ and no --source
+    assert_one_line_error(result, "nothing to compare")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    result = invoke("run", *SMALL, "--against", "HEAD")
+    assert_one_line_error(result, "is not a git checkout")
+    result = invoke("run", *SMALL, "--source", str(source), "--against", "HEAD", "--against-source", str(loose))
+    assert_one_line_error(result, "not both")
+
+
+def test_a_source_absent_at_ref_is_new_and_nothing_in_common_is_refused(user_repo):
+    newer = user_repo / "kernels" / "newer.c"
+    newer.write_text(USER_KERNEL.replace("mine", "newer"))
+    result = invoke("run", *SMALL, "--source", str(newer), "--kernels", "newer", "--against", "HEAD")
+    assert result.exit_code == 2, result.output
+    assert "kernels/newer.c is not in HEAD: its kernels are new" in result.output
+    assert "no kernel in common" in result.output.strip().splitlines()[-1]
+
+
+def test_against_source_pairs_two_files_outside_git(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    old, new = tmp_path / "old.c", tmp_path / "new.c"
+    old.write_text(USER_KERNEL)
+    new.write_text(USER_KERNEL.replace(*NARROWER))
+    out = tmp_path / "ab.json"
+    result = invoke("run", *SMALL, "--source", str(new), "--against-source", str(old), "--kernels", "mine",
+                    "--json", str(out))  # fmt: skip
+    assert result.exit_code in (0, 1), result.output
+    sides = rows_by_side(out, "mine")
+    assert sides["base"]["hits"] > sides["head"]["hits"]
+    result = invoke("run", *SMALL, "--against-source", str(old))
+    assert_one_line_error(result, "one --source NEW.c")
+
+
+def test_in_a_sectorbench_checkout_kernels_c_is_compared_at_the_ref(tmp_path, monkeypatch):
+    """A clone of this repository whose last commit narrows basic's radius test."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, capture_output=True)
+    scalar = clone / "kernels_c" / "sector" / "scalar.c"
+    text = scalar.read_text()
+    assert "    if (!(squared_length < r2))" in text
+    scalar.write_text(text.replace("    if (!(squared_length < r2))", "    if (!(squared_length < 0.5f * r2))", 1))
+    commit_all(clone, "narrower basic")
+    monkeypatch.chdir(clone)
+    out = tmp_path / "ab.json"
+    result = invoke("run", *SMALL, "--kernels", "basic,nosqrt", "--against", "HEAD~1", "--json", str(out))
+    assert result.exit_code in (0, 1), result.output
+    basic, nosqrt = rows_by_side(out, "basic"), rows_by_side(out, "nosqrt")
+    assert basic["base"]["hits"] > basic["head"]["hits"]  # each side was built from its own tree
+    assert nosqrt["base"]["hits"] == nosqrt["head"]["hits"]
+
+
+def _row(kernel: str, verdict: str, ratio: float, p: float = 0.001) -> GateRow:
+    return GateRow(kernel, "cc", "-O2", "inline", 1.0, ratio, ratio, ratio, ratio, p, 1 - p, verdict, 0.1)
+
+
+def test_confirm_keeps_only_regressions_flagged_twice():
+    report = GateReport(
+        GateConfig(),
+        (_row("a", "regression", 1.3), _row("b", "regression", 1.2), _row("c", "unchanged", 1.0)),
+        (),
+        (),
+    )
+    asked = []
+
+    def measure_again(keys):
+        asked.append({k.kernel for k in keys})
+        return GateReport(GateConfig(), (_row("a", "regression", 1.25), _row("b", "inconclusive", 1.02)), (), ())
+
+    confirmed, lines = confirm(report, measure_again)
+    assert asked == [{"a", "b"}]  # only the flagged rows, once
+    assert [r.verdict for r in confirmed.rows] == ["regression", "inconclusive", "unchanged"]
+    assert confirmed.exit_code == 1
+    assert any("a [-O2, inline] flagged again" in line for line in lines)
+    assert any("b [-O2, inline] flagged" in line and "not a regression" in line for line in lines)
+
+
+def test_confirm_does_not_remeasure_counts():
+    """A row gated on instruction counts (p is NaN) is deterministic: re-measuring changes nothing."""
+    report = GateReport(GateConfig(), (_row("a", "regression", 1.3, p=math.nan),), (), ())
+
+    def measure_again(keys):
+        raise AssertionError("counts must not be re-measured")
+
+    confirmed, lines = confirm(report, measure_again)
+    assert confirmed.exit_code == 1 and lines == []

@@ -1,0 +1,118 @@
+"""--metric instructions: the driver under the real valgrind, its counts, the skip reasons."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sectorbench.cli import main
+from sectorbench.measure import instructions
+from sectorbench.compare.gate import GateRow
+from sectorbench.families import scene_kinds as scenes
+from sectorbench.native.build import BuildConfig, build, valgrind_include_dir
+
+needs_valgrind = pytest.mark.skipif(
+    shutil.which("valgrind") is None or valgrind_include_dir() is None,
+    reason="valgrind and its headers are not installed (apt-get install valgrind)",
+)
+SMALL = ["-n", "32", "-m", "1000", "--repeat", "2", "--min-time", "0.001", "--flags", "-O2"]
+
+
+@needs_valgrind
+def test_counts_are_identical_in_five_runs(tmp_path):
+    library = build(BuildConfig.parse("-O2"))
+    scene = scenes.generate("uniform", 48, 2000, seed=3)
+    scene_path = instructions.write_scene(scene, tmp_path / "scene.bin")
+    jobs = ["basic:inline:count", "basic:inline:noop", "sse2:call:count", "sse2:call:noop"]
+    runs = []
+    for attempt in range(5):
+        folder = tmp_path / f"run{attempt}"
+        folder.mkdir()
+        runs.append(instructions.count_loops(library, scene_path, jobs, "cc", folder))
+    assert all(run == runs[0] for run in runs), runs  # to the instruction
+    counts = runs[0]
+    assert set(counts) == set(jobs)
+    # The kernel's loop does more than its NoOperation twin, which still reads every point.
+    assert counts["basic:inline:count"] > counts["basic:inline:noop"] > 48 * 2000
+    assert counts["sse2:call:count"] > counts["sse2:call:noop"]
+
+
+@needs_valgrind
+def test_a_larger_scene_counts_more(tmp_path):
+    """The count is the loop's own: twice the points, about twice the instructions."""
+    library = build(BuildConfig.parse("-O2"))
+    counts = []
+    for points in (1000, 2000):
+        scene = scenes.generate("uniform", 32, points, seed=0)
+        path = instructions.write_scene(scene, tmp_path / f"scene-{points}.bin")
+        folder = tmp_path / f"out-{points}"
+        folder.mkdir()
+        counts.append(instructions.count_loops(library, path, ["basic:inline:count"], "cc", folder))
+    ratio = counts[1]["basic:inline:count"] / counts[0]["basic:inline:count"]
+    assert 1.9 < ratio < 2.1
+
+
+@needs_valgrind
+def test_run_metric_instructions_reports_per_test_counts(tmp_path):
+    out = tmp_path / "run.json"
+    result = CliRunner().invoke(
+        main, ["run", *SMALL, "--kernels", "basic,nosqrt", "--metric", "instructions", "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "instructions per test" in result.output
+    rows = json.loads(out.read_text())["results"]
+    for row in rows:
+        assert row["instructions"] > row["overhead_instructions"] > 0
+        assert row["instructions_tests"] == 32 * 1000
+        assert row["instructions_reason"] is None
+
+
+def test_avx512_kernels_and_native_builds_on_avx512_hosts_are_skipped_with_the_reason():
+    assert "avx512f" in instructions.skip_reason(("avx512f", "avx512bw"), ("-O2",), host_avx512=False)
+    assert "valgrind cannot run" in instructions.skip_reason(("avx512f",), ("-O2",), host_avx512=False)
+    native = instructions.skip_reason(("sse2",), ("-O3", "-march=native"), host_avx512=True)
+    assert "-march=native" in native and "AVX-512" in native
+    assert instructions.skip_reason(("sse2",), ("-O3", "-march=native"), host_avx512=False) is None
+    assert instructions.skip_reason(("avx2", "fma"), ("-O2",), host_avx512=True) is None
+    assert "AVX-512" in instructions.skip_reason((), ("-O2", "-mavx512f"), host_avx512=False)
+
+
+def test_without_valgrind_one_line_says_how_to_get_it(tmp_path):
+    """PATH holds every program of the real PATH except valgrind."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for folder in os.environ["PATH"].split(os.pathsep):
+        for program in Path(folder).glob("*") if Path(folder).is_dir() else ():
+            target = bin_dir / program.name
+            if not program.name.startswith("valgrind") and not target.exists():
+                target.symlink_to(program)
+    out = tmp_path / "run.json"
+    result = CliRunner().invoke(
+        main,
+        ["run", *SMALL, "--kernels", "basic", "--metric", "instructions", "--json", str(out)],
+        env={"PATH": str(bin_dir)},
+    )
+    assert result.exit_code == 0, result.output
+    hints = [line for line in result.output.splitlines() if "apt-get install valgrind" in line]
+    assert len(hints) == 1, result.output
+    (row,) = json.loads(out.read_text())["results"]
+    assert row["instructions"] is None and "apt-get install valgrind" in row["instructions_reason"]
+
+
+def _gate_row(threshold: float = 0.1) -> GateRow:
+    return GateRow("k", "cc", "-O2", "inline", 1.0, 1.0, 1.0, 0.9, 1.1, 0.5, 0.5, "inconclusive", threshold)
+
+
+def test_count_gate_has_no_statistics():
+    row = _gate_row()
+    assert instructions.count_row(row, 100.0, 111.0).verdict == "regression"
+    assert instructions.count_row(row, 100.0, 109.0).verdict == "unchanged"
+    assert instructions.count_row(row, 100.0, 90.0).verdict == "improvement"
+    flagged = instructions.count_row(row, 100.0, 111.0)
+    assert flagged.low == flagged.high == flagged.ratio and math.isnan(flagged.p_slower)
