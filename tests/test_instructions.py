@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from sectorbench.cli import main
-from sectorbench.measure import instructions
 from sectorbench.compare.gate import GateRow
 from sectorbench.families import scene_kinds as scenes
+from sectorbench.measure import instructions
 from sectorbench.native.build import BuildConfig, build, valgrind_include_dir
 
 needs_valgrind = pytest.mark.skipif(
