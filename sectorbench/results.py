@@ -49,7 +49,7 @@ class KernelResult:
     flags: str
     cc: str
     mode: str
-    status: str  # ok | skipped | crashed
+    status: str  # ok | skipped | crashed | timed-out
     reason: str | None = None
     hits: int | None = None
     tests: int = 0
@@ -86,6 +86,8 @@ class KernelResult:
     broadphase: str | None = None  # a broadphase row (run --broadphase): its name
     candidates: int | None = None  # pairs its narrow phase tested per pass
     narrow_phase: str | None = None  # the brute-force kernel whose predicate it runs
+    #: How the kernel left the worker's FP environment (restored before every other kernel), if it changed it.
+    fp_environment_change: str | None = None
 
     @property
     def percent_of_bound(self) -> float | None:

@@ -35,10 +35,12 @@ from . import SectorbenchError, cases, environment, exact, families
 from .build import BuildConfig, build
 from .cases import BATCH_ROWS
 from .kernels import Kernel, select, split_names
+from .measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S, Deadlines
+from .measure.messages import LoopRef
 from .results import SCHEMA_VERSION
-from .runner import PEER_BUILD, PEER_FLAGS
+from .runner import PEER_BUILD, row_build
 from .scenes import make_scene
-from .worker import BuildSession, WorkerCrashed, save_scene
+from .worker import BuildSession, WorkerCrashed, WorkerTimedOut, clock_session, save_scene
 
 CLASSES = ("rounding-band", "logic-bug", "special-value", "nondeterministic")
 #: Flags that let the compiler assume no NaN, infinity or signed zero.
@@ -70,6 +72,8 @@ class VerifyConfig:
     input_path: Path | None = None  # user cases instead of generated ones
     disable_isa: tuple[str, ...] = ()
     batch_rows: int = BATCH_ROWS  # rows held at once (memory); the result does not depend on it
+    #: The floor of every worker request's deadline (measure/deadlines.py): --kernel-timeout.
+    kernel_timeout: float = DEFAULT_KERNEL_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,9 @@ class KernelVerdict:
     loop_checks: int = 0  # count and grid loops compared with the oracle's count
     verdict: str = "FAIL"  # exact | rounding-band | FAIL
     failing: list = field(default_factory=list)  # the first `show` failing inputs, as hex floats
+    #: How the kernel left the worker's FP environment (restored before every other kernel), if it changed it.
+    fp_environment_change: str | None = None
+    notes: list = field(default_factory=list)  # what else its row says (an FP change, what it printed)
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,8 @@ class _Tally:
     kernel: Kernel
     build: BuildConfig
     bound: float
+    flags: str  # as its row shows them (runner.row_build)
+    cc: str
     status: str = "ok"
     reason: str | None = None
     cases: int = 0
@@ -133,10 +142,25 @@ class _Tally:
     other: list = field(default_factory=list)  # tolerated mismatches, up to `show`
     any_mismatch: bool = False
     any_failure: bool = False
+    fp_change: str | None = None
+    printed: str | None = None
+
+    def fail(self, exc: Exception) -> None:
+        """Its worker crashed or was killed at a deadline: the kernel is left out from now on."""
+        self.status = "timed-out" if isinstance(exc, WorkerTimedOut) else "crashed"
+        self.reason = str(exc)
 
     def verdict(self) -> KernelVerdict:
-        flags, cc = (PEER_FLAGS, "python") if self.kernel.is_peer else (" ".join(self.build.flags), self.build.cc)
-        base = dict(kernel=self.kernel.name, flags=flags, cc=cc, rounding_bound=self.bound)
+        notes = [f"changes the FP environment: {self.fp_change}"] if self.fp_change else []
+        notes += [self.printed] if self.printed else []
+        base = dict(
+            kernel=self.kernel.name,
+            flags=self.flags,
+            cc=self.cc,
+            rounding_bound=self.bound,
+            fp_environment_change=self.fp_change,
+            notes=notes,
+        )
         if self.status != "ok":
             return KernelVerdict(status=self.status, reason=self.reason, **base)
         verdict = "FAIL" if self.any_failure else "rounding-band" if self.any_mismatch else "exact"
@@ -197,6 +221,8 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
     else:
         batches = family.case_batches(config.cases, config.seed, config.batch_rows)
     sessions: list[BuildSession] = []
+    deadlines = Deadlines(config.kernel_timeout)
+    clock = None
     tallies: dict[tuple, _Tally] = {}
     groups: dict[str, int] = {}
     total = evaluable = 0
@@ -206,18 +232,27 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
             c_names, peer_names = split_names(config.kernels, family)
             for build_config in config.builds if c_names or not config.kernels else ():
                 progress(f"building {build_config.label}")
-                sessions.append(BuildSession(build_config, build(build_config), disable_isa=config.disable_isa))
+                sessions.append(
+                    BuildSession(build_config, build(build_config), disable_isa=config.disable_isa, deadlines=deadlines)
+                )
             if peer_names:  # one run for the peers, in a plain -O2 worker: flags do not apply to them
-                sessions.append(BuildSession(PEER_BUILD, build(PEER_BUILD), disable_isa=config.disable_isa, peers=True))
+                sessions.append(
+                    BuildSession(
+                        PEER_BUILD, build(PEER_BUILD), disable_isa=config.disable_isa, peers=True, deadlines=deadlines
+                    )
+                )
             names = {False: c_names, True: peer_names}
             chosen = {id(s): select(s.kernels, names[s.peers], config.family) for s in sessions}
             if not any(k.runnable for kernels in chosen.values() for k in kernels):  # before any case is made
                 skipped = [(k.name, _label(s), k.skip_reason) for s in sessions for k in chosen[id(s)]]
                 raise SectorbenchError(nothing_checked(skipped, config.family))
-            clock_mhz = round(max(sessions[0].worker.request("clock")["mhz"] for _ in range(3)), 1)
+            clock = clock_session(sessions, config.builds[0].cc, progress)
+            clock_mhz = round(max(clock.worker.clock_mhz() for _ in range(3)), 1)
             for session in sessions:
+                flags, cc = row_build(session)
                 for kernel in chosen[id(session)]:
-                    tally = _Tally(kernel, session.config, kernel.rounding_bound or family.default_rounding_bound)
+                    bound = kernel.rounding_bound or family.default_rounding_bound
+                    tally = _Tally(kernel, session.config, bound, flags, cc)
                     if not kernel.runnable:
                         tally.status, tally.reason = "skipped", kernel.skip_reason
                     tallies[(id(session), kernel.name)] = tally
@@ -242,9 +277,13 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                 total += len(case_set)
                 evaluable += int(np.count_nonzero(_default_reference(family, case_set, references).exact_evaluable))
                 scene_path.unlink()
+            for (session_id, name), tally in tallies.items():
+                session = next(s for s in sessions if id(s) == session_id)
+                tally.printed = session.printed_note(name)
         finally:
-            for session in sessions:
-                session.close()
+            for session in [*sessions, clock]:
+                if session is not None:
+                    session.close()
     verdicts = [tally.verdict() for tally in tallies.values()]
     env = {
         "machine": environment.machine_fingerprint(),
@@ -267,9 +306,8 @@ def _default_reference(family, case_set, references):
 
 
 def _nominal_kernel(family) -> Kernel:
-    """A strict kernel taking the family's first arrays, to ask the family about its own parametrisation."""
-    takes = tuple(name for name in family.shape_arrays if name not in ("r", "theta"))
-    return Kernel.pseudo("(family)", family.name, takes)
+    """A strict kernel of the family's own parametrisation (the family says which)."""
+    return family.nominal_kernel()
 
 
 def _self_check(family, case_set, seed: int, batch_index: int) -> None:
@@ -303,9 +341,9 @@ def _answers(session, family, tallies: list[_Tally], case_set, scratch) -> dict:
         out = {}
         for tally in live:
             try:
-                out[tally] = family.answers(session.worker.evaluate(tally.kernel.name, scratch))[shift:]
-            except WorkerCrashed as exc:
-                tally.status, tally.reason = "crashed", str(exc)
+                out[tally] = family.answers(_evaluate(session, tally, scratch))[shift:]
+            except (WorkerCrashed, WorkerTimedOut) as exc:
+                tally.fail(exc)
                 session.restart()
                 session.worker.load(scene, scratch)
         return out
@@ -326,9 +364,9 @@ def _answers(session, family, tallies: list[_Tally], case_set, scratch) -> dict:
         session.worker.load(grid, scratch)
         for tally in list(answers):
             try:
-                diagonal = np.diagonal(family.answers(session.worker.evaluate(tally.kernel.name, scratch)))
-            except WorkerCrashed as exc:
-                tally.status, tally.reason = "crashed", str(exc)
+                diagonal = np.diagonal(family.answers(_evaluate(session, tally, scratch)))
+            except (WorkerCrashed, WorkerTimedOut) as exc:
+                tally.fail(exc)
                 session.restart()
                 session.worker.load(grid, scratch)
                 continue
@@ -399,15 +437,13 @@ def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, s
                 continue
             progress(f"loop check: {tally.kernel.name} [{session.config.label}], M={points}")
             try:
-                grid = family.answers(session.worker.evaluate(tally.kernel.name, scratch))
+                grid = family.answers(_evaluate(session, tally, scratch))
                 counts = {
-                    f"count_{mode}": session.worker.request("sample", kernel=tally.kernel.name, mode=mode, calls=1)[
-                        "hits"
-                    ]
-                    for mode in (("inline",) if tally.kernel.is_peer else ("inline", "call"))
+                    f"count_{mode}": _count(session, tally, LoopRef(tally.kernel.name, mode))
+                    for mode in tally.kernel.modes
                 }
-            except WorkerCrashed as exc:
-                tally.status, tally.reason = "crashed", str(exc)
+            except (WorkerCrashed, WorkerTimedOut) as exc:
+                tally.fail(exc)
                 session.restart()
                 session.worker.load(scene, scratch)
                 continue
@@ -429,6 +465,21 @@ def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, s
                             "oracle": None,
                         }
                     )
+
+
+def _evaluate(session: BuildSession, tally: _Tally, scratch, shapes=None) -> np.ndarray:
+    """The kernel's answers on the worker's scene; an FP-environment change is kept in its tally
+    (the worker restores the build's environment before every kernel, so no other is affected)."""
+    answers, fp_change = session.worker.evaluate_with_fp(tally.kernel.name, scratch, shapes)
+    tally.fp_change = tally.fp_change or fp_change
+    return answers
+
+
+def _count(session: BuildSession, tally: _Tally, loop: LoopRef) -> int:
+    """One pass of a count loop: its hits."""
+    timed = session.worker.sample(loop, calls=1)
+    tally.fp_change = tally.fp_change or timed.fp_change
+    return timed.hits
 
 
 def _grid_pairs(family, scene):

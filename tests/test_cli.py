@@ -46,7 +46,7 @@ def test_run_two_flag_sets_in_one_run(tmp_path):
     assert {r["speedup"] for r in rows if r["kernel"] == "naive"} == {1.0}
     assert data["env"]["machine"]["cpu"]["logical_cores"] >= 1
     fp = {tuple(b["flags"]): b["fp_environment"] for b in data["env"]["builds"]}
-    assert fp[("-O2",)] == {"denormals_are_zero": False, "flush_to_zero": False}
+    assert fp[("-O2",)] == {"denormals_are_zero": False, "flush_to_zero": False, "rounding": "to nearest", "traps": []}
 
 
 def test_existing_json_is_not_overwritten(tmp_path):

@@ -6,6 +6,7 @@ import pytest
 
 from sectorbench.build import BuildConfig, build
 from sectorbench.machine_code import analyze, find_llvm_mca
+from sectorbench.measure.messages import LoopRef
 from sectorbench.runner import RunConfig, run
 from sectorbench.timing import TimingConfig
 from sectorbench.verify import VerifyConfig, verify
@@ -109,11 +110,11 @@ def test_counters_are_reported_honestly(o2_worker, scratch):
 
     o2_worker.load(generate("uniform", 5, 100, 0), scratch)
     _, info = o2_worker.describe()
-    counters = info["counters"]
+    counters = info.counters
     assert isinstance(counters["available"], bool)
     assert counters["available"] or counters["reason"].startswith("perf_event_open: ")
-    reply = o2_worker.request("sample", kernel="basic", mode="inline", calls=1)
-    assert ("cycles" in reply) == counters["available"]
+    reply = o2_worker.sample(LoopRef("basic", "inline"), calls=1)
+    assert (reply.cycles is not None) == counters["available"]
 
 
 def test_a_loop_faster_than_its_bound_is_named_in_the_notes():

@@ -9,8 +9,8 @@ import pytest
 
 from sectorbench.build import BuildConfig
 from sectorbench.families.sector.peers import NumpyPeer
+from sectorbench.measure.loops import peer_kernel
 from sectorbench.runner import PEER_FLAGS, RunConfig, run
-from sectorbench.server import peer_kernel
 from sectorbench.timing import TimingConfig
 from sectorbench.verify import VerifyConfig, verify
 

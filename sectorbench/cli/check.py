@@ -12,6 +12,7 @@ from ..families import all_families
 from ..results import write_text_atomic
 from ..verify import VerifyConfig
 from .app import Reporter, main, note, stdout
+from .measure import kernel_timeout_option
 from .options import SEED, RegistryChoice, build_configs, build_options, check_outputs, comma_list, output_options
 
 
@@ -62,9 +63,23 @@ from .options import SEED, RegistryChoice, build_configs, build_options, check_o
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Check these cases (.npz, one row per pair) instead of generated ones [default: generated].",
 )
+@kernel_timeout_option
 @output_options
 def verify_command(
-    family, kernels, flags, cc, sources, disable_isa, cases, seed, show, strict_special, input_path, json_path, force
+    family,
+    kernels,
+    flags,
+    cc,
+    sources,
+    disable_isa,
+    cases,
+    seed,
+    show,
+    strict_special,
+    input_path,
+    kernel_timeout,
+    json_path,
+    force,
 ):
     """Check kernels against the exact oracle; exit 1 if any fails."""
     from ..families import get
@@ -82,6 +97,7 @@ def verify_command(
         show=show,
         input_path=input_path,
         disable_isa=disable_isa,
+        kernel_timeout=kernel_timeout,
     )
     if input_path is not None:
         get(family).input_cases(input_path)  # a bad file is refused before anything is built

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from .. import SectorbenchError
+from ..measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S
 from ..results import load
 from ..runner import MAX_RUN_MINUTES, Plan, RunConfig, run
 from ..scenes import describe as describe_scene
@@ -38,6 +39,7 @@ DEFAULT_RUN_FLAGS = ("-O2", "-O2 -ffast-math")
 
 def timing_options(default_repeat: int):
     def decorate(command):
+        command = kernel_timeout_option(command)
         command = click.option(
             "--max-minutes",
             default=MAX_RUN_MINUTES,
@@ -63,6 +65,17 @@ def timing_options(default_repeat: int):
         return command
 
     return decorate
+
+
+def kernel_timeout_option(command):
+    return click.option(
+        "--kernel-timeout",
+        default=DEFAULT_KERNEL_TIMEOUT_S,
+        show_default=True,
+        type=float,
+        help="Seconds a kernel may go without answering (the floor of every deadline) before its worker "
+        "is killed and its row is timed-out.",
+    )(command)
 
 
 def scene_options(command):
@@ -141,6 +154,7 @@ def run_command(
     repeat,
     min_sample_s,
     max_minutes,
+    kernel_timeout,
     json_path,
     force,
     save_to_results,
@@ -167,6 +181,7 @@ def run_command(
         disable_isa=disable_isa,
         threads=threads,
         max_minutes=max_minutes,
+        kernel_timeout=kernel_timeout,
         broadphases=broadphases,
         scene_options=dict(world=world, rmin=rmin, rmax=rmax),
     )
@@ -271,6 +286,7 @@ def compare_command(
     repeat,
     min_sample_s,
     max_minutes,
+    kernel_timeout,
     json_path,
     force,
     save_to_results,
@@ -307,6 +323,7 @@ def compare_command(
         disable_isa=disable_isa,
         threads=threads,
         max_minutes=max_minutes,
+        kernel_timeout=kernel_timeout,
     )
     for missing in (c for c in cc if c not in installed):
         note(f"compiler {missing!r} is not installed: its builds are left out")
