@@ -146,6 +146,8 @@ class Worker:
 
         WorkerTimedOut (the worker is killed), WorkerCrashed, WorkerError (it caught one)."""
         left = self.budget.left_s()
+        if left <= 0:  # the run is over its --max-minutes: nothing more is asked
+            raise WorkerTimedOut(f"the run's --max-minutes {self.budget.minutes:g} ran out before this request")
         limit = min(deadline_s, left)
         try:
             self._channel.send_bytes(messages.encode(request))
