@@ -182,7 +182,8 @@ class Worker:
 
     def _death_notice(self) -> str:
         code = self._process.wait(timeout=30)
-        self._stderr.file.seek(0)
+        size = os.fstat(self._stderr.file.fileno()).st_size
+        self._stderr.file.seek(max(0, size - PRINTED_BYTES_READ))  # its last words, however much it printed
         lines = self._stderr.file.read().decode(errors="replace").strip().splitlines()
         # A Python traceback: its last line says what happened; frames are for SECTORBENCH_DEBUG.
         tail = lines[-1:] if any(line.startswith("Traceback") for line in lines) else lines[-3:]
