@@ -39,7 +39,9 @@ def test_run_two_flag_sets_in_one_run(tmp_path):
     assert data["scene"] == {"kind": "uniform", "family": "sector", "seed": 0, "sectors": 20, "points": 500}
     rows = data["results"]
     assert {r["flags"] for r in rows} == {"-O2", "-O1 -ffast-math"}
-    assert all(r["status"] == "ok" and len(r["samples_s"]) == 2 and r["tests"] == 10000 for r in rows)
+    assert all("this CPU lacks" in r["reason"] for r in rows if r["status"] == "skipped")  # e.g. AVX-512
+    rows = [r for r in rows if r["status"] != "skipped"]
+    assert rows and all(r["status"] == "ok" and len(r["samples_s"]) == 2 and r["tests"] == 10000 for r in rows)
     for r in rows:
         assert r["net_s"] >= 0 and r["overhead_s"] > 0 and r["median_s"] > 0
         assert r["hit_rate"] == r["hits"] / r["tests"]
