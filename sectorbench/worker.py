@@ -162,9 +162,13 @@ class Worker:
             raise WorkerTimedOut(f"no answer within {deadline_s:.3g} s (--kernel-timeout sets the floor): killed")
         try:
             data = self._channel.recv_bytes(MAX_REPLY_BYTES)
-        except (EOFError, OSError):
+        except EOFError:
             self._take_output(who)
             raise WorkerCrashed(self._death_notice()) from None
+        except OSError as exc:  # a frame too long or torn: not our worker's reply
+            self.kill()
+            self._take_output(who)
+            raise WorkerCrashed(f"the worker's channel carried something else: {exc}") from None
         self._take_output(who)
         try:
             reply = messages.decode(data)
@@ -181,7 +185,11 @@ class Worker:
         self._stderr.take(printed)
 
     def _death_notice(self) -> str:
-        code = self._process.wait(timeout=30)
+        try:
+            code = self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # it closed the channel but lives on: end it
+            self.kill()
+            code = self._process.returncode
         size = os.fstat(self._stderr.file.fileno()).st_size
         self._stderr.file.seek(max(0, size - PRINTED_BYTES_READ))  # its last words, however much it printed
         lines = self._stderr.file.read().decode(errors="replace").strip().splitlines()
