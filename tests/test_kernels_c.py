@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from sectorbench.families.scene_kinds import generate, make_scene
+from sectorbench.measure.messages import LoopRef
 from sectorbench.measure.worker import Worker
 from sectorbench.native.build import BuildConfig, build
 
@@ -142,7 +143,7 @@ def test_simd_tails_count_only_real_points(o2_worker, scratch, m):
         assert grid.shape == (3, m)
         assert np.array_equal(grid, reference), kernel
         for mode in ("inline", "call"):
-            hits = o2_worker.request("sample", kernel=kernel, mode=mode, calls=1)["hits"]
+            hits = o2_worker.sample(LoopRef(kernel, mode), calls=1).hits
             assert hits == reference.sum(), (kernel, mode)
 
 
@@ -165,7 +166,7 @@ def test_count_matches_grid_for_every_kernel_and_mode(o2_worker, scratch):
     for kernel in SECTOR_KERNELS:
         total = o2_worker.evaluate(kernel, scratch).sum()
         for mode in ("inline", "call"):
-            assert o2_worker.request("sample", kernel=kernel, mode=mode, calls=1)["hits"] == total
+            assert o2_worker.sample(LoopRef(kernel, mode), calls=1).hits == total
 
 
 def test_noop_time_grows_with_tests_at_O3(scratch):
@@ -176,9 +177,9 @@ def test_noop_time_grows_with_tests_at_O3(scratch):
             worker.load(generate("uniform", n, 20000, 0), scratch)
             for kernel in ("basic", "sse2"):
                 for mode in ("inline", "call"):
-                    replies = [worker.request("sample", kernel=kernel, mode=mode, noop=True, calls=3) for _ in range(5)]
-                    assert all(reply["hits"] == 0 for reply in replies)
-                    medians[(n, kernel, mode)] = statistics.median(reply["seconds"] for reply in replies)
+                    replies = [worker.sample(LoopRef(kernel, mode, noop=True), calls=3) for _ in range(5)]
+                    assert all(reply.hits == 0 for reply in replies)
+                    medians[(n, kernel, mode)] = statistics.median(reply.seconds for reply in replies)
     for kernel in ("basic", "sse2"):
         for mode in ("inline", "call"):
             small, large = medians[(100, kernel, mode)], medians[(400, kernel, mode)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sectorbench.check.verify import VerifyConfig, verify
+from sectorbench.measure.messages import LoopRef
 from sectorbench.measure.runner import RunConfig, run
 from sectorbench.measure.timing import TimingConfig
 from sectorbench.native.build import BuildConfig, build
@@ -117,11 +118,11 @@ def test_counters_are_reported_honestly(o2_worker, scratch):
 
     o2_worker.load(generate("uniform", 5, 100, 0), scratch)
     _, info = o2_worker.describe()
-    counters = info["counters"]
+    counters = info.counters
     assert isinstance(counters["available"], bool)
     assert counters["available"] or counters["reason"].startswith("perf_event_open: ")
-    reply = o2_worker.request("sample", kernel="basic", mode="inline", calls=1)
-    assert ("cycles" in reply) == counters["available"]
+    reply = o2_worker.sample(LoopRef("basic", "inline"), calls=1)
+    assert (reply.cycles is not None) == counters["available"]
 
 
 def test_a_loop_faster_than_its_bound_is_named_in_the_notes():

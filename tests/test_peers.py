@@ -9,8 +9,8 @@ import pytest
 
 from sectorbench.check.verify import VerifyConfig, verify
 from sectorbench.families.sector.peers import NumpyPeer
+from sectorbench.measure.loops import peer_kernel
 from sectorbench.measure.runner import PEER_FLAGS, RunConfig, run
-from sectorbench.measure.server import peer_kernel
 from sectorbench.measure.timing import TimingConfig
 from sectorbench.native.build import BuildConfig
 

@@ -13,7 +13,7 @@ from sectorbench.check.verify import VerifyConfig, read_input, shape_splits, ver
 from sectorbench.cli import main
 from sectorbench.errors import SectorbenchError
 from sectorbench.families.triangle.cases import ARTICLE_TRIANGLE
-from sectorbench.measure.server import UNTOUCHED_BYTE
+from sectorbench.measure.messages import LoopRef
 from sectorbench.measure.worker import Worker
 from sectorbench.model.split import shape_ranges
 from sectorbench.native.build import BuildConfig, build
@@ -38,23 +38,22 @@ def test_shape_splits_are_run_splits_uneven_ones_and_ones_inside_a_block():
 
 
 def test_worker_loops_over_a_shape_range(tmp_path):
-    """sample and evaluate with shapes=[begin, end]: the parts add up, the other grid rows stay untouched."""
+    """sample and evaluate over a shape range: the parts add up, the range's grid rows are the whole's."""
     family = families.get("sector")
     scene = family.loop_scene(19, 47, np.random.default_rng(3))
     with Worker(build(BuildConfig())) as worker:
         worker.load(scene, tmp_path)
-        whole = worker.request("sample", kernel="basic", mode="inline", calls=1)["hits"]
+        whole = worker.sample(LoopRef("basic"), calls=1).hits
         grid = worker.evaluate("basic", tmp_path)
         parts = [
-            worker.request("sample", kernel="basic", mode=mode, calls=1, shapes=[b, e])["hits"]
+            worker.sample(LoopRef("basic", mode, shapes=(b, e)), calls=1).hits
             for mode in ("inline", "call")
             for b, e in shape_ranges(19, 3)
         ]
         share = worker.evaluate("basic", tmp_path, shapes=(5, 12))
     assert whole == int(grid.sum()) > 0
     assert sum(parts[:3]) == sum(parts[3:]) == whole
-    assert np.array_equal(share[5:12], grid[5:12])
-    assert np.all(share[:5] == UNTOUCHED_BYTE) and np.all(share[12:] == UNTOUCHED_BYTE)
+    assert np.array_equal(share, grid[5:12])
 
 
 def test_a_count_loop_ignoring_its_shape_range_fails():
@@ -76,7 +75,7 @@ def test_the_broadphase_narrow_phase_is_checked():
     family = families.get("sector")
     with Worker(build(BuildConfig())) as worker:
         worker.load(family.loop_scene(5, 300, np.random.default_rng(0)), Path("/tmp"))
-        narrow = worker.request("sample", kernel="grid", broadphase="grid", mode="inline", calls=1)["narrow_phase"]
+        narrow = worker.sample(LoopRef("grid"), calls=1).extras.narrow_phase
     twin = "sse2_nosqrt" if narrow != "sse2_nosqrt" else "avx2_nosqrt"
     result = verify(VerifyConfig(kernels=(narrow, twin), cases=100))
     by_name = {k.kernel: k for k in result.kernels}
@@ -107,9 +106,7 @@ def test_expected_column_that_agrees_is_accepted(tmp_path, form):
 
 
 def _nominal():
-    from sectorbench.model.kernels import Kernel
-
-    return Kernel.pseudo("(family)", "triangle", ("ax", "ay", "bx", "by", "cx", "cy"))
+    return families.get("triangle").nominal_kernel()
 
 
 def test_expected_column_that_disagrees_is_a_case_file_error(tmp_path):

@@ -1,8 +1,10 @@
 /* The kernel table: every row registered with SB_REGISTER in any linked file,
  * plus the CPU checks, the clock loop and the hardware counters the harness needs. */
+#define _GNU_SOURCE /* fegetexcept */
 #include "sb_common.h"
 
 #include <errno.h>
+#include <fenv.h>
 #if defined(__linux__)
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
@@ -65,6 +67,80 @@ uint64_t sb_dependent_adds(uint64_t iterations) {
     for (uint64_t i = 0; i < iterations; i++)
         __asm__ volatile("add $1, %0" : "+r"(accumulator)); /* one cycle, dependent */
     return accumulator;
+}
+
+_Static_assert(sizeof(fenv_t) <= sizeof(((sb_fpenv *)0)->saved), "sb_fpenv.saved holds a fenv_t");
+
+/* MXCSR: bits 0-5 are sticky exception flags, 6 DAZ, 7-12 exception masks, 13-14 rounding, 15 FTZ. */
+#define SB_MXCSR_FLAGS 0x3fu
+#define SB_MXCSR_DAZ (1u << 6)
+#define SB_MXCSR_FTZ (1u << 15)
+
+static int rounding_code(int mode) {
+    switch (mode) {
+#ifdef FE_TONEAREST
+    case FE_TONEAREST: return 0;
+#endif
+#ifdef FE_DOWNWARD
+    case FE_DOWNWARD: return 1;
+#endif
+#ifdef FE_UPWARD
+    case FE_UPWARD: return 2;
+#endif
+#ifdef FE_TOWARDZERO
+    case FE_TOWARDZERO: return 3;
+#endif
+    default: return -1;
+    }
+}
+
+static int trap_codes(void) {
+    int traps = 0;
+#if defined(__GLIBC__)
+    const int enabled = fegetexcept();
+#ifdef FE_INVALID
+    traps |= (enabled & FE_INVALID) ? 1 : 0;
+#endif
+#ifdef FE_DIVBYZERO
+    traps |= (enabled & FE_DIVBYZERO) ? 2 : 0;
+#endif
+#ifdef FE_OVERFLOW
+    traps |= (enabled & FE_OVERFLOW) ? 4 : 0;
+#endif
+#ifdef FE_UNDERFLOW
+    traps |= (enabled & FE_UNDERFLOW) ? 8 : 0;
+#endif
+#ifdef FE_INEXACT
+    traps |= (enabled & FE_INEXACT) ? 16 : 0;
+#endif
+#endif
+    return traps;
+}
+
+void sb_fpenv_save(sb_fpenv *env) {
+    memset(env, 0, sizeof *env);
+    fegetenv((fenv_t *)env->saved);
+    env->rounding = rounding_code(fegetround());
+    env->traps = trap_codes();
+#if defined(SB_X86)
+    env->mxcsr = _mm_getcsr() & ~SB_MXCSR_FLAGS;
+    env->flush_to_zero = (env->mxcsr & SB_MXCSR_FTZ) != 0;
+    env->denormals_are_zero = (env->mxcsr & SB_MXCSR_DAZ) != 0;
+#endif
+}
+
+void sb_fpenv_restore(const sb_fpenv *env) {
+    fesetenv((const fenv_t *)env->saved);
+    feclearexcept(FE_ALL_EXCEPT);
+#if defined(SB_X86)
+    _mm_setcsr(env->mxcsr); /* every MXCSR control bit, FTZ and DAZ included */
+#endif
+}
+
+int sb_fpenv_changed(const sb_fpenv *env) {
+    sb_fpenv now;
+    sb_fpenv_save(&now);
+    return now.rounding != env->rounding || now.traps != env->traps || now.mxcsr != env->mxcsr;
 }
 
 #if defined(__linux__)

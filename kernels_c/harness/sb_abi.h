@@ -78,5 +78,27 @@ int sb_counters_open(void);
 /* Their running totals. */
 void sb_counters_read(uint64_t *cycles, uint64_t *instructions);
 
+/* The floating-point environment of the calling thread: the worker records the build's at
+ * load, restores it before every kernel's samples and every verify batch, and compares it
+ * after, so a kernel that changes it (fesetround, FTZ) is named and affects no other.
+ * Fields are portable codes, filled by sb_fpenv_save; `saved` is the C fenv_t, opaque. */
+typedef struct sb_fpenv {
+    int rounding;              /* 0 to nearest, 1 downward, 2 upward, 3 toward zero, -1 unknown */
+    int traps;                 /* enabled exception traps: 1 invalid, 2 divide-by-zero, 4 overflow,
+                                  8 underflow, 16 inexact */
+    int flush_to_zero;         /* MXCSR.FTZ (x86; 0 elsewhere) */
+    int denormals_are_zero;    /* MXCSR.DAZ (x86; 0 elsewhere) */
+    unsigned int mxcsr;        /* MXCSR with its sticky exception flags cleared (x86; 0 elsewhere) */
+    unsigned char saved[128];  /* the C fenv_t */
+} sb_fpenv;
+
+/* The calling thread's environment into *env. */
+void sb_fpenv_save(sb_fpenv *env);
+/* Make the calling thread's environment *env (sticky exception flags cleared). */
+void sb_fpenv_restore(const sb_fpenv *env);
+/* 1 if the calling thread's environment differs from *env in what a kernel's answers depend
+ * on (rounding, traps, MXCSR control bits), else 0; sticky exception flags never count. */
+int sb_fpenv_changed(const sb_fpenv *env);
+
 /* A family's own C interface (e.g. the sector broadphase) is declared in its folder's abi.h,
  * which cdef() reads after this file (build.cdef_source). */

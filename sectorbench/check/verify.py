@@ -34,10 +34,11 @@ import numpy as np
 from .. import families
 from ..errors import SectorbenchError
 from ..families.scene_kinds import make_scene
-from ..measure.runner import PEER_BUILD, PEER_FLAGS
+from ..measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S, Deadlines
+from ..measure.messages import LoopRef
+from ..measure.runner import PEER_BUILD, row_build
 from ..measure.selection import check_names, infer_family, known_kernels, select, split_names
-from ..measure.server import UNTOUCHED_BYTE
-from ..measure.worker import BuildSession, WorkerCrashed, save_scene
+from ..measure.worker import BuildSession, WorkerCrashed, WorkerError, WorkerTimedOut, clock_session, save_scene
 from ..model import cases
 from ..model.cases import BATCH_ROWS
 from ..model.kernels import Kernel
@@ -88,6 +89,8 @@ class VerifyConfig:
     batch_rows: int = BATCH_ROWS  # rows held at once (memory); the result does not depend on it
     jobs: int | None = None  # processes judging batches; None: one per CPU (the result does not depend on it)
     scheduler: str | None = None  # a Dask scheduler's address: batches go to its workers instead
+    #: The floor of every worker request's deadline (measure/deadlines.py): --kernel-timeout.
+    kernel_timeout: float = DEFAULT_KERNEL_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,9 @@ class KernelVerdict:
     loop_checks: int = 0  # count and grid loops compared with the oracle's count
     verdict: str = "FAIL"  # exact | rounding-band | FAIL
     failing: list = field(default_factory=list)  # the first `show` failing inputs, as hex floats
+    #: How the kernel left the worker's FP environment (restored before every other kernel), if it changed it.
+    fp_environment_change: str | None = None
+    notes: list = field(default_factory=list)  # what else its row says (an FP change, what it printed)
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,8 @@ class _Tally:
     kernel: Kernel
     build: BuildConfig
     bound: float
+    flags: str  # as its row shows them (runner.row_build)
+    cc: str
     status: str = "ok"
     reason: str | None = None
     cases: int = 0
@@ -151,6 +159,13 @@ class _Tally:
     other: list = field(default_factory=list)  # tolerated mismatches, up to `show`
     any_mismatch: bool = False
     any_failure: bool = False
+    fp_change: str | None = None
+    printed: str | None = None
+
+    def fail(self, exc: Exception) -> None:
+        """Its worker crashed or was killed at a deadline: the kernel is left out from now on."""
+        self.status = "timed-out" if isinstance(exc, WorkerTimedOut) else "crashed"
+        self.reason = str(exc)
 
     def absorb(self, part: _Tally, show: int) -> None:
         """Add one batch's tally of this kernel (batches absorbed in order: the result does not
@@ -172,10 +187,19 @@ class _Tally:
         self.other.extend(part.other[: max(0, show - len(self.other))])
         self.any_mismatch |= part.any_mismatch
         self.any_failure |= part.any_failure
+        self.fp_change = self.fp_change or part.fp_change
 
     def verdict(self) -> KernelVerdict:
-        flags, cc = (PEER_FLAGS, "python") if self.kernel.is_peer else (" ".join(self.build.flags), self.build.cc)
-        base = dict(kernel=self.kernel.name, flags=flags, cc=cc, rounding_bound=self.bound)
+        notes = [f"changes the FP environment: {self.fp_change}"] if self.fp_change else []
+        notes += [self.printed] if self.printed else []
+        base = dict(
+            kernel=self.kernel.name,
+            flags=self.flags,
+            cc=self.cc,
+            rounding_bound=self.bound,
+            fp_environment_change=self.fp_change,
+            notes=notes,
+        )
         if self.status != "ok":
             return KernelVerdict(status=self.status, reason=self.reason, **base)
         verdict = "FAIL" if self.any_failure else "rounding-band" if self.any_mismatch else "exact"
@@ -251,6 +275,8 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
     else:
         batches = family.case_batches(config.cases, config.seed, config.batch_rows)
     sessions: list[BuildSession] = []
+    deadlines = Deadlines(config.kernel_timeout)
+    clock = None
     tallies: dict[tuple, _Tally] = {}
     groups: dict[str, int] = {}
     workers: dict[str, dict] = {}  # where batches ran: fingerprints of the processes or cluster workers
@@ -261,18 +287,27 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
             c_names, peer_names = split_names(config.kernels, family)
             for build_config in config.builds if c_names or not config.kernels else ():
                 progress(f"building {build_config.label}")
-                sessions.append(BuildSession(build_config, build(build_config), disable_isa=config.disable_isa))
+                sessions.append(
+                    BuildSession(build_config, build(build_config), disable_isa=config.disable_isa, deadlines=deadlines)
+                )
             if peer_names:  # one run for the peers, in a plain -O2 worker: flags do not apply to them
-                sessions.append(BuildSession(PEER_BUILD, build(PEER_BUILD), disable_isa=config.disable_isa, peers=True))
+                sessions.append(
+                    BuildSession(
+                        PEER_BUILD, build(PEER_BUILD), disable_isa=config.disable_isa, peers=True, deadlines=deadlines
+                    )
+                )
             names = {False: c_names, True: peer_names}
             chosen = {id(s): select(s.kernels, names[s.peers], config.family) for s in sessions}
             if not any(k.runnable for kernels in chosen.values() for k in kernels):  # before any case is made
                 skipped = [(k.name, _label(s), k.skip_reason) for s in sessions for k in chosen[id(s)]]
                 raise SectorbenchError(nothing_checked(skipped, config.family))
-            clock_mhz = round(max(sessions[0].worker.request("clock")["mhz"] for _ in range(3)), 1)
+            clock = clock_session(sessions, config.builds[0].cc, progress)
+            clock_mhz = round(max(clock.worker.clock_mhz() for _ in range(3)), 1)
             for session in sessions:
+                flags, cc = row_build(session)
                 for kernel in chosen[id(session)]:
-                    tally = _Tally(kernel, session.config, kernel.rounding_bound or family.default_rounding_bound)
+                    bound = kernel.rounding_bound or family.default_rounding_bound
+                    tally = _Tally(kernel, session.config, bound, flags, cc)
                     if not kernel.runnable:
                         tally.status, tally.reason = "skipped", kernel.skip_reason
                     tallies[(id(session), kernel.name)] = tally
@@ -303,9 +338,13 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                 evaluable += outcome.evaluable
                 for name, info in outcome.worker.items():
                     workers.setdefault(name, {**info, "batches": 0})["batches"] += info.get("batches", 0)
+            for (session_id, name), tally in tallies.items():
+                session = next(s for s in sessions if id(s) == session_id)
+                tally.printed = session.printed_note(name)
         finally:
-            for session in sessions:
-                session.close()
+            for session in [*sessions, clock]:
+                if session is not None:
+                    session.close()
     verdicts = [tally.verdict() for tally in tallies.values()]
     env = {
         "machine": environment.machine_fingerprint(),
@@ -383,7 +422,9 @@ class LocalJudge:
             batch_tallies = []
             for name in live.get(index, ()):
                 kernel = self.kernels[index][name]
-                tally = _Tally(kernel, session.config, kernel.rounding_bound or family.default_rounding_bound)
+                tally = _Tally(
+                    kernel, session.config, kernel.rounding_bound or family.default_rounding_bound, *row_build(session)
+                )
                 if (index, name) in self.crashed:
                     tally.status, tally.reason = "crashed", self.crashed[(index, name)]
                 else:
@@ -435,9 +476,8 @@ def _default_reference(family, case_set, references):
 
 
 def _nominal_kernel(family) -> Kernel:
-    """A strict kernel taking the family's first arrays, to ask the family about its own parametrisation."""
-    takes = tuple(name for name in family.shape_arrays if name not in ("r", "theta"))
-    return Kernel.pseudo("(family)", family.name, takes)
+    """A strict kernel of the family's own parametrisation (the family says which)."""
+    return family.nominal_kernel()
 
 
 def _self_check(family, case_set, seed: int, batch_index: int) -> None:
@@ -471,9 +511,9 @@ def _answers(session, family, tallies: list[_Tally], case_set, scratch) -> dict:
         out = {}
         for tally in live:
             try:
-                out[tally] = family.answers(session.worker.evaluate(tally.kernel.name, scratch))[shift:]
-            except WorkerCrashed as exc:
-                tally.status, tally.reason = "crashed", str(exc)
+                out[tally] = family.answers(_evaluate(session, tally, scratch))[shift:]
+            except (WorkerCrashed, WorkerTimedOut) as exc:
+                tally.fail(exc)
                 session.restart()
                 session.worker.load(scene, scratch)
         return out
@@ -494,9 +534,9 @@ def _answers(session, family, tallies: list[_Tally], case_set, scratch) -> dict:
         session.worker.load(grid, scratch)
         for tally in list(answers):
             try:
-                diagonal = np.diagonal(family.answers(session.worker.evaluate(tally.kernel.name, scratch)))
-            except WorkerCrashed as exc:
-                tally.status, tally.reason = "crashed", str(exc)
+                diagonal = np.diagonal(family.answers(_evaluate(session, tally, scratch)))
+            except (WorkerCrashed, WorkerTimedOut) as exc:
+                tally.fail(exc)
                 session.restart()
                 session.worker.load(grid, scratch)
                 continue
@@ -567,15 +607,13 @@ def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, s
                 continue
             progress(f"loop check: {tally.kernel.name} [{session.config.label}], M={points}")
             try:
-                grid = family.answers(session.worker.evaluate(tally.kernel.name, scratch))
+                grid = family.answers(_evaluate(session, tally, scratch))
                 counts = {
-                    f"count_{mode}": session.worker.request("sample", kernel=tally.kernel.name, mode=mode, calls=1)[
-                        "hits"
-                    ]
-                    for mode in (("inline",) if tally.kernel.is_peer else ("inline", "call"))
+                    f"count_{mode}": _count(session, tally, LoopRef(tally.kernel.name, mode))
+                    for mode in tally.kernel.modes
                 }
-            except WorkerCrashed as exc:
-                tally.status, tally.reason = "crashed", str(exc)
+            except (WorkerCrashed, WorkerTimedOut) as exc:
+                tally.fail(exc)
                 session.restart()
                 session.worker.load(scene, scratch)
                 continue
@@ -621,16 +659,14 @@ def _check_broadphases(family, session: BuildSession, runnable: list[_Tally], sc
     pairs = _grid_pairs(family, scene)
     for kind in kinds:
         for threads in BROADPHASE_CHECK_THREADS:
-            reply = session.worker.request(
-                "sample", kernel=kind, broadphase=kind, mode="inline", calls=1, threads=threads
-            )
-            tally = by_name.get(reply.get("narrow_phase"))
+            reply = session.worker.sample(LoopRef(kind, "inline", threads=threads), calls=1)
+            tally = by_name.get(reply.extras.narrow_phase)
             if tally is None or tally.status != "ok":
                 continue
             grid = family.answers(session.worker.evaluate(tally.kernel.name, scratch)).ravel()
             loop = f"{kind} broadphase on {threads} thread{'s' if threads > 1 else ''}"
             reference = family.reference(pairs, tally.kernel)
-            for problem in family.check_loops(tally.kernel, reference, grid, {loop: reply["hits"]}, tally.bound):
+            for problem in family.check_loops(tally.kernel, reference, grid, {loop: reply.hits}, tally.bound):
                 _loop_problem(tally, config, f"broadphase check, M={scene.n_points}", problem)
             tally.loop_checks += 1
 
@@ -671,7 +707,7 @@ def _check_split_loops(family, session: BuildSession, tally: _Tally, scene, conf
     outside the range untouched, and each split's parts adding up to the whole range's count."""
     kernel = tally.kernel
     n, m = scene.n_shapes, scene.n_points
-    modes = ("inline",) if kernel.is_peer else ("inline", "call")
+    modes = kernel.modes
     pairs = references.setdefault("pairs", _grid_pairs(family, scene))
     splits = shape_splits(n, max(kernel.block, 1))
     ranges = sorted({r for split in splits.values() for r in split} | {(0, n)})
@@ -679,20 +715,19 @@ def _check_split_loops(family, session: BuildSession, tally: _Tally, scene, conf
     for begin, end in ranges:
         where = f"loop check, shapes [{begin}, {end}) of {n}, M={m}"
         counts[(begin, end)] = {
-            f"count_{mode}": session.worker.request(
-                "sample", kernel=kernel.name, mode=mode, calls=1, shapes=[begin, end]
-            )["hits"]
+            f"count_{mode}": session.worker.sample(LoopRef(kernel.name, mode, shapes=(begin, end)), calls=1).hits
             for mode in modes
         }
-        raw = session.worker.evaluate(kernel.name, scratch, shapes=[begin, end])
-        outside = np.ones(n, dtype=bool)
-        outside[begin:end] = False
-        if not np.all(np.frombuffer(np.ascontiguousarray(raw[outside]).tobytes(), dtype=np.uint8) == UNTOUCHED_BYTE):
-            _loop_problem(tally, config, where, "eval_grid writes answers of shapes outside its range")
+        try:
+            raw = session.worker.evaluate(kernel.name, scratch, shapes=(begin, end))
+        except WorkerError as exc:  # measure.loops refuses a grid loop that wrote outside its range
+            _loop_problem(tally, config, where, str(exc))
+            tally.loop_checks += 1 + len(modes)
+            continue
         key = (begin, end, family.reference_key(kernel))
         if key not in references:
             references[key] = family.reference(_case_rows(family, pairs, begin * m, end * m), kernel)
-        grid = family.answers(raw[begin:end]).ravel()
+        grid = family.answers(raw).ravel()
         for problem in family.check_loops(kernel, references[key], grid, counts[(begin, end)], tally.bound):
             _loop_problem(tally, config, where, problem)
         tally.loop_checks += 1 + len(modes)
@@ -713,6 +748,21 @@ def _case_rows(family, case_set, start: int, stop: int):
     """Rows [start, stop) of a case set, as a case set of their own."""
     columns = {name: case_set.columns[name][start:stop] for name in case_set.columns}
     return cases.case_set(family, [("loop check", columns)], extra=case_set.extra)
+
+
+def _evaluate(session: BuildSession, tally: _Tally, scratch, shapes=None) -> np.ndarray:
+    """The kernel's answers on the worker's scene; an FP-environment change is kept in its tally
+    (the worker restores the build's environment before every kernel, so no other is affected)."""
+    answers, fp_change = session.worker.evaluate_with_fp(tally.kernel.name, scratch, shapes)
+    tally.fp_change = tally.fp_change or fp_change
+    return answers
+
+
+def _count(session: BuildSession, tally: _Tally, loop: LoopRef) -> int:
+    """One pass of a count loop: its hits."""
+    timed = session.worker.sample(loop, calls=1)
+    tally.fp_change = tally.fp_change or timed.fp_change
+    return timed.hits
 
 
 def _grid_pairs(family, scene):

@@ -11,6 +11,7 @@ from ..check.verify import VerifyConfig, resolve
 from ..model.results import write_text_atomic
 from ..native.build import BuildConfig
 from .app import Reporter, main, note, rescuing, stdout
+from .measure import kernel_timeout_option
 from .options import SEED, build_configs, build_options, check_outputs, comma_list, family_option, output_options
 
 
@@ -79,6 +80,7 @@ from .options import SEED, build_configs, build_options, check_outputs, comma_li
     "library, and one whose compilers or CPU features differ is refused (needs sectorbench[cluster]) "
     "[default: none, local processes].",
 )
+@kernel_timeout_option
 @output_options
 def verify_command(
     family,
@@ -95,6 +97,7 @@ def verify_command(
     coverage_only,
     jobs,
     scheduler,
+    kernel_timeout,
     json_path,
     force,
 ):
@@ -118,6 +121,7 @@ def verify_command(
         disable_isa=disable_isa,
         jobs=jobs,
         scheduler=scheduler,
+        kernel_timeout=kernel_timeout,
     )
     config = resolve(config)  # the family, and the kernels' names, settled before anything is built
     if input_path is not None:  # a bad file, or one whose expected answers are wrong, is refused before any build

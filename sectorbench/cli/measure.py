@@ -9,6 +9,7 @@ import click
 
 from ..errors import SectorbenchError
 from ..families.scene_kinds import describe as describe_scene
+from ..measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S
 from ..measure.runner import MAX_RUN_MINUTES, Plan, RunConfig, resolve, run
 from ..measure.timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
 from ..model.results import load
@@ -41,6 +42,7 @@ DEFAULT_RUN_FLAGS = ("-O2", "-O2 -ffast-math")
 
 def timing_options(default_repeat: int):
     def decorate(command):
+        command = kernel_timeout_option(command)
         command = click.option(
             "--max-minutes",
             default=MAX_RUN_MINUTES,
@@ -66,6 +68,17 @@ def timing_options(default_repeat: int):
         return command
 
     return decorate
+
+
+def kernel_timeout_option(command):
+    return click.option(
+        "--kernel-timeout",
+        default=DEFAULT_KERNEL_TIMEOUT_S,
+        show_default=True,
+        type=float,
+        help="Seconds a kernel may go without answering (the floor of every deadline) before its worker "
+        "is killed and its row is timed-out.",
+    )(command)
 
 
 def size_options(command):
@@ -162,6 +175,7 @@ def run_command(
     repeat,
     min_sample_s,
     max_minutes,
+    kernel_timeout,
     json_path,
     force,
     exports,
@@ -206,6 +220,7 @@ def run_command(
         disable_isa=disable_isa,
         threads=threads,
         max_minutes=max_minutes,
+        kernel_timeout=kernel_timeout,
         broadphases=broadphases,
         scene_options=given_scene_options(scene_values),
     )
@@ -347,6 +362,7 @@ def compare_command(
     repeat,
     min_sample_s,
     max_minutes,
+    kernel_timeout,
     json_path,
     force,
     exports,
@@ -389,6 +405,7 @@ def compare_command(
         threads=threads,
         max_minutes=max_minutes,
         scene_options=given_scene_options(scene_values),
+        kernel_timeout=kernel_timeout,
     )
     config = resolve(config)
     for missing in (c for c in cc if c not in installed):

@@ -115,6 +115,29 @@ class Family:
             return f"takes {', '.join(unknown)}, which the {self.name} family has no arrays for"
         return None
 
+    def nominal_takes(self) -> tuple[str, ...]:
+        """The shape arrays of the family's own parametrisation (what verify's exact_evaluable counts)."""
+        return self.shape_arrays
+
+    def nominal_kernel(self):
+        """A strict kernel of the family's own parametrisation, to ask the family about it."""
+        from ..model.kernels import Kernel
+
+        return Kernel(
+            name="(family)",
+            family=self.name,
+            takes=self.nominal_takes(),
+            isa=(),
+            loop="",
+            summary="",
+            source="",
+            lanes=1,
+            block=1,
+            known_bad=False,
+            rounding_bound=0.0,
+            tolerance=0.0,
+        )
+
     # ---- verify
     def case_parts(self, count: int) -> list[Part]:
         """The generators of verify's cases; `count` rows per random generator."""

@@ -23,6 +23,8 @@ from ..native import code_identity, environment, machine_code
 from ..native.build import BuildConfig, build, headers
 from ..native.build import sources as build_sources
 from . import validity
+from .deadlines import DEFAULT_KERNEL_TIMEOUT_S, Budget, Deadlines
+from .messages import LoopExtras, LoopRef
 from .selection import check_names, known_kernels, select, split_names
 from .timing import (
     CALIBRATION_SAMPLES,
@@ -36,7 +38,7 @@ from .timing import (
     run_rounds,
     sample_s,
 )
-from .worker import BuildSession, WorkerCrashed, save_scene
+from .worker import BUILD_OUTPUT, BuildSession, WorkerCrashed, WorkerTimedOut, clock_session, save_scene
 
 #: --threads all: the CPUs this process may run on.
 ALL_THREADS = "all"
@@ -82,8 +84,11 @@ class RunConfig:
     #: run --against: the base's builds (the same flags and compiler on another version of the
     #: kernels), timed in the same rounds as `builds`; with any, rows carry side "base" or "head".
     base_builds: tuple[BuildConfig, ...] = ()
+    #: The floor of every worker request's deadline (measure/deadlines.py): --kernel-timeout.
+    kernel_timeout: float = DEFAULT_KERNEL_TIMEOUT_S
 
     def __post_init__(self):
+        Deadlines(self.kernel_timeout)  # refuses a bad --kernel-timeout before any work
         minutes = self.max_minutes
         if (
             isinstance(minutes, bool)
@@ -108,6 +113,7 @@ class RunConfig:
             "threads": list(self.threads),
             "broadphase": list(self.broadphases),
             "scene_options": {k: v for k, v in self.scene_options.items() if v is not None},
+            "kernel_timeout": self.kernel_timeout,
         }
 
 
@@ -241,28 +247,39 @@ def run(
     scene = scene_kinds.generate(config.scene, config.sectors, config.points, config.seed, config.scene_options)
     c_names, peer_names = split_names(config.kernels, family)
     indexed = [b for b in broadphases if b != "none"]
+    deadlines, budget = Deadlines(config.kernel_timeout), Budget.minutes_from_now(config.max_minutes)
     with tempfile.TemporaryDirectory(prefix="sectorbench-") as scratch:
         scene_path = save_scene(scene, Path(scratch))
         sessions = []
+        clock = None
         try:
             brute_force = c_names or (not config.kernels and "none" in broadphases)
             for build_config, side in _sides(config) if brute_force or indexed else ():
                 progress(f"building {build_config.label}" + (f" ({side})" if side else ""))
-                sessions.append(BuildSession(build_config, build(build_config), scene_path, config.disable_isa))
+                sessions.append(
+                    BuildSession(
+                        build_config, build(build_config), scene_path, config.disable_isa, False, deadlines, budget
+                    )
+                )
                 sessions[-1].side = side
             if peer_names:
                 progress("starting the peers' worker")
-                sessions.append(BuildSession(PEER_BUILD, build(PEER_BUILD), scene_path, config.disable_isa, peers=True))
+                sessions.append(
+                    BuildSession(PEER_BUILD, build(PEER_BUILD), scene_path, config.disable_isa, True, deadlines, budget)
+                )
             if not brute_force:
                 c_names = [None]  # no brute-force kernel: select() must choose none
-            return _measure(config, scene, sessions, progress, {False: c_names, True: peer_names}, on_plan)
+            clock = clock_session(sessions, config.builds[0].cc, progress)
+            return _measure(config, scene, sessions, progress, {False: c_names, True: peer_names}, on_plan, clock)
         except BaseException:  # interrupted or failed: do not wait for workers in the middle of a sample
-            for session in sessions:
-                session.worker.kill()
+            for session in [*sessions, clock]:
+                if session is not None:
+                    session.kill()
             raise
         finally:
-            for session in sessions:
-                session.close()
+            for session in [*sessions, clock]:
+                if session is not None:
+                    session.close()
 
 
 def _sides(config: RunConfig) -> list[tuple[BuildConfig, str | None]]:
@@ -282,6 +299,7 @@ def _measure(
     progress: Progress,
     names: dict[bool, list[str]],
     on_plan: Callable[[Plan], None],
+    clock_build: BuildSession,
 ) -> RunResult:
     plan = []  # (session, kernel, mode, threads)
     series: dict[tuple, Series] = {}
@@ -293,30 +311,24 @@ def _measure(
             chosen = [name for name in chosen if name in {k.name for k in session.kernels}] or [None]
         selected = [] if chosen == [None] else select(session.kernels, chosen, scene.family)
         kernels_per_build = max(kernels_per_build, len(selected))
-        if not session.peers:
-            selected += [broadphase_kernel(name, scene.family) for name in config.broadphases if name != "none"]
+        by_name = {k.name: k for k in session.kernels}
+        selected += [by_name[name] for name in config.broadphases if name != "none" and name in by_name]
         for kernel in selected:
-            if kernel.loop == BROADPHASE_LOOP:
-                for threads in config.threads:
-                    plan.append((session, kernel, "inline", threads))
-                    key = (session.config, kernel.name, "inline", threads)
-                    series.setdefault(key, _series(session, kernel, "inline", threads, config.timing, False))
-                continue
             for mode in config.modes:
                 for threads in config.threads:
                     plan.append((session, kernel, mode, threads))
-                    if kernel.runnable and not _peer_mode_mismatch(kernel, mode):
+                    if kernel.runnable and not _missing_mode(kernel, mode):
                         # The NoOperation twin of the first kernel of each loop shape stands for all of them.
-                        for noop in (True, False):
+                        for noop in (True, False) if kernel.noop_reason is None else (False,):
                             name = kernel.overhead_key if noop else kernel.name
                             series.setdefault(
-                                (session.config, name, mode, threads),
+                                (session.config, name, mode, threads, session.peers),
                                 _series(session, kernel, mode, threads, config.timing, noop),
                             )
 
     noops = {key for key in series if key[1] not in {kernel.name for _, kernel, _, _ in plan}}
     # A broadphase row's own model: its cost grows with the shapes and points it indexes, not N x M.
-    indexed = {(s.config, k.name, m, t) for s, k, m, t in plan if k.loop == BROADPHASE_LOOP}
+    indexed = {(s.config, k.name, m, t) for s, k, m, t in plan if k.noop_reason is not None}
     priors = {key: (scene.n_shapes + scene.n_points) * BROADPHASE_NS_PER_ITEM * 1e-9 for key in indexed}
     on_plan(
         Plan(
@@ -337,15 +349,19 @@ def _measure(
     )
 
     def restart_crashed_worker(failed: Series, exc: Exception) -> None:
-        """The failed series is marked by run_rounds; its build's other kernels need a live worker."""
-        if isinstance(exc, WorkerCrashed):
-            next(s for s in sessions if s.config == failed.key[0]).restart()
+        """The failed series is marked by run_rounds; its build's other kernels need a live worker
+        (unless the run's --max-minutes is over: then every request left is refused at once)."""
+        if isinstance(exc, WorkerTimedOut):
+            failed.failure_status = "timed-out"
+        session = next(s for s in sessions if s.config == failed.key[0] and s.peers == failed.key[4])
+        if isinstance(exc, (WorkerCrashed, WorkerTimedOut)) and session.budget.left_s() > 0:
+            session.restart()
 
     clock_mhz: list[float] = []
 
     def read_clock() -> None:
         try:
-            clock_mhz.append(sessions[0].worker.request("clock")["mhz"])
+            clock_mhz.append(clock_build.worker.clock_mhz())
         except SectorbenchError:
             clock_mhz.append(float("nan"))
 
@@ -375,7 +391,7 @@ def _measure(
     reference = _reference_kernel(results, config.reference or families.get(scene.family).reference_kernel)
     results = _with_speedups(results, reference)
     results = _with_code_identity(results, [(session, kernel) for session, kernel, _, _ in plan])
-    env = _environment(sessions, clock_mhz)
+    env = _environment(sessions, clock_mhz, clock_build)
     progress("counting the exact oracle's hits")
     exact_count = families.get(scene.family).exact_count(scene)
     return RunResult(
@@ -387,12 +403,20 @@ def _measure(
     )
 
 
-def _peer_mode_mismatch(kernel: Kernel, mode: str) -> str | None:
-    return "a peer has one loop: it runs in --mode inline" if kernel.is_peer and mode != "inline" else None
+def _missing_mode(kernel: Kernel, mode: str) -> str | None:
+    """Why a kernel has no row's loop in `mode` (its record lists the loops it has), or None."""
+    if mode in kernel.modes:
+        return None
+    return f"{kernel.name} has one loop: it runs in --mode {', '.join(kernel.modes)}"
+
+
+def row_build(session: BuildSession) -> tuple[str, str]:
+    """(flags, cc) of the session's rows: compiler flags do not apply to the peers' worker."""
+    return (PEER_FLAGS, "python") if session.peers else (" ".join(session.config.flags), session.config.cc)
 
 
 def _row(session: BuildSession, kernel: Kernel, mode: str, threads: int) -> Row:
-    flags, cc = (PEER_FLAGS, "python") if kernel.is_peer else (" ".join(session.config.flags), session.config.cc)
+    flags, cc = row_build(session)
     return (kernel.name, cc, flags, mode, threads)
 
 
@@ -419,43 +443,28 @@ class _TimeLeft:
         return left
 
 
-#: The loop shape of a broadphase row: the index build and the query, end to end.
-BROADPHASE_LOOP = "broadphase"
 #: What a broadphase row is assumed to cost until calibrated, per shape and per point it indexes
 #: and queries (its cost grows with N + M, not with N x M tests): grid on game 10 000 x 1 000 000
-#: took 27 ms end to end here (issue 19), about 27 ns an item.
+#: took 27 ms end to end on a Zen 4 host, about 27 ns an item.
 BROADPHASE_NS_PER_ITEM = 30.0
 
 
-def broadphase_kernel(name: str, family: str) -> Kernel:
-    """A broadphase as a row of the table: its own name, no NoOperation (it is timed end to end)."""
-    summary = f"{name} broadphase: index build + query, end to end"
-    return Kernel.pseudo(name, family, loop=BROADPHASE_LOOP, summary=summary, source="broadphase")
-
-
 def _series(session: BuildSession, kernel: Kernel, mode: str, threads: int, timing: TimingConfig, noop: bool) -> Series:
-    fields = dict(kernel=kernel.name, mode=mode, noop=noop, threads=threads)
-    if kernel.loop == BROADPHASE_LOOP:
-        fields["broadphase"] = kernel.name
+    ref = LoopRef(kernel.name, mode, noop, threads)
 
-    def calibrate() -> tuple[int, float]:
-        reply = session.worker.request("calibrate", min_time_s=timing.min_sample_s, **fields)
-        series.jit_s = reply.get("jit_s")
-        return reply["calls"], reply["seconds"]
+    def calibrate():
+        return session.worker.calibrate(ref, timing.min_sample_s)
 
-    def take(calls: int) -> dict:
-        reply = session.worker.request("sample", calls=calls, **fields)
-        if "index_build_s" in reply:
-            series.index_build_s = [*getattr(series, "index_build_s", []), reply["index_build_s"]]
-            series.candidates, series.narrow_phase = reply.get("candidates"), reply.get("narrow_phase")
-        return reply
+    def take(calls: int):
+        return session.worker.sample(ref, calls, expected_s=calls * series.seconds_per_call)
 
     name = kernel.overhead_key if noop else kernel.name
     build_text = "python" if session.peers else session.config.label
     if getattr(session, "side", None):
         build_text += f" ({session.side})"
     label = f"{name} [{build_text}, {mode}" + (f", {threads} threads]" if threads > 1 else "]")
-    series = Series(key=(session.config, name, mode, threads), label=label, calibrate=calibrate, take=take)
+    key = (session.config, name, mode, threads, session.peers)
+    series = Series(key=key, label=label, calibrate=calibrate, take=take)
     return series
 
 
@@ -464,10 +473,12 @@ def _loops(session: BuildSession) -> dict:
     functions = {
         f"{k.name}_{loop}_{mode}": k.block
         for k in session.kernels
-        if k.runnable and not k.is_peer
+        if k.runnable and k.noop_reason is None
         for loop in ("count", "noop")
-        for mode in ("inline", "call")
+        for mode in k.modes
     }
+    if session.peers:  # no loop of the peers' worker is in its library
+        return {}
     try:
         return machine_code.analyze(session.library, functions)
     except (OSError, ValueError) as exc:  # no objdump, an unreadable library: no analysis, said once per row
@@ -484,7 +495,8 @@ def _result(
     clock_mhz: list[float],
     loops: dict,
 ) -> KernelResult:
-    flags, cc = (PEER_FLAGS, "python") if kernel.is_peer else (" ".join(session.config.flags), session.config.cc)
+    flags, cc = row_build(session)
+    has_noop = kernel.noop_reason is None
     base = dict(
         kernel=kernel.name,
         family=kernel.family,
@@ -493,20 +505,23 @@ def _result(
         mode=mode,
         threads=threads,
         tests=scene.tests,
-        overhead_kernel=kernel.overhead_key,
+        overhead_kernel=kernel.overhead_key if has_noop else None,
         side=getattr(session, "side", None),
     )
-    if not kernel.runnable or _peer_mode_mismatch(kernel, mode):
-        return KernelResult(status="skipped", reason=kernel.skip_reason or _peer_mode_mismatch(kernel, mode), **base)
-    mine = series[(session.config, kernel.name, mode, threads)]
+    if not kernel.runnable or _missing_mode(kernel, mode):
+        return KernelResult(status="skipped", reason=kernel.skip_reason or _missing_mode(kernel, mode), **base)
+    mine = series[(session.config, kernel.name, mode, threads, session.peers)]
+    printed = session.printed_note(kernel.name)
     if mine.failure is not None:
-        return KernelResult(status="crashed", reason=mine.failure, **base)
-    if kernel.loop == BROADPHASE_LOOP:
-        return _broadphase_result(scene, mine, base)
-    overhead = series[(session.config, kernel.overhead_key, mode, threads)]
+        warnings = [printed] if printed else []
+        return KernelResult(status=mine.failure_status, reason=mine.failure, warnings=warnings, **base)
     warnings = []
     if len(set(mine.hits)) > 1:
         warnings.append(f"hit count changed between samples: {sorted(set(mine.hits))}")
+    if mine.fp_change:
+        warnings.append(f"changes the FP environment: {mine.fp_change} (restored before every other kernel)")
+    if printed:
+        warnings.append(printed)
     hits = mine.hits[0]
     summary = summarize(mine.samples)
     loop, noop_loop = loops.get(f"{kernel.name}_count_{mode}"), loops.get(f"{kernel.name}_noop_{mode}")
@@ -517,23 +532,35 @@ def _result(
             f"the kernel's loop was compiled {loop.vector}, its NoOperation's {noop_loop.vector}: "
             f"the overhead subtracted is that of a {noop_loop.vector} loop"
         )
+    extras = _extras_fields(mine)
     timing = dict(
+        hits=hits,
+        hit_rate=hits / scene.tests,
         calls=mine.calls,
         samples_s=mine.samples,
         median_s=summary.median,
         min_s=summary.min,
         spread=summary.spread,
-        jit_s=getattr(mine, "jit_s", None),
+        fp_environment_change=mine.fp_change,
+        **extras,
         **_cycles(mine, clock_mhz, scene.tests, loop, threads, per_test),
     )
-    index, problem = _index(session, kernel)
-    timing.update(index)
-    warnings += [problem] if problem else []
-    if (getattr(mine, "jit_s", None) or 0) >= JIT_NOTE_S:
-        warnings.append(f"{kernel.name}: its first call (JIT compilation) took {mine.jit_s:.2f} s, before timing")
+    if (extras.get("jit_s") or 0) >= JIT_NOTE_S:
+        warnings.append(f"{kernel.name}: its first call (JIT compilation) took {extras['jit_s']:.2f} s, before timing")
+    if not has_noop:  # timed end to end: its net time is its time
+        return KernelResult(
+            status="ok",
+            net_samples_s=list(mine.samples),
+            net_s=summary.median,
+            ns_per_test=summary.median / scene.tests * 1e9,
+            warnings=warnings,
+            **timing,
+            **base,
+        )
+    overhead = series[(session.config, kernel.overhead_key, mode, threads, session.peers)]
     if overhead.failure is not None or not overhead.samples:
         warnings.append(f"NoOperation loop {kernel.overhead_key} failed: {overhead.failure}")
-        return KernelResult(status="ok", hits=hits, hit_rate=hits / scene.tests, warnings=warnings, **timing, **base)
+        return KernelResult(status="ok", warnings=warnings, **timing, **base)
     net = net_time(mine.samples, overhead.samples)
     overhead_s = summarize(overhead.samples).median
     touched = _working_set(scene, kernel, threads)
@@ -548,8 +575,6 @@ def _result(
     )
     return KernelResult(
         status="ok",
-        hits=hits,
-        hit_rate=hits / scene.tests,
         **timing,
         overhead_samples_s=overhead.samples,
         overhead_s=overhead_s,
@@ -579,41 +604,24 @@ def _working_set(scene, kernel: Kernel, threads: int) -> validity.WorkingSet:
     )
 
 
-def _index(session: BuildSession, kernel: Kernel) -> tuple[dict, str | None]:
-    """The build time and memory of the kernel's prepared index, if its row has one."""
-    if kernel.is_peer:
-        return {}, None
-    try:
-        return session.worker.request("index", kernel=kernel.name), None
-    except SectorbenchError as exc:  # the kernel ran, so this is unexpected: say so, keep the timing
-        return {}, f"its index's build time is unknown: {exc}"
-
-
-def _broadphase_result(scene, mine: Series, base: dict) -> KernelResult:
-    """End to end (index build + query), no NoOperation subtracted: its net time is its time."""
-    summary = summarize(mine.samples)
-    warnings = [f"hit count changed between samples: {sorted(set(mine.hits))}"] if len(set(mine.hits)) > 1 else []
-    builds = getattr(mine, "index_build_s", [])
-    return KernelResult(
-        status="ok",
-        hits=mine.hits[0],
-        hit_rate=mine.hits[0] / scene.tests,
-        calls=mine.calls,
-        samples_s=mine.samples,
-        median_s=summary.median,
-        min_s=summary.min,
-        spread=summary.spread,
-        net_samples_s=list(mine.samples),
-        net_s=summary.median,
-        ns_per_test=summary.median / scene.tests * 1e9,
-        warnings=warnings,
-        broadphase=base["kernel"],
-        index_build_s=statistics.median(builds) if builds else None,
-        index_build_samples_s=builds,
-        candidates=getattr(mine, "candidates", None),
-        narrow_phase=getattr(mine, "narrow_phase", None),
-        **{**base, "overhead_kernel": None},
-    )
+def _extras_fields(series: Series) -> dict:
+    """The result fields of what a loop reported beyond time (messages.LoopExtras): once at
+    warm-up (a JIT, a prepared index), or with each sample (an index built inside the timed
+    pass: its median, and every sample's)."""
+    warm = series.warm or LoopExtras()
+    per_sample = [e.index_build_s for e in series.extras if e.index_build_s is not None]
+    last = series.extras[-1] if series.extras else LoopExtras()
+    out = {
+        "jit_s": warm.jit_s,
+        "index_build_s": statistics.median(per_sample) if per_sample else warm.index_build_s,
+        "index_bytes": warm.index_bytes if warm.index_bytes is not None else last.index_bytes,
+        "candidates": last.candidates,
+        "narrow_phase": last.narrow_phase,
+        "broadphase": last.broadphase,
+    }
+    if per_sample:
+        out["index_build_samples_s"] = per_sample
+    return out
 
 
 #: machine_code's vector class of a loop with no floating-point arithmetic it can see (an
@@ -668,11 +676,16 @@ def _with_code_identity(results: list[KernelResult], kernels: list[tuple[BuildSe
     fingerprints: dict[int, dict] = {}
     out = []
     for row, (session, kernel) in zip(results, kernels):
-        if session.peers or kernel.is_peer or kernel.loop == BROADPHASE_LOOP or row.status != "ok":
+        if session.peers or kernel.is_peer or kernel.noop_reason is not None or row.status != "ok":
             out.append(row)
             continue
         if id(session) not in fingerprints:
-            names = [f"{k.name}_count_{mode}" for k in session.kernels if not k.is_peer for mode in MODES]
+            names = [
+                f"{k.name}_count_{mode}"
+                for k in session.kernels
+                if not k.is_peer and k.noop_reason is None
+                for mode in MODES
+            ]
             try:
                 fingerprints[id(session)] = code_identity.code_fingerprints(session.library, names)
             except (OSError, ValueError, subprocess.SubprocessError):
@@ -728,20 +741,25 @@ def _with_speedups(results: list[KernelResult], reference: str | None) -> list[K
     ]
 
 
-def _environment(sessions: list[BuildSession], clock_mhz: list[float]) -> dict:
+def _environment(sessions: list[BuildSession], clock_mhz: list[float], clock: BuildSession | None = None) -> dict:
     machine = environment.machine_fingerprint()
     measured = [mhz for mhz in clock_mhz if mhz == mhz]
     machine["cpu"]["measured_mhz"] = round(max(measured), 1) if measured else None  # the fastest: see _cycles
     machine["cpu"]["measured_mhz_per_round"] = [round(mhz, 1) for mhz in measured]
+    if clock is not None:  # which library's sb_dependent_adds the clock was read from
+        machine["cpu"]["clock_build"] = {"cc": clock.config.cc, "flags": list(clock.config.flags)}
     compilers = {s.config.cc: environment.compiler_fingerprint(s.config.cc) for s in sessions}
-    builds = [
-        {
+    builds = []
+    for s in sessions:
+        build_entry = {
             "cc": s.config.cc,
             "flags": list(s.config.flags),
             "library": s.library.name,
-            "fp_environment": s.info.get("fp_environment"),
+            "fp_environment": s.info.fp_environment,
         }
-        for s in sessions
-    ]
-    counters = sessions[0].info.get("counters") if sessions else None
+        printed = s.printed_note(BUILD_OUTPUT)
+        if printed:  # library constructors or imported modules writing while the worker started
+            build_entry["printed"] = printed
+        builds.append(build_entry)
+    counters = sessions[0].info.counters if sessions else None
     return {"machine": machine, "compilers": compilers, "builds": builds, "counters": counters}

@@ -26,7 +26,7 @@ def select(kernels: list[Kernel], names: list[str] | None, family: str) -> list[
     """
     by_name = {k.name: k for k in kernels}
     if not names:
-        return [k for k in kernels if k.family == family and k.is_default and not k.is_peer]
+        return [k for k in kernels if k.family == family and k.is_default]
     unknown = [n for n in names if n not in by_name]
     if unknown:
         known = ", ".join(k.name for k in kernels)

@@ -13,10 +13,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..compare.stats import median_interval
 from ..errors import SectorbenchError
+from .messages import LoopExtras, Timed
 
 #: Each setting's one home, with its default and why.
 DEFAULT_REPEAT = 5  # rounds: 5 gives a median and, with MWU, p = 1/252 at best
@@ -84,20 +85,25 @@ def duration(seconds: float) -> str:
 
 @dataclass
 class Series:
-    """One thing to time: `take(calls)` returns the worker's reply (seconds per pass, hits,
-    and cycles and instructions where hardware counters work); `calibrate()` returns
-    (calls, seconds per call)."""
+    """One thing to time: `take(calls)` and `calibrate()` return the worker's typed reply
+    (messages.Timed: seconds per pass, hits, cycles and instructions where hardware counters
+    work, the loop's extras, an FP-environment change); calibrate's `calls` is the count."""
 
     key: Hashable
     label: str  # how progress names it, e.g. "basic [-O2, inline]"
-    calibrate: Callable[[], tuple[int, float]]
-    take: Callable[[int], dict]
+    calibrate: Callable[[], Timed]
+    take: Callable[[int], Timed]
     calls: int = 0
     seconds_per_call: float = 0.0
     samples: list[float] | None = None
     hits: list[int] | None = None
     counted: list[tuple[float, float]] | None = None  # (cycles, instructions) per pass, where counters work
     failure: str | None = None
+    #: How it failed: crashed (the worker died or refused), timed-out (killed at its deadline).
+    failure_status: str = "crashed"
+    warm: LoopExtras | None = None  # what calibration's warm-up reported (a JIT, a prepared index)
+    extras: list[LoopExtras] = field(default_factory=list)  # what each sample reported beyond time
+    fp_change: str | None = None  # how the loop left the FP environment, if it changed it
 
 
 def run_rounds(
@@ -132,7 +138,9 @@ def run_rounds(
         s.samples, s.hits, s.counted = [], [], []
 
         def calibrate(s=s):
-            s.calls, s.seconds_per_call = s.calibrate()
+            timed = s.calibrate()
+            s.calls, s.seconds_per_call, s.warm = timed.calls, timed.seconds, timed.extras
+            s.fp_change = s.fp_change or timed.fp_change
 
         attempt(s, calibrate)
     on_calibrated()
@@ -144,10 +152,12 @@ def run_rounds(
 
             def take(s=s):
                 reply = s.take(s.calls)
-                s.samples.append(reply["seconds"])
-                s.hits.append(reply["hits"])
-                if "cycles" in reply:
-                    s.counted.append((reply["cycles"], reply["instructions"]))
+                s.samples.append(reply.seconds)
+                s.hits.append(reply.hits)
+                s.extras.append(reply.extras)
+                s.fp_change = s.fp_change or reply.fp_change
+                if reply.cycles is not None:
+                    s.counted.append((reply.cycles, reply.instructions))
 
             attempt(s, take)
 

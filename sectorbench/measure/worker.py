@@ -2,127 +2,277 @@
 
 Each build runs in its own process: a -ffast-math library built by gcc switches the
 whole process to flush-to-zero / denormals-are-zero when it is loaded, and a kernel
-may crash.  The parent keeps a clean floating-point environment and survives.
+may crash, hang or print.  The parent keeps a clean floating-point environment and survives.
 
-Protocol: one JSON object per line on stdin, one reply per line on stdout.
+Protocol: typed messages (measure/messages.py) on a private socket pair, each request with a
+deadline (measure/deadlines.py).  The worker's stdout and stderr are files: what a kernel
+prints is reported in its row's notes (Printed), never read as a reply.  The worker runs in
+its own process group and dies with its parent.  See docs/worker.md.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import SectorbenchError
 from ..model.kernels import DISABLE_ISA_ENV, Kernel, disabled_features
+from . import messages
+from .deadlines import DEFAULT_DEADLINES, NO_BUDGET, STARTUP_S, Budget, Deadlines
+from .messages import LoopRef
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)
 #: Saved scenes name a family's extra arrays with this prefix (apart from its columns).
 EXTRA_PREFIX = "extra:"
+#: Lines of a kernel's output kept for its row's note (the rest are only counted).
+PRINTED_LINES_KEPT = 3
+#: Bytes of output read for those lines; beyond them the output is only counted.
+PRINTED_BYTES_READ = 64 * 1024
+#: A reply longer than this is not one (a kernel writing to the channel): the worker is dropped.
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+#: Output of the worker's start-up and scenes (library constructors, imports), not of a kernel.
+BUILD_OUTPUT = "(build)"
 
 
 class WorkerCrashed(SectorbenchError):
     """The worker process died (a kernel crashed, or it was killed)."""
 
 
+class WorkerTimedOut(SectorbenchError):
+    """A request outlasted its deadline: the worker was killed."""
+
+
 class WorkerError(SectorbenchError):
     """The worker reported an error it caught."""
+
+
+@dataclass
+class Printed:
+    """What a worker wrote to its stdout and stderr while serving one kernel."""
+
+    lines: int = 0
+    first: list[str] = field(default_factory=list)
+
+    def add(self, text: bytes, counted_lines: int) -> None:
+        self.lines += counted_lines
+        for line in text.decode(errors="replace").splitlines():
+            if len(self.first) < PRINTED_LINES_KEPT and line.strip():
+                self.first.append(line.strip()[:120])
+
+    def note(self) -> str | None:
+        """The row's note: "printed 40 lines: debug: call 1 / debug: call 2 …"."""
+        if not self.lines:
+            return None
+        more = " …" if self.lines > len(self.first) else ""
+        plural = "" if self.lines == 1 else "s"
+        return f"printed {self.lines} line{plural}: {' / '.join(self.first)}{more}"
+
+
+class _Capture:
+    """One of the worker's output files, read from where the last read stopped."""
+
+    def __init__(self):
+        self.file = tempfile.TemporaryFile()
+        self.offset = 0
+
+    def take(self, printed: Printed) -> None:
+        size = os.fstat(self.file.fileno()).st_size
+        if size <= self.offset:
+            return
+        self.file.seek(self.offset)
+        head = self.file.read(min(size - self.offset, PRINTED_BYTES_READ))
+        lines = head.count(b"\n")
+        while self.file.tell() < size:  # beyond the head: count lines only, a chunk at a time
+            lines += self.file.read(min(size - self.file.tell(), 1 << 20)).count(b"\n")
+        if not head.endswith(b"\n") and self.file.tell() >= size:
+            lines += 1  # an unterminated last line
+        printed.add(head, lines)
+        self.offset = size
 
 
 class Worker:
     """A running worker for one shared library."""
 
-    def __init__(self, library: Path, disable_isa: tuple[str, ...] = (), peers: bool = False):
+    def __init__(
+        self,
+        library: Path,
+        disable_isa: tuple[str, ...] = (),
+        peers: bool = False,
+        deadlines: Deadlines = DEFAULT_DEADLINES,
+        budget: Budget = NO_BUDGET,
+    ):
         self.library = Path(library)
         self.disabled = disabled_features(disable_isa)
-        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self.deadlines, self.budget = deadlines, budget
+        self.tests = 0  # of the current scene: what an uncalibrated request's deadline scales with
+        self.printed: dict[str, Printed] = {}
+        self._stdout, self._stderr = _Capture(), _Capture()
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")])),
             DISABLE_ISA_ENV: ",".join(sorted(self.disabled)),
         }
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "sectorbench.measure.server", str(self.library), *(["--peers"] if peers else [])],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-            env=env,
-        )
-
-    def request(self, op: str, **fields) -> dict:
+        ours, theirs = socket.socketpair()
+        command = [sys.executable, "-m", "sectorbench.measure.server", str(self.library)]
+        command += ["--channel", str(theirs.fileno()), "--parent", str(os.getpid())]
         try:
-            self._process.stdin.write(json.dumps({"op": op, **fields}) + "\n")
-            self._process.stdin.flush()
-            line = self._process.stdout.readline()
-        except (BrokenPipeError, OSError):
-            line = ""
-        if not line:
-            raise WorkerCrashed(self._death_notice())
-        reply = json.loads(line)
-        if "error" in reply:
-            raise WorkerError(reply["error"])
+            self._process = subprocess.Popen(
+                [*command, *(["--peers"] if peers else [])],
+                stdin=subprocess.DEVNULL,
+                stdout=self._stdout.file,
+                stderr=self._stderr.file,
+                env=env,
+                pass_fds=(theirs.fileno(),),
+                process_group=0,  # its own group: killed as one, never by the terminal's ^C first
+            )
+        finally:
+            theirs.close()
+        self._channel = Connection(ours.detach())
+
+    # ---------------------------------------------------------------- the channel
+
+    def ask(self, request, deadline_s: float, who: str = BUILD_OUTPUT):
+        """Send a typed request; its typed reply within deadline_s (and the run's budget).
+
+        WorkerTimedOut (the worker is killed), WorkerCrashed, WorkerError (it caught one)."""
+        left = self.budget.left_s()
+        if left <= 0:  # the run is over its --max-minutes: nothing more is asked
+            raise WorkerTimedOut(f"the run's --max-minutes {self.budget.minutes:g} ran out before this request")
+        limit = min(deadline_s, left)
+        try:
+            self._channel.send_bytes(messages.encode(request))
+            ready = self._channel.poll(max(limit, 0.0))
+        except OSError:
+            ready = True  # a dead worker: recv says so
+        if not ready:
+            self.kill()
+            self._take_output(who)
+            if left < deadline_s:
+                raise WorkerTimedOut(f"the run's --max-minutes {self.budget.minutes:g} ran out during this request")
+            raise WorkerTimedOut(f"no answer within {deadline_s:.3g} s (--kernel-timeout sets the floor): killed")
+        try:
+            data = self._channel.recv_bytes(MAX_REPLY_BYTES)
+        except EOFError:
+            self._take_output(who)
+            raise WorkerCrashed(self._death_notice()) from None
+        except OSError as exc:  # a frame too long or torn: not our worker's reply
+            self.kill()
+            self._take_output(who)
+            raise WorkerCrashed(f"the worker's channel carried something else: {exc}") from None
+        self._take_output(who)
+        try:
+            reply = messages.decode(data)
+        except messages.ProtocolError as exc:
+            self.kill()
+            raise WorkerCrashed(f"the worker's channel carried something else: {exc}") from None
+        if isinstance(reply, messages.Failure):
+            raise WorkerError(reply.error)
         return reply
 
+    def _take_output(self, who: str) -> None:
+        printed = self.printed.setdefault(who, Printed())
+        self._stdout.take(printed)
+        self._stderr.take(printed)
+
     def _death_notice(self) -> str:
-        code = self._process.wait(timeout=30)
-        self._stderr.seek(0)
-        lines = self._stderr.read().strip().splitlines()
+        try:
+            code = self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # it closed the channel but lives on: end it
+            self.kill()
+            code = self._process.returncode
+        size = os.fstat(self._stderr.file.fileno()).st_size
+        self._stderr.file.seek(max(0, size - PRINTED_BYTES_READ))  # its last words, however much it printed
+        lines = self._stderr.file.read().decode(errors="replace").strip().splitlines()
         # A Python traceback: its last line says what happened; frames are for SECTORBENCH_DEBUG.
         tail = lines[-1:] if any(line.startswith("Traceback") for line in lines) else lines[-3:]
         how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
         return f"worker {how}" + (f": {' / '.join(tail)}" if tail else "")
 
+    # ---------------------------------------------------------------- requests
+
+    def use_scene(self, path: Path) -> int:
+        """Make the saved scene at `path` the worker's current scene; its tests."""
+        reply = self.ask(messages.LoadScene(str(path)), STARTUP_S)
+        self.tests = reply.tests
+        return reply.tests
+
     def load(self, scene, scratch: Path) -> None:
         """Make `scene` the worker's current scene."""
-        self.request("scene", path=str(save_scene(scene, scratch)))
+        self.use_scene(save_scene(scene, scratch))
+
+    def calibrate(self, loop: LoopRef, min_time_s: float) -> messages.Timed:
+        deadline = self.deadlines.calibration_s(self.tests, min_time_s)
+        return self.ask(messages.Calibrate(loop, min_time_s), deadline, loop.kernel)
+
+    def sample(self, loop: LoopRef, calls: int, expected_s: float | None = None) -> messages.Timed:
+        """`calls` passes of the loop; expected_s (from calibration) sets the deadline."""
+        if expected_s is None:
+            deadline = self.deadlines.pass_s(self.tests, calls)
+        else:
+            deadline = self.deadlines.sample_s(expected_s)
+        return self.ask(messages.Sample(loop, calls), deadline, loop.kernel)
 
     def evaluate(self, kernel: str, scratch: Path, shapes: tuple[int, int] | None = None) -> np.ndarray:
-        """The kernel's raw answers on the current scene: (N, M) for a grid, (M,) for pairs.
+        """The kernel's raw answers on the current scene: (N, M) for a grid (rows `shapes`
+        only, if given), (M,) for pairs."""
+        return self.evaluate_with_fp(kernel, scratch, shapes)[0]
 
-        shapes=(begin, end): the grid loop over those shapes only (the other rows hold
-        server.UNTOUCHED_BYTE unless the loop wrote there)."""
+    def evaluate_with_fp(self, kernel: str, scratch: Path, shapes: tuple[int, int] | None = None) -> tuple:
+        """evaluate(), and how the kernel changed the FP environment (None: it did not)."""
         out = Path(scratch) / f"eval-{kernel}.npy"
-        extra = {} if shapes is None else {"shapes": [int(shapes[0]), int(shapes[1])]}
-        self.request("evaluate", kernel=kernel, out=str(out), **extra)
+        reply = self.ask(messages.Evaluate(kernel, str(out), shapes), self.deadlines.pass_s(self.tests), kernel)
         answers = np.load(out)
         out.unlink()
-        return answers
+        return answers, reply.fp_change
 
-    def describe(self) -> tuple[list[Kernel], dict]:
-        """The build's kernels, and what else the worker found: fp_environment, counters, cpus.
+    def clock_mhz(self) -> float:
+        return self.ask(messages.Clock(), STARTUP_S).mhz
+
+    def describe(self) -> tuple[list[Kernel], messages.Described]:
+        """The build's kernels (every timed loop's record), and what else the worker found:
+        fp_environment, counters, cpus.
 
         SectorbenchError if a --disable-isa feature is not one the build knows."""
-        reply = self.request("describe")
-        known = reply.pop("cpu_features")
-        unknown = sorted(self.disabled - set(known))
+        reply = self.ask(messages.Describe(), STARTUP_S)
+        unknown = sorted(self.disabled - set(reply.cpu_features))
         if unknown:
             raise SectorbenchError(
                 f"unknown CPU feature {', '.join(unknown)} in --disable-isa/${DISABLE_ISA_ENV}; "
-                f"known: {', '.join(known) or 'none (not an x86 build)'}"
+                f"known: {', '.join(reply.cpu_features) or 'none (not an x86 build)'}"
             )
-        return [Kernel.from_dict(row) for row in reply.pop("kernels")], reply
+        return [Kernel.from_dict(row) for row in reply.kernels], reply
+
+    # ---------------------------------------------------------------- lifetime
 
     def kill(self) -> None:
-        """Stop the worker at once (the run was interrupted); close() still releases the rest."""
+        """Stop the worker (and anything it started) at once; close() still releases the rest."""
         if self._process.poll() is None:
-            self._process.kill()
+            try:
+                os.killpg(self._process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self._process.kill()
             self._process.wait()
 
     def close(self) -> None:
         if self._process.poll() is None:
+            self._channel.close()  # the worker's recv sees EOF and exits
             try:
-                self._process.stdin.close()
                 self._process.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self._process.kill()
-                self._process.wait()
-        self._stderr.close()
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._channel.close()
+        self._stdout.file.close()
+        self._stderr.file.close()
 
     def __enter__(self) -> Worker:
         return self
@@ -132,7 +282,8 @@ class Worker:
 
 
 class BuildSession:
-    """A build's library and its worker on one scene, restarted after a crash."""
+    """A build's library and its worker on one scene, restarted after a crash or a timeout:
+    the one home of starting a build's worker, for run and verify alike."""
 
     def __init__(
         self,
@@ -141,34 +292,75 @@ class BuildSession:
         scene_path: Path | None = None,
         disable_isa: tuple[str, ...] = (),
         peers: bool = False,
+        deadlines: Deadlines = DEFAULT_DEADLINES,
+        budget: Budget = NO_BUDGET,
     ):
         self.config, self.library, self.scene_path = config, library, scene_path
         self.disable_isa, self.peers = disable_isa, peers
+        self.deadlines, self.budget = deadlines, budget
         self.worker: Worker | None = None
         self.kernels: list[Kernel] = []
-        self.info: dict = {}  # fp_environment, counters, cpus: see server.Server.describe
+        self.info: messages.Described | None = None  # fp_environment, counters, cpus: see server.Server.describe
+        #: What each kernel printed over every worker of this session (BUILD_OUTPUT: start-up).
+        self.printed: dict[str, Printed] = {}
         self.restart()
 
     def restart(self) -> None:
         """A fresh worker with this session's scene loaded (the previous one, if any, is closed)."""
         if self.worker is not None:
+            self._keep_printed()
             self.worker.close()
-        self.worker = Worker(self.library, self.disable_isa, self.peers)
+        self.worker = Worker(self.library, self.disable_isa, self.peers, self.deadlines, self.budget)
         self.kernels, self.info = self.worker.describe()
         if self.scene_path is not None:
-            self.worker.request("scene", path=str(self.scene_path))
+            self.worker.use_scene(self.scene_path)
+
+    def _keep_printed(self) -> None:
+        for who, printed in self.worker.printed.items():
+            mine = self.printed.setdefault(who, Printed())
+            mine.lines += printed.lines
+            mine.first = (mine.first + printed.first)[:PRINTED_LINES_KEPT]
+        self.worker.printed = {}
+
+    def printed_note(self, who: str) -> str | None:
+        """What `who` printed, as its row's note (None: nothing)."""
+        self._keep_printed()
+        return self.printed.get(who, Printed()).note()
 
     def use(self, scene_path: Path) -> None:
         """Make `scene_path` this session's scene (also after a restart)."""
         self.scene_path = scene_path
-        self.worker.request("scene", path=str(scene_path))
+        self.worker.use_scene(scene_path)
 
     def close(self) -> None:
         if self.worker is not None:
             self.worker.close()
 
+    def kill(self) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+
     def kernel(self, name: str) -> Kernel:
         return next(k for k in self.kernels if k.name == name)
+
+
+#: The clock's reference loop (sb_dependent_adds) is read in a library built with these flags
+#: and the run's compiler, whatever builds the run measures: at -O0 that loop keeps its counter
+#: in memory and runs at ~0.4 adds a cycle (a "1424 MHz" clock where -O2 reads 3690).
+CLOCK_FLAGS = ("-O2",)
+
+
+def clock_session(sessions: list[BuildSession], cc: str, progress=lambda what, left_s=None: None) -> BuildSession:
+    """The session to read the clock from: one of `sessions` if it is exactly the clock's build
+    (CLOCK_FLAGS, `cc`, no user sources), else a worker of its own (the caller closes it)."""
+    from ..native.build import BuildConfig, build
+
+    config = BuildConfig(CLOCK_FLAGS, cc)
+    for session in sessions:
+        if session.config == config:
+            return session
+    progress(f"building the clock's reference ({config.label})")
+    return BuildSession(config, build(config))
 
 
 def save_scene(scene, directory: Path) -> Path:

@@ -32,31 +32,16 @@ class Kernel:
     language: str = "C"
     #: Preconditions beyond the family's (the row's .contract, e.g. "unit u"), which verify honours.
     contract: str = ""
-
-    @classmethod
-    def pseudo(
-        cls, name: str, family: str, takes: tuple[str, ...] = (), loop: str = "", summary: str = "", source: str = ""
-    ) -> Kernel:
-        """A row no C table holds (a broadphase timed end to end, the family's nominal kernel):
-        strict, one lane, run by default."""
-        return cls(
-            name=name,
-            family=family,
-            takes=takes,
-            isa=(),
-            loop=loop,
-            summary=summary,
-            source=source,
-            lanes=1,
-            block=1,
-            known_bad=False,
-            rounding_bound=0.0,
-            tolerance=0.0,
-        )
+    #: The loops it has ("inline", "call": a C row; a peer or a broadphase has one, "inline").
+    modes: tuple[str, ...] = ("inline", "call")
+    #: Why it has no NoOperation twin (a loop timed end to end), or None when it has one.
+    noop_reason: str | None = None
+    #: Measured when no kernel is named (False: a peer, a broadphase, run only when asked for).
+    by_default: bool = True
 
     @property
     def is_default(self) -> bool:
-        return not self.known_bad
+        return not self.known_bad and self.by_default
 
     @property
     def is_peer(self) -> bool:
@@ -72,11 +57,11 @@ class Kernel:
         return f"noop[{self.loop}, {len(self.takes)} arrays]"
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "takes": list(self.takes), "isa": list(self.isa)}
+        return {**asdict(self), "takes": list(self.takes), "isa": list(self.isa), "modes": list(self.modes)}
 
     @classmethod
     def from_dict(cls, row: dict) -> Kernel:
-        return cls(**{**row, "takes": tuple(row["takes"]), "isa": tuple(row["isa"])})
+        return cls(**{**row, "takes": tuple(row["takes"]), "isa": tuple(row["isa"]), "modes": tuple(row["modes"])})
 
 
 def parse_takes(text: str) -> tuple[str, ...]:

@@ -55,7 +55,7 @@ class KernelResult:
     flags: str
     cc: str
     mode: str
-    status: str  # ok | skipped | crashed
+    status: str  # ok | skipped | crashed | timed-out
     reason: str | None = None
     hits: int | None = None
     tests: int = 0
@@ -113,6 +113,8 @@ class KernelResult:
     overhead_instructions: int | None = None
     instructions_tests: int | None = None  # the tests they were counted over (a share of a large scene)
     instructions_reason: str | None = None  # why there is no count (valgrind missing, AVX-512, ...)
+    #: How the kernel left the worker's FP environment (restored before every other kernel), if it changed it.
+    fp_environment_change: str | None = None
 
     @property
     def percent_of_bound(self) -> float | None:

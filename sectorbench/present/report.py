@@ -279,7 +279,7 @@ def kernels_table(kernels: list[Kernel], builds: list[str] = ()) -> Table:
             here = Text("yes", style="green")
         else:
             here = Text(f"no: {k.skip_reason}", style="yellow")
-        about = k.summary if k.is_default else f"{k.summary} (known-bad reference: run only when named)"
+        about = f"{k.summary} (known-bad reference: run only when named)" if k.known_bad else k.summary
         table.add_row(k.name, k.family, k.loop, ", ".join(k.isa) or "–", here, ", ".join(k.takes), about)
     return table
 
@@ -327,7 +327,8 @@ def verify_table(result) -> Table:
             *counts,
             worst,
             f"{k.rounding_bound:g}",
-            Text(k.verdict, style=styles.get(k.verdict, "")),
+            Text(k.verdict, style=styles.get(k.verdict, ""))
+            + Text("".join(f"; {note}" for note in getattr(k, "notes", ())), style="yellow"),
         )
     return table
 

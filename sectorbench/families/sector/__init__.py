@@ -83,6 +83,10 @@ class SectorFamily(BooleanFamily):
         pair_given = {"r2", "cos_theta"} <= data.keys() or {"r", "theta"} <= data.keys()
         return ("cx", "cy", "ux", "uy", "px", "py"), [] if pair_given else ["r2 and cos_theta (or r and theta)"]
 
+    def nominal_takes(self):
+        """(r2, cos_theta): the parametrisation of the oracle; (r, theta) is translated to it."""
+        return tuple(name for name in self.shape_arrays if name not in ("r", "theta"))
+
     def reference_key(self, kernel):
         return "theta" in kernel.takes, kernel.tolerance
 

@@ -1,0 +1,74 @@
+"""Every request to a worker has a deadline: the one home of how long a kernel may take.
+
+A request whose time is known from calibration (a sample) gets a generous multiple of it;
+one whose time is not (a calibration, an evaluation, loading a scene) gets the floor plus
+a pass at a pessimistic rate.  Never less than the floor: a loaded machine or a page-faulting
+first pass is not a hang.  `--kernel-timeout SECONDS` sets the floor.  A run's
+`--max-minutes` caps every deadline too (Budget), so a hang never outlasts the run's limit.
+On expiry the worker is killed and the row is `timed-out` (worker.WorkerTimedOut).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from ..errors import SectorbenchError
+
+#: The floor of every deadline (--kernel-timeout): a minute is far beyond any default pass here
+#: (the slowest default kernel takes ~0.2 s a pass at N=1000, M=100000), short enough to wait.
+DEFAULT_KERNEL_TIMEOUT_S = 60.0
+#: A sample may take this many times its calibrated duration before it is taken for a hang
+#: (a shared machine slows a sample by 2-3x at worst here; 20x is no noise).
+SAMPLE_MARGIN = 20.0
+#: An uncalibrated pass is given this per test: 250x the typical 4 ns (a -O0 scalar kernel
+#: or a numpy peer is 10-50 ns), so only a hang exceeds it.
+SLOW_NS_PER_TEST = 1000.0
+#: Calibration grows the call count up to 10x a step: about this many passes, or min_time_s as many times.
+CALIBRATION_PASSES = 4
+#: Starting a worker (importing numpy and cffi, loading the library): its own allowance, since
+#: no kernel runs then (only library constructors).
+STARTUP_S = 120.0
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    kernel_timeout_s: float = DEFAULT_KERNEL_TIMEOUT_S
+
+    def __post_init__(self):
+        value = self.kernel_timeout_s
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+            raise SectorbenchError(f"--kernel-timeout must be a number of seconds above 0 (got {value!r})")
+
+    def pass_s(self, tests: int, passes: float = 1) -> float:
+        """A request of `passes` uncalibrated passes over `tests` tests."""
+        return self.kernel_timeout_s + passes * tests * SLOW_NS_PER_TEST * 1e-9
+
+    def calibration_s(self, tests: int, min_time_s: float) -> float:
+        return self.pass_s(tests, CALIBRATION_PASSES) + CALIBRATION_PASSES * min_time_s
+
+    def sample_s(self, expected_s: float) -> float:
+        return max(self.kernel_timeout_s, SAMPLE_MARGIN * expected_s)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The time a whole run may take (its --max-minutes), as a monotonic end."""
+
+    end: float = math.inf
+    minutes: float | None = None
+
+    @classmethod
+    def minutes_from_now(cls, minutes: float | None) -> Budget:
+        if minutes is None:
+            return cls()
+        return cls(time.monotonic() + minutes * 60, minutes)
+
+    def left_s(self) -> float:
+        return self.end - time.monotonic()
+
+
+#: The defaults, as one value each (the worker's and the session's default arguments).
+DEFAULT_DEADLINES = Deadlines()
+NO_BUDGET = Budget()

@@ -1,0 +1,111 @@
+/* Test-only: kernels that misbehave the way real user kernels do, to prove each costs at most
+ * its own row (docs/worker.md): one prints on every call and from a library constructor
+ * (some lines look like the worker's replies), one never returns, two change the
+ * floating-point environment (rounding upward; flush-to-zero).  All known-bad: run only when named. */
+#define _GNU_SOURCE
+#include <fenv.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "sb_common.h"
+
+#define UNRULY_TAKES (cx, cy, ux, uy, r2, cos_theta)
+
+/* basic's predicate (kernels_c/sector/scalar.c): a neighbour's answers are what these wrap. */
+static inline int unruly_basic(float cx, float cy, float ux, float uy, float r2, float cos_theta, float px,
+                               float py) {
+    const float dx = px - cx, dy = py - cy;
+    const float squared_length = dx * dx + dy * dy;
+    if (!(squared_length < r2))
+        return 0;
+    return dx * ux + dy * uy > sqrtf(squared_length) * cos_theta;
+}
+
+/* Each test kernel's predicate is basic's, under its own name (the loop templates name it). */
+#define UNRULY_PREDICATE(kname)                                                              \
+    static inline int kname(float cx, float cy, float ux, float uy, float r2, float cos_theta, float px, \
+                            float py) {                                                      \
+        return unruly_basic(cx, cy, ux, uy, r2, cos_theta, px, py);                          \
+    }
+UNRULY_PREDICATE(chatty)
+UNRULY_PREDICATE(hangs)
+UNRULY_PREDICATE(rounds_up)
+UNRULY_PREDICATE(sets_ftz)
+
+/* ---------------------------------------------------------------- prints */
+
+__attribute__((constructor)) static void chatty_loaded(void) {
+    printf("{\"type\": \"Described\", \"kernels\": []}\n"); /* looks like a reply: must never be taken for one */
+    printf("chatty: library loaded\n");
+}
+
+SB_KERNEL_LOOPS(chatty, SCALAR, 1, UNRULY_TAKES)
+static unsigned long chatty_calls;
+
+#define CHATTY_WRAP(loop)                                                                    \
+    static uint64_t chatty_printing_##loop(const sb_scene *s) {                              \
+        printf("debug: call %lu\n", ++chatty_calls);                                         \
+        printf("{\"type\": \"Timed\", \"seconds\": 0.0, \"hits\": 7, \"calls\": 1}\n");     \
+        return chatty_##loop(s);                                                             \
+    }
+CHATTY_WRAP(count_inline)
+CHATTY_WRAP(count_call)
+
+static void chatty_printing_grid(const sb_scene *s, void *out) {
+    fprintf(stderr, "debug: grid of %lld shapes\n", (long long)(s->shape_end - s->shape_begin));
+    chatty_eval_grid(s, out);
+}
+
+static const sb_kernel chatty_row = {
+    SB_ROW_FIELDS(chatty, SCALAR, 1, UNRULY_TAKES), .family = "sector", .known_bad = 1, .rounding_bound = 8,
+    .summary = "test only: basic, printing on every call and from a constructor",
+    .count_inline = chatty_printing_count_inline, .count_call = chatty_printing_count_call,
+    .noop_inline = chatty_noop_inline, .noop_call = chatty_noop_call,
+    .eval_grid = chatty_printing_grid, .eval_pairs = chatty_eval_pairs};
+SB_REGISTER(chatty_row);
+
+/* ---------------------------------------------------------------- never returns */
+
+SB_KERNEL_LOOPS(hangs, SCALAR, 1, UNRULY_TAKES)
+
+static uint64_t hangs_forever(const sb_scene *s) {
+    (void)s;
+    for (;;)
+        sleep(1000);
+    return 0;
+}
+
+static void hangs_forever_eval(const sb_scene *s, void *out) {
+    (void)out;
+    hangs_forever(s);
+}
+
+static const sb_kernel hangs_row = {
+    SB_ROW_FIELDS(hangs, SCALAR, 1, UNRULY_TAKES), .family = "sector", .known_bad = 1,
+    .summary = "test only: its loops sleep for ever",
+    .count_inline = hangs_forever, .count_call = hangs_forever,
+    .noop_inline = hangs_noop_inline, .noop_call = hangs_noop_call,
+    .eval_grid = hangs_forever_eval, .eval_pairs = hangs_forever_eval};
+SB_REGISTER(hangs_row);
+
+/* ---------------------------------------------------------------- changes the FP environment */
+
+/* Each loop first changes the environment, then runs basic's loop (whose answers it changes). */
+#define FPENV_KERNEL(kname, change)                                                          \
+    SB_KERNEL_LOOPS(kname, SCALAR, 1, UNRULY_TAKES)                                          \
+    static uint64_t kname##_changed_inline(const sb_scene *s) { change; return kname##_count_inline(s); } \
+    static uint64_t kname##_changed_call(const sb_scene *s) { change; return kname##_count_call(s); }     \
+    static void kname##_changed_grid(const sb_scene *s, void *o) { change; kname##_eval_grid(s, o); }    \
+    static void kname##_changed_pairs(const sb_scene *s, void *o) { change; kname##_eval_pairs(s, o); }  \
+    static const sb_kernel kname##_row = {                                                   \
+        SB_ROW_FIELDS(kname, SCALAR, 1, UNRULY_TAKES), .family = "sector", .known_bad = 1,   \
+        .rounding_bound = 8, .summary = "test only: basic after " #change,                  \
+        .count_inline = kname##_changed_inline, .count_call = kname##_changed_call,          \
+        .noop_inline = kname##_noop_inline, .noop_call = kname##_noop_call,                  \
+        .eval_grid = kname##_changed_grid, .eval_pairs = kname##_changed_pairs};             \
+    SB_REGISTER(kname##_row);
+
+FPENV_KERNEL(rounds_up, fesetround(FE_UPWARD))
+#if defined(SB_X86)
+FPENV_KERNEL(sets_ftz, _mm_setcsr(_mm_getcsr() | (1u << 15)))
+#endif

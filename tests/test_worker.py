@@ -1,0 +1,255 @@
+"""The worker's promises (docs/worker.md): a private channel, deadlines, a clean FP environment
+per kernel, death with its parent, split shape ranges that add up, and the clock's build.
+
+The misbehaving kernels are real C (tests/data/unruly_kernels.c), run in real workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import DATA
+
+from sectorbench.check.verify import VerifyConfig, verify
+from sectorbench.families.scene_kinds import generate
+from sectorbench.measure import messages
+from sectorbench.measure.messages import LoopRef
+from sectorbench.measure.runner import RunConfig, run
+from sectorbench.measure.timing import TimingConfig
+from sectorbench.measure.worker import Worker
+from sectorbench.model.split import shape_ranges
+from sectorbench.native.build import BuildConfig, build
+
+UNRULY = DATA / "unruly_kernels.c"
+FAST = TimingConfig(repeat=2, min_sample_s=0.001)
+#: A generous wait for something that must happen on its own (never a timing assertion).
+PATIENCE_S = 120
+
+
+@pytest.fixture(scope="module")
+def unruly_build(private_cache) -> BuildConfig:
+    config = BuildConfig.parse("-O2", extra_sources=(UNRULY,))
+    build(config)
+    return config
+
+
+def small_run(build_config: BuildConfig, kernels: tuple[str, ...], **fields) -> RunConfig:
+    return RunConfig(sectors=12, points=300, kernels=kernels, builds=(build_config,), timing=FAST, **fields)
+
+
+# ---------------------------------------------------------------- typed messages
+
+
+def test_messages_round_trip_and_anything_else_is_refused():
+    request = messages.Sample(LoopRef("basic", "call", noop=True, threads=2, shapes=(3, 9)), calls=5)
+    assert messages.decode(messages.encode(request)) == request
+    reply = messages.Timed(0.5, 7, 3, extras=messages.LoopExtras(jit_s=0.1, broadphase="grid"))
+    assert messages.decode(messages.encode(reply)) == reply
+    for junk in (b'{"mhz": 1}', b"debug: call 1", b'{"type": "Timed", "seconds": 1, "oops": 2}', b"[]"):
+        with pytest.raises(messages.ProtocolError):
+            messages.decode(junk)
+
+
+# ---------------------------------------------------------------- shape ranges
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3, 7])
+def test_count_loops_over_split_shape_ranges_add_up_to_the_whole(o2_worker, scratch, parts):
+    o2_worker.load(generate("uniform", 23, 301, 4), scratch)
+    for kernel, mode in (("basic", "inline"), ("sse2", "call"), ("avx2_nosqrt_fma", "inline")):
+        whole = o2_worker.sample(LoopRef(kernel, mode), calls=1).hits
+        split = [o2_worker.sample(LoopRef(kernel, mode, shapes=r), calls=1).hits for r in shape_ranges(23, parts)]
+        assert sum(split) == whole > 0, (kernel, mode, split)
+        threaded = o2_worker.sample(LoopRef(kernel, mode, threads=2, shapes=(5, 20)), calls=1).hits
+        assert threaded == o2_worker.sample(LoopRef(kernel, mode, shapes=(5, 20)), calls=1).hits
+
+
+def test_grid_evaluation_over_split_shape_ranges_is_the_whole_grid(o2_worker, scratch):
+    o2_worker.load(generate("uniform", 17, 45, 5), scratch)
+    whole = o2_worker.evaluate("sse2_nosqrt", scratch)
+    parts = [o2_worker.evaluate("sse2_nosqrt", scratch, shapes=r) for r in shape_ranges(17, 4)]
+    assert [p.shape[0] for p in parts] == [b - a for a, b in shape_ranges(17, 4)]
+    assert np.array_equal(np.concatenate(parts), whole)
+    with pytest.raises(Exception, match="outside the scene"):
+        o2_worker.evaluate("basic", scratch, shapes=(3, 18))
+
+
+def test_a_peer_over_split_shape_ranges_adds_up_too(o2_library, scratch):
+    with Worker(o2_library, peers=True) as worker:
+        worker.load(generate("uniform", 9, 120, 6), scratch)
+        whole = worker.sample(LoopRef("numpy"), calls=1).hits
+        assert sum(worker.sample(LoopRef("numpy", shapes=r), calls=1).hits for r in shape_ranges(9, 3)) == whole
+        grid = worker.evaluate("numpy", scratch)
+        assert np.array_equal(np.concatenate([worker.evaluate("numpy", scratch, r) for r in shape_ranges(9, 2)]), grid)
+
+
+# ---------------------------------------------------------------- the private channel
+
+
+def test_a_printing_kernel_is_measured_and_its_output_is_in_its_row(unruly_build):
+    result = run(small_run(unruly_build, ("chatty", "naive")))
+    rows = {r.kernel: r for r in result.results}
+    chatty = rows["chatty"]
+    assert chatty.status == "ok" and rows["naive"].status == "ok"
+    assert chatty.hits == rows["naive"].hits != 7  # its JSON-looking lines were never a reply
+    note = next(w for w in chatty.warnings if w.startswith("printed "))
+    assert "debug: call 1" in note
+    assert not any(w.startswith("printed ") for w in rows["naive"].warnings)
+    # The constructor's lines are the build's, recorded with it.
+    build_entry = result.env["builds"][0]
+    assert "chatty: library loaded" in build_entry["printed"]
+
+
+def test_a_printing_kernel_is_verified_like_any_other(unruly_build):
+    result = verify(VerifyConfig(kernels=("chatty", "basic"), builds=(unruly_build,), cases=500))
+    verdicts = {v.kernel: v for v in result.kernels}
+    assert verdicts["chatty"].status == "ok" and verdicts["chatty"].mismatches == verdicts["basic"].mismatches
+    assert any("debug: grid of" in note for note in verdicts["chatty"].notes)
+
+
+# ---------------------------------------------------------------- deadlines
+
+
+def test_a_kernel_that_never_returns_is_timed_out_and_the_others_are_measured(unruly_build):
+    result = run(small_run(unruly_build, ("naive", "hangs", "basic"), kernel_timeout=1.0))
+    rows = {r.kernel: r for r in result.results}
+    assert rows["hangs"].status == "timed-out" and "no answer within" in rows["hangs"].reason
+    assert rows["naive"].status == "ok" and rows["basic"].status == "ok"
+    assert rows["naive"].net_s is not None and rows["basic"].overhead_s is not None
+
+
+def test_verify_times_out_a_kernel_that_never_returns_and_checks_the_others(unruly_build):
+    result = verify(VerifyConfig(kernels=("hangs", "basic"), builds=(unruly_build,), cases=300, kernel_timeout=1.0))
+    verdicts = {v.kernel: v for v in result.kernels}
+    assert verdicts["hangs"].status == "timed-out"
+    assert verdicts["basic"].status == "ok" and verdicts["basic"].verdict != "FAIL"
+
+
+def test_max_minutes_holds_during_a_hang(unruly_build, tmp_path):
+    """A kernel timeout longer than the run's limit: --max-minutes cuts the hang, the run ends."""
+    out = tmp_path / "hang.json"
+    command = [sys.executable, "-m", "sectorbench", "run", "-n", "12", "-m", "300", "--repeat", "2"]
+    command += ["--min-time", "0.001", "--flags", "-O2", "--source", str(UNRULY), "--kernels", "naive,hangs"]
+    command += ["--kernel-timeout", "3600", "--max-minutes", "0.15", "--json", str(out)]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=PATIENCE_S)
+    assert completed.returncode == 0, completed.stderr
+    rows = {r["kernel"]: r for r in json.loads(out.read_text())["results"]}
+    assert rows["hangs"]["status"] == "timed-out" and "--max-minutes" in rows["hangs"]["reason"]
+    assert rows["naive"]["status"] in ("ok", "timed-out")
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The sectorbench.server processes whose parent is `pid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and b"sectorbench.measure.server" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
+def test_sigkill_of_the_parent_leaves_no_worker(unruly_build):
+    command = [sys.executable, "-m", "sectorbench", "run", "-n", "12", "-m", "300", "--repeat", "2"]
+    command += ["--min-time", "0.001", "--flags", "-O2", "--source", str(UNRULY), "--kernels", "hangs"]
+    command += ["--kernel-timeout", "3600"]
+    parent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + PATIENCE_S
+        workers: list[int] = []
+        while not workers and time.monotonic() < deadline and parent.poll() is None:
+            workers = _workers_of(parent.pid)
+            time.sleep(0.2)
+        assert workers, "the run never started a worker"
+        time.sleep(1.0)  # let it reach the hanging kernel
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(pid) for pid in workers), f"orphaned workers: {workers}"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        for pid in _workers_of(parent.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- the FP environment
+
+
+@pytest.mark.parametrize(
+    "changer, change",
+    [("rounds_up", "rounding upward"), ("sets_ftz", "flush-to-zero on")],
+)
+def test_a_kernel_that_changes_the_fp_environment_leaves_its_neighbours_alone(unruly_build, changer, change):
+    def counts(kernels):
+        config = VerifyConfig(kernels=kernels, builds=(unruly_build,), cases=3000, seed=3)
+        return {v.kernel: v for v in verify(config).kernels}
+
+    alone = counts(("basic", "sse2"))
+    before = counts((changer, "basic", "sse2"))
+    after = counts(("basic", "sse2", changer))
+    for neighbour in ("basic", "sse2"):
+        expected = (alone[neighbour].mismatches, alone[neighbour].worst_margin, alone[neighbour].cases)
+        for other in (before, after):
+            assert (other[neighbour].mismatches, other[neighbour].worst_margin, other[neighbour].cases) == expected
+            assert other[neighbour].fp_environment_change is None
+    for other in (before, after):
+        assert other[changer].fp_environment_change == change
+        assert f"changes the FP environment: {change}" in other[changer].notes
+
+
+def test_run_names_the_kernel_that_changes_the_fp_environment(unruly_build):
+    result = run(small_run(unruly_build, ("rounds_up", "basic"), threads=(1, 2)))
+    for row in result.results:
+        if row.kernel == "rounds_up":
+            assert row.fp_environment_change == "rounding upward", row
+            assert any("changes the FP environment: rounding upward" in w for w in row.warnings)
+        else:
+            assert row.fp_environment_change is None and row.status == "ok"
+    assert result.env["builds"][0]["fp_environment"]["rounding"] == "to nearest"
+
+
+def test_a_fast_math_build_records_its_own_environment(private_cache):
+    result = run(
+        RunConfig(
+            sectors=8, points=100, kernels=("basic",), builds=(BuildConfig.parse("-O2 -ffast-math"),), timing=FAST
+        )
+    )
+    env = result.env["builds"][0]["fp_environment"]
+    assert env["flush_to_zero"] and env["denormals_are_zero"]  # gcc's crtfastmath, set at load
+    assert result.results[0].fp_environment_change is None  # the build's environment is no kernel's change
+
+
+# ---------------------------------------------------------------- the clock
+
+
+@pytest.mark.parametrize("order", [("-O0", "-O2"), ("-O2", "-O0")])
+def test_the_clock_is_read_in_an_O2_build_whatever_the_order_of_flags(private_cache, order):
+    builds = tuple(BuildConfig.parse(flags) for flags in order)
+    result = run(replace(small_run(builds[0], ("basic",)), builds=builds))
+    assert result.env["machine"]["cpu"]["clock_build"]["flags"] == ["-O2"]
+    assert result.env["machine"]["cpu"]["measured_mhz"] > 0
