@@ -28,8 +28,11 @@ def test_hits_identical_for_every_thread_count_and_dispatch_path():
             timing=FAST,
         )
     )
-    assert {r.status for r in result.results} == {"ok"}
-    assert len({r.hits for r in result.results}) == 1 and {r.threads for r in result.results} == {1, 2, 3}
+    # every kernel this CPU can run ran (AVX-512 comes and goes as the VM moves between hosts)
+    assert all(r.status == "ok" or "this CPU lacks" in r.reason for r in result.results)
+    ran = [r for r in result.results if r.status == "ok"]
+    assert {r.kernel for r in ran} >= {"sse2_nosqrt", "avx2_nosqrt"}
+    assert len({r.hits for r in ran}) == 1 and {r.threads for r in ran} == {1, 2, 3}
 
 
 def test_a_missing_isa_is_skipped_never_run():
@@ -76,7 +79,8 @@ def test_the_new_kernels_pass_verify(flags):
     kernels = ("avx2", "avx2_nosqrt", "avx2_nosqrt_fma", "avx512", "avx512_nosqrt", "avx512_nosqrt_b4")
     result = verify(VerifyConfig(kernels=kernels, builds=(BuildConfig.parse(flags),), cases=2000))
     assert result.passed, [(k.kernel, k.verdict, k.mismatches) for k in result.kernels]
-    assert all(k.loop_checks > 0 for k in result.kernels)
+    assert all(k.loop_checks > 0 for k in result.kernels if k.status == "ok")
+    assert all(k.status == "ok" or "this CPU lacks" in k.reason for k in result.kernels)
 
 
 def test_machine_code_says_which_loops_are_vectorised():

@@ -310,7 +310,12 @@ class BooleanFamily(Family):
         row) and an optional EXPECTED_COLUMN of answers (which verify checks against the oracle)."""
         data = read_npz(path)
         required, extra_missing = self.required_input(data)
-        labels = [name for name, values in data.items() if is_text(values) and name != EXPECTED_COLUMN]
+        coordinates = {*self.shape_arrays, *self.point_arrays}
+        labels = [
+            name
+            for name, values in data.items()
+            if is_text(values) and name != EXPECTED_COLUMN and name not in coordinates  # text where a number belongs
+        ]
         not_coordinates = (*labels, *([EXPECTED_COLUMN] if EXPECTED_COLUMN in data else []))
         check_input_arrays(path, self.name, data, required, extra_missing, not_coordinates)
         keep = set(self.shape_arrays) | set(self.point_arrays)
