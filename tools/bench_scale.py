@@ -77,7 +77,7 @@ def scale_run(kind: str, n: int, m: int, repeat: int) -> dict:
 MEMORY_CHILD = r"""
 import json, sys, time
 import sectorbench
-from sectorbench import scenes
+from sectorbench.families import scene_kinds as scenes
 from sectorbench.families.sector.query import engine
 def status(key):
     for line in open("/proc/self/status"):
@@ -121,7 +121,7 @@ LARGE_CHILD = r"""
 import json, os, statistics, sys, time
 import numpy as np
 import sectorbench
-from sectorbench import scenes
+from sectorbench.families import scene_kinds as scenes
 from sectorbench.families.sector.peers import KdtreePeer
 from sectorbench.families.sector.query import engine
 n, m, rounds, kdtree_rounds = (int(a) for a in sys.argv[1:5])
@@ -183,7 +183,7 @@ def large_run(n: int, m: int, rounds: int, kdtree_rounds: int) -> dict:
 def scaling(repeat: int, quick: bool) -> list[dict]:
     """Medians of end-to-end query time as N, M and the cone size vary (game scenes)."""
     from sectorbench import query
-    from sectorbench.model import scenes
+    from sectorbench.families import scene_kinds as scenes
 
     cases = [("N", n, 200_000, (2.0, 20.0)) for n in (5_000, 10_000, 20_000, 40_000)]
     cases += [("M", 10_000, m, (2.0, 20.0)) for m in (100_000, 200_000, 500_000, 1_000_000)]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sectorbench.model import scenes
+from sectorbench.families import scene_kinds as scenes
 
 
 def main() -> int:

@@ -676,14 +676,14 @@ def _with_code_identity(results: list[KernelResult], kernels: list[tuple[BuildSe
     fingerprints: dict[int, dict] = {}
     out = []
     for row, (session, kernel) in zip(results, kernels):
-        if session.peers or kernel.is_peer or kernel.noop_reason is not None or row.status != "ok":
+        if session.peers or kernel.noop_reason is not None or row.status != "ok":
             out.append(row)
             continue
         if id(session) not in fingerprints:
             names = [
                 f"{k.name}_count_{mode}"
                 for k in session.kernels
-                if not k.is_peer and k.noop_reason is None
+                if k.noop_reason is None  # a broadphase has no count function of its own
                 for mode in MODES
             ]
             try:

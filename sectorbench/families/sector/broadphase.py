@@ -137,6 +137,7 @@ class Engine:
         threads: int = 1,
         isa: str = "auto",
         pool: ThreadPoolExecutor | None = None,
+        index=None,
     ) -> Hits:
         """Build (unless kind is none) and query: CSR hits of all n sectors against m points.
 
@@ -144,12 +145,14 @@ class Engine:
         histograms and scatter over shares of the points, the query over contiguous shares of
         the sectors, cut as model/split.py's shape_ranges cuts them), one cffi call each,
         which releases the GIL; the CSR is the same for every thread count.  `pool` is accepted
-        for callers that keep one, and unused: the threads are C's."""
+        for callers that keep one, and unused: the threads are C's.  `index`: one built() before
+        (the query's chunks of sectors share one), else it is built here and timed."""
         del pool
         keep: list = []
         sectors = self.sectors(columns, n, keep)
         code = ISA_CODES[isa]
         start = time.perf_counter()
+        built_here = False
         if kind == "none":
             px, py = self._floats(columns["px"], keep), self._floats(columns["py"], keep)
 
@@ -157,7 +160,9 @@ class Engine:
                 return self.lib.sb_bp_none(px, py, m, sectors, begin, end, code, threads, out)
 
         else:
-            index = self.build(kind, columns["px"], columns["py"], m, columns["r2"][:n], threads)
+            built_here = index is None
+            if built_here:
+                index = self.build(kind, columns["px"], columns["py"], m, columns["r2"][:n], threads)
 
             def run(begin, end, out):
                 return self.lib.sb_bp_query(index, sectors, begin, end, code, threads, out)
@@ -166,7 +171,8 @@ class Engine:
         out = self._one(run, 0, n)
         offsets, indices = self._take(out)
         done = time.perf_counter()
-        return Hits(offsets, indices, int(out.candidates), built - start if kind != "none" else 0.0, done - built)
+        index_s = built - start if kind != "none" and built_here else 0.0
+        return Hits(offsets, indices, int(out.candidates), index_s, done - built)
 
     def stream_floor(self, px: np.ndarray, py: np.ndarray, out: np.ndarray) -> float:
         """Seconds to read px, py once and write `out` (int32, the hits' size) once: the floor
