@@ -258,10 +258,16 @@ def run(
                 progress(f"building {build_config.label}" + (f" ({side})" if side else ""))
                 sessions.append(
                     BuildSession(
-                        build_config, build(build_config), scene_path, config.disable_isa, False, deadlines, budget
+                        build_config,
+                        build(build_config),
+                        scene_path,
+                        config.disable_isa,
+                        False,
+                        deadlines,
+                        budget,
+                        side,
                     )
                 )
-                sessions[-1].side = side
             if peer_names:
                 progress("starting the peers' worker")
                 sessions.append(
@@ -306,7 +312,7 @@ def _measure(
     kernels_per_build = 0
     for session in sessions:
         chosen = names[session.peers]
-        if getattr(session, "side", None) == "base" and chosen and chosen != [None]:
+        if session.side == "base" and chosen and chosen != [None]:
             # The base may predate a named kernel: it is new in the head, not an error.
             chosen = [name for name in chosen if name in {k.name for k in session.kernels}] or [None]
         selected = [] if chosen == [None] else select(session.kernels, chosen, scene.family)
@@ -344,7 +350,7 @@ def _measure(
             estimate_s=estimate_s(len(series) - len(indexed), scene.tests, config.timing, TYPICAL_NS_PER_TEST)
             + estimate_s(len(indexed), scene.n_shapes + scene.n_points, config.timing, BROADPHASE_NS_PER_ITEM),
             broadphase_series=len(indexed),
-            sides=tuple(getattr(session, "side", None) for session, _, _, _ in plan),
+            sides=tuple(session.side for session, _, _, _ in plan),
         )
     )
 
@@ -460,7 +466,7 @@ def _series(session: BuildSession, kernel: Kernel, mode: str, threads: int, timi
 
     name = kernel.overhead_key if noop else kernel.name
     build_text = "python" if session.peers else session.config.label
-    if getattr(session, "side", None):
+    if session.side:
         build_text += f" ({session.side})"
     label = f"{name} [{build_text}, {mode}" + (f", {threads} threads]" if threads > 1 else "]")
     key = (session.config, name, mode, threads, session.peers)
@@ -506,7 +512,7 @@ def _result(
         threads=threads,
         tests=scene.tests,
         overhead_kernel=kernel.overhead_key if has_noop else None,
-        side=getattr(session, "side", None),
+        side=session.side,
     )
     if not kernel.runnable or _missing_mode(kernel, mode):
         return KernelResult(status="skipped", reason=kernel.skip_reason or _missing_mode(kernel, mode), **base)

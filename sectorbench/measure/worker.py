@@ -294,9 +294,12 @@ class BuildSession:
         peers: bool = False,
         deadlines: Deadlines = DEFAULT_DEADLINES,
         budget: Budget = NO_BUDGET,
+        side: str | None = None,
     ):
         self.config, self.library, self.scene_path = config, library, scene_path
         self.disable_isa, self.peers = disable_isa, peers
+        #: run --against: "base" or "head", the side of the A/B comparison its rows are on; else None.
+        self.side = side
         self.deadlines, self.budget = deadlines, budget
         self.worker: Worker | None = None
         self.kernels: list[Kernel] = []
