@@ -72,8 +72,13 @@ def test_run_table_fits_and_keeps_every_number_it_shows(saved, width):
     ok = [r for r in run.results if r.status == "ok"]
     assert_fits(text, width, [r.kernel for r in run.results] + [f"{r.ns_per_test:.3f}" for r in ok])
     assert all(f"{r.speedup:.1f}x" in text for r in ok if r.speedup)
-    # one line per row: each row's line holds its kernel, its flags and its mode
-    rows = [line for line in text.splitlines() if line.split() and line.split()[0] in {r.kernel for r in run.results}]
+    # one line per row: each row's line holds its kernel, its flags and its mode.  The rows are
+    # the lines between the header's rule and the first blank line; footnotes below may well
+    # start a wrapped line with a kernel's name.
+    lines = text.splitlines()
+    body_start = next(i for i, line in enumerate(lines) if "───" in line) + 1
+    body_end = next((i for i in range(body_start, len(lines)) if not lines[i].strip()), len(lines))
+    rows = lines[body_start:body_end]
     assert len(rows) == len(run.results), text
     for line, r in zip(rows, sorted(run.results, key=lambda r: r.kernel != run.config["reference"])):
         assert line.split()[0] == r.kernel and f" {abbreviate_flags(r.flags)} " in line and f" {r.mode} " in line
