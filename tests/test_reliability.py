@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import DATA
 
 from sectorbench.cli import main
 from sectorbench.errors import SectorbenchError
@@ -226,7 +228,8 @@ def test_the_compiler_runs_in_a_private_directory_that_is_removed(tmp_path, monk
     cwd, tmpdir = seen.read_text().split()
     assert cwd == tmpdir and Path(cwd).parent == cache and cwd.endswith(".build")
     assert not Path(cwd).exists() and not (tmp_path / "stray.o").exists()
-    assert sorted(p.name for p in cache.iterdir()) == [library.name, library.name + ".sha256"]
+    assert sorted(p.name for p in cache.iterdir()) == [build_module.OBJECTS_DIR, library.name, library.name + ".sha256"]
+    assert all(p.name.endswith((".o", ".o.sha256")) for p in (cache / build_module.OBJECTS_DIR).iterdir())
 
 
 # ------------------------------------------------------------------ everything checked before work
@@ -376,10 +379,28 @@ def test_query_in_chunks_gives_the_same_hits_and_bounds_them():
     columns = {name: made.column(name) for name in made.arrays}
     whole = query(columns, columns)
     assert whole.total > 1000
-    chunked = query(columns, columns, max_hits=whole.total)  # chunks of max_hits // M sectors
+    chunked = query(columns, columns, max_hits=whole.total)  # the candidates exceed the hits: chunks
     assert chunked.same_as(whole)
+    unindexed = query(columns, columns, broadphase="none", max_hits=whole.total)  # chunks of max_hits // M
+    assert unindexed.same_as(whole)
     with pytest.raises(ValueError, match="more than max_hits=1,000 hits"):
         query(columns, columns, max_hits=1000)
+
+
+@pytest.mark.parametrize(
+    "bounds, max_hits, chunks",
+    [
+        ([5, 5, 5, 5], 100, [(0, 4)]),  # everything fits: one call
+        ([5, 5, 5, 5], 10, [(0, 2), (2, 4)]),
+        ([5, 5, 5, 5], 9, [(0, 1), (1, 2), (2, 3), (3, 4)]),
+        ([3, 50, 3, 3], 10, [(0, 1), (1, 2), (2, 4)]),  # a sector over the limit goes alone
+        ([0, 0, 0], 1, [(0, 3)]),
+    ],
+)
+def test_sectors_are_chunked_by_their_hit_bounds(bounds, max_hits, chunks):
+    from sectorbench.families.sector.query import _chunks
+
+    assert _chunks(np.array(bounds, dtype=np.int64), max_hits) == chunks
 
 
 def test_warnings_never_reach_stderr(tmp_path):
@@ -392,6 +413,37 @@ def test_warnings_never_reach_stderr(tmp_path):
 
 
 # ------------------------------------------------------------------ a cache that heals
+
+
+def object_times(cache: Path) -> dict[str, int]:
+    return {path.name: path.stat().st_mtime_ns for path in (cache / build_module.OBJECTS_DIR).glob("*.o")}
+
+
+def test_kernels_c_is_compiled_once_and_its_objects_shared_and_healed(tmp_path):
+    """A build that adds a --source file compiles that file only; a damaged object is compiled again."""
+    cache = tmp_path / "cache"
+    plain = build(BuildConfig.parse("-O0"), cache)
+    objects = object_times(cache)
+    assert len(objects) == len(build_module.sources(BuildConfig.parse("-O0")))
+    with_source = build(BuildConfig.parse("-O0", extra_sources=(DATA / "crash_kernel.c",)), cache)
+    assert with_source != plain and object_times(cache) == objects  # nothing compiled again, nothing added
+    assert with_source.stat().st_size > plain.stat().st_size  # the --source file's kernels are in it
+    damaged = sorted((cache / build_module.OBJECTS_DIR).glob("*.o"))[0]
+    damaged.write_bytes(damaged.read_bytes()[:100])
+    plain.unlink()
+    assert build(BuildConfig.parse("-O0"), cache) == plain
+    healed = object_times(cache)
+    assert healed.keys() == objects.keys() and healed[damaged.name] != objects[damaged.name]
+    assert sum(healed[name] != objects[name] for name in objects) == 1
+
+
+def test_a_linker_flag_builds_in_one_command_that_clang_accepts_under_werror(tmp_path):
+    """clang rejects -Wl,... on a compile-only step under -Werror: such a build is one command."""
+    clang = next((cc for cc in ("clang", "clang-19", "clang-14") if shutil.which(cc)), None)
+    cc = clang or "cc"
+    library = build(BuildConfig.parse("-O0 -Werror -Wl,--as-needed", cc=cc), tmp_path / "cache")
+    assert library.read_bytes()[:4] == b"\x7fELF"
+    assert not object_times(tmp_path / "cache")
 
 
 def test_a_truncated_cached_library_is_rebuilt_not_loaded(tmp_path):

@@ -38,6 +38,10 @@ int64_t sb_bp_index_cells(const sb_bp_index *index);
  * best here, 3 AVX-512, 2 AVX2, 1 SSE2.  Returns 0, -1 (isa not supported here) or -2 (out of memory). */
 int sb_bp_query(const sb_bp_index *index, const sb_bp_sectors *s, int64_t begin, int64_t end, int isa,
                 int threads, sb_bp_hits *out);
+/* Per sector of [begin, end), the candidates its box touches in the index (an upper bound on its
+ * hits) into bound[i - begin]; returns their sum.  What sb_bp_query's first pass computes, so a
+ * caller can cut the sectors into chunks whose answer fits its memory before any is allocated. */
+int64_t sb_bp_bounds(const sb_bp_index *index, const sb_bp_sectors *s, int64_t begin, int64_t end, int64_t *bound);
 /* The same narrow phase and output over all M points (no index). */
 int sb_bp_none(const float *px, const float *py, int64_t m, const sb_bp_sectors *s, int64_t begin, int64_t end,
                int isa, int threads, sb_bp_hits *out);

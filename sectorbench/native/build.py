@@ -59,6 +59,18 @@ COMPILE_TIMEOUT_S = 600.0
 #: A private build directory older than this was left by a run killed mid-compile
 #: (SIGKILL): removed by the next build into the same cache.
 STALE_BUILD_S = 2 * COMPILE_TIMEOUT_S
+#: Compilers one build runs at once: each source of kernels_c/ is its own object, so a build
+#: takes about its largest file's time on as many cores, not the sum of all of them.
+COMPILE_JOBS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+#: Where the objects of kernels_c/ are kept, in the cache: named by the hash of the compiler,
+#: the flags, the file and every header of its tree, so builds that differ only in the user's
+#: --source files (or a git ref whose file is the same) compile only what differs.
+OBJECTS_DIR = "objects"
+#: Flags only the linker reads.  clang warns about them on a compile-only step (an error under
+#: -Werror), so a build that has one compiles and links in one command, as a whole.
+_LINKER_FLAGS = {"-s", "-pie", "-no-pie", "-rdynamic", "-static", "-shared", "-nostdlib", "-nostartfiles",
+                 "-nodefaultlibs", "-Xlinker", "-T"}  # fmt: skip
+_LINKER_PREFIXES = ("-Wl,", "-l", "-L", "-fuse-ld=", "-static-")
 
 
 class BuildError(SectorbenchError):
@@ -190,22 +202,14 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
     except OSError as exc:
         raise _cache_error(cache_dir, exc) from None
     output = private / library.name
-    command = [
-        cc_path,
-        *config.flags,
-        "-shared",
-        "-fPIC",
-        *(f"-I{folder}" for folder in include_dirs(config)),
-        *map(str, sources(config)),
-        "-o",
-        str(output),
-        "-lm",
-    ]
     try:
-        completed = _compile(command, private, config)
-        if completed.returncode != 0:
-            message = (completed.stderr or completed.stdout).strip()
-            raise BuildError(f"compiling with {config.label!r} failed:\n{message}")
+        if any(_linker_flag(flag) for flag in config.flags):
+            whole = [cc_path, *config.flags, "-shared", "-fPIC", *_includes(config), *map(str, sources(config))]
+            _run_compilers([[*whole, "-o", str(output), "-lm"]], private, config)
+        else:
+            objects = _objects(config, cc_path, cache_dir, private)
+            link = [cc_path, *config.flags, "-shared", "-fPIC", *objects, "-o", str(output), "-lm"]
+            _run_compilers([link], private, config)
         try:
             with open(output, "rb") as stream:
                 is_elf = stream.read(4) == b"\x7fELF"
@@ -223,6 +227,122 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
     finally:
         shutil.rmtree(private, ignore_errors=True)
     return library
+
+
+def _linker_flag(flag: str) -> bool:
+    return flag in _LINKER_FLAGS or flag.startswith(_LINKER_PREFIXES)
+
+
+def _includes(config: BuildConfig) -> list[str]:
+    return [f"-I{folder}" for folder in include_dirs(config)]
+
+
+def _object_key(config: BuildConfig, cc_path: str, version: str, source: Path, root: Path) -> str:
+    sha = hashlib.sha256()
+    for part in (cc_path, version, "\0".join(config.flags), str(source.relative_to(root))):
+        sha.update(part.encode())
+        sha.update(b"\0")
+    sha.update(source.read_bytes())
+    for header in headers(config):
+        sha.update(str(header.relative_to(root)).encode())
+        sha.update(header.read_bytes())
+    return sha.hexdigest()[:24]
+
+
+def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) -> list[str]:
+    """Every source as an object, in link order: kernels_c/'s from the object cache when there
+    (compiled and added to it when not), the user's --source files always compiled (they may
+    include headers of their own, which no key here would see)."""
+    _, version = compiler_identity(config.cc)
+    root = kernels_dir_of(config)
+    store = cache_dir / OBJECTS_DIR
+    try:
+        store.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise _cache_error(cache_dir, exc) from None
+    objects, commands, kept = [], [], []
+    for number, source in enumerate(sources(config)):
+        inside = source.is_relative_to(root) and source not in config.extra_sources
+        cached = store / f"{source.stem}-{_object_key(config, cc_path, version, source, root)}.o" if inside else None
+        if cached is not None and cached.exists() and _intact(cached):
+            objects.append(str(cached))
+            continue
+        fresh = private / f"{number}-{source.stem}.o"
+        commands.append([cc_path, *config.flags, "-fPIC", *_includes(config), "-c", str(source), "-o", str(fresh)])
+        objects.append(str(fresh))
+        if cached is not None:
+            kept.append((fresh, cached))
+    _run_compilers(commands, private, config)
+    for fresh, cached in kept:
+        if not fresh.is_file():
+            raise BuildError(f"{config.cc!r} exited 0 but wrote no object file: is it a C compiler?")
+        try:  # a copy under a temporary name, renamed: another build may be linking the same object
+            partial = cached.with_name(f".{cached.name}.{os.getpid()}.partial")
+            shutil.copyfile(fresh, partial)
+            os.replace(partial, cached)
+            _write_checksum(cached, _sha256(cached))
+        except OSError:
+            pass  # the object cache only saves time; the fresh object is linked either way
+    return objects
+
+
+def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig) -> None:
+    """Run the compiler commands, COMPILE_JOBS at once, each in `private` (cwd and TMPDIR) in its
+    own process group, their output into files (no pipe to fill); BuildError with the output of
+    those that failed.  On the deadline (COMPILE_TIMEOUT_S for them all), or when this process is
+    interrupted (Ctrl-C, SIGTERM), every group still running is killed."""
+    env = {**os.environ, "TMPDIR": str(private)}
+    deadline = time.monotonic() + COMPILE_TIMEOUT_S
+    waiting = list(enumerate(commands))
+    running: list[tuple[subprocess.Popen, Path]] = []
+    failed: list[str] = []
+    try:
+        while waiting or running:
+            while waiting and len(running) < COMPILE_JOBS:
+                number, command = waiting.pop(0)
+                log = private / f"compiler-{number}.log"
+                try:
+                    with open(log, "wb") as stream:
+                        process = subprocess.Popen(
+                            command,
+                            cwd=private,
+                            env=env,
+                            stdin=subprocess.DEVNULL,
+                            stdout=stream,
+                            stderr=subprocess.STDOUT,
+                            start_new_session=True,
+                        )
+                except OSError as exc:
+                    raise BuildError(f"compiler {config.cc!r} does not run: {exc.strerror or exc}") from None
+                running.append((process, log))
+            done = [(process, log) for process, log in running if process.poll() is not None]
+            if not done:
+                if time.monotonic() > deadline:
+                    raise BuildError(
+                        f"compiling with {config.label!r} took longer than {COMPILE_TIMEOUT_S:g} s: "
+                        "the compiler was stopped"
+                    )
+                time.sleep(0.005)
+                continue
+            for process, log in done:
+                running.remove((process, log))
+                if process.returncode != 0:
+                    failed.append(log.read_text(errors="replace").strip())
+            if failed:
+                break
+    finally:
+        for process, _ in running:
+            _kill_group(process)
+    if failed:
+        raise BuildError(f"compiling with {config.label!r} failed:\n" + "\n".join(failed))
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
 
 
 #: The suffix of a private build directory in the cache.
@@ -334,45 +454,6 @@ def _remove_stale_builds(cache_dir: Path) -> None:
                     leftover.unlink()
         except OSError:
             pass
-
-
-def _compile(command: list[str], private: Path, config: BuildConfig) -> subprocess.CompletedProcess:
-    """Run the compiler in `private` (cwd and TMPDIR) in its own process group; on timeout,
-    or when this process is interrupted (Ctrl-C, SIGTERM), the whole group is killed."""
-    env = {**os.environ, "TMPDIR": str(private)}
-    try:
-        process = subprocess.Popen(
-            command,
-            cwd=private,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise BuildError(f"compiler {config.cc!r} does not run: {exc.strerror or exc}") from None
-    try:
-        stdout, stderr = process.communicate(timeout=COMPILE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        _kill_group(process)
-        raise BuildError(
-            f"compiling with {config.label!r} took longer than {COMPILE_TIMEOUT_S:g} s: the compiler was stopped"
-        ) from None
-    except BaseException:
-        _kill_group(process)
-        raise
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.communicate()
 
 
 #: The C programs of kernels_c/drivers/ (never linked into a library: each has a main()).

@@ -229,6 +229,21 @@ int sb_bp_query(const sb_bp_index *t, const sb_bp_sectors *s, int64_t begin, int
     return status;
 }
 
+int64_t sb_bp_bounds(const sb_bp_index *t, const sb_bp_sectors *s, int64_t begin, int64_t end, int64_t *bound) {
+    double box[4];
+    int64_t total = 0, sector = 0;
+#define ADD_SECTOR(a, b) (sector += (b) - (a))
+    for (int64_t i = begin; i < end; i++) {
+        sector = 0;
+        if (bp_sector_box(s->cx[i], s->cy[i], s->ux[i], s->uy[i], s->r2[i], s->cos_theta[i], box))
+            FOR_EACH_RUN(t, box, ADD_SECTOR);
+        bound[i - begin] = sector;
+        total += sector;
+    }
+#undef ADD_SECTOR
+    return total;
+}
+
 int sb_bp_none(const float *px, const float *py, int64_t m, const sb_bp_sectors *s, int64_t begin, int64_t end,
                int isa, int threads, sb_bp_hits *out) {
     query_job *job = calloc(1, sizeof *job);

@@ -110,6 +110,14 @@ class Engine:
             raise BroadphaseError(f"building the {kind} index of {m} points failed (out of memory)")
         return self.ffi.gc(index, self.lib.sb_bp_index_free)
 
+    def bounds(self, index, columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+        """Per sector, the candidates its box touches in `index`: an upper bound on its hits."""
+        keep: list = []
+        sectors = self.sectors(columns, n, keep)
+        bound = np.empty(n, dtype=np.int64)
+        self.lib.sb_bp_bounds(index, sectors, 0, n, self.ffi.from_buffer("int64_t[]", bound))
+        return bound
+
     def _one(self, run, begin: int, end: int):
         out = self.ffi.new("sb_bp_hits *")
         status = run(begin, end, out)

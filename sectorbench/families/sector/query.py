@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -21,8 +22,8 @@ from .broadphase import BROADPHASES, FASTEST, ISA_CODES, ISA_NAMES, Engine, Hits
 #: contraction, so the answers are those of the brute-force kernels of every build.
 QUERY_BUILD = BuildConfig(("-O2",))
 #: max_hits' default: 2^28 hits, 1 GiB of int32 indices.  Sectors are queried in chunks of at
-#: most this many possible pairs, so a query whose answer would not fit stops with a clear error
-#: after about this much memory, not when the machine runs out.
+#: most this many candidates (the points their boxes touch), so a query whose answer would not
+#: fit stops with a clear error after about this much memory, not when the machine runs out.
 MAX_HITS = 2**28
 #: kernel= names: the narrow phase's predicate, as the brute-force kernels are named.
 KERNELS = {"auto": "auto", **{ISA_NAMES[code]: isa for isa, code in ISA_CODES.items() if code}}
@@ -212,8 +213,9 @@ def query(
     said once on the "sectorbench" logger; call sectorbench.prepare() at start-up to do it
     ahead of time.  Then a call costs its own work only.
     max_hits bounds the answer's memory (4 bytes a hit): ValueError naming max_hits if there
-    are more hits.  When N x M exceeds it, sectors are queried in chunks of at most max_hits
-    pairs, so the check comes before the memory is spent; the hits are the same.
+    are more hits.  When the candidates the sectors' boxes touch (an upper bound on the hits;
+    N x M without an index) exceed it, sectors are queried in chunks of at most max_hits
+    candidates, so the check comes before the memory is spent; the hits are the same.
     """
     if broadphase == "auto":
         broadphase = FASTEST
@@ -237,14 +239,16 @@ def query(
         runner.narrow_phase(KERNELS[kernel])
     except RuntimeError as exc:
         raise ValueError(f"kernel {kernel!r} cannot run here: {exc}") from None
-    chunk = max(1, int(max_hits) // m)  # sectors whose hits cannot exceed max_hits
-    parts, total, index, index_s = [], 0, None, 0.0
-    if broadphase != "none" and chunk < n:  # the chunks share one index of the points, built once
+    index, index_s = None, 0.0
+    if broadphase == "none":
+        bounds = np.full(n, m, dtype=np.int64)
+    else:  # one index of the points, shared by every chunk of sectors
         start = time.perf_counter()
         index = runner.build(broadphase, px, py, m, columns["r2"], int(threads))
         index_s = time.perf_counter() - start
-    for begin in range(0, n, chunk):
-        end = min(n, begin + chunk)
+        bounds = runner.bounds(index, columns, n)
+    parts, total = [], 0
+    for begin, end in _chunks(bounds, int(max_hits)):
         some = {name: values[begin:end] for name, values in columns.items()}
         part = runner.hits(
             broadphase, {**some, "px": px, "py": py}, end - begin, m, int(threads), KERNELS[kernel], index=index
@@ -257,11 +261,27 @@ def query(
             )
         parts.append(part)
     check_fp_environment()
-    return parts[0] if len(parts) == 1 else _joined(parts, index_s)
+    return _joined(parts, index_s)
+
+
+def _chunks(bounds: np.ndarray, max_hits: int) -> list[tuple[int, int]]:
+    """Consecutive sector ranges whose hit bounds sum to at most max_hits (a sector alone when its
+    own bound exceeds it): the buffers of one chunk's answer then fit in what max_hits allows,
+    and a query whose boxes touch few points is one call."""
+    ends = np.cumsum(bounds)
+    chunks, begin = [], 0
+    while begin < len(bounds):
+        before = int(ends[begin - 1]) if begin else 0
+        end = max(begin + 1, int(np.searchsorted(ends, before + max_hits, side="right")))
+        chunks.append((begin, end))
+        begin = end
+    return chunks
 
 
 def _joined(parts: list[Hits], index_s: float = 0.0) -> Hits:
     """One CSR of consecutive sector chunks' hits."""
+    if len(parts) == 1:
+        return dataclasses.replace(parts[0], index_build_s=index_s + parts[0].index_build_s)
     shifts = np.cumsum([0] + [part.total for part in parts[:-1]])
     offsets = np.concatenate([parts[0].offsets[:1]] + [p.offsets[1:] + s for p, s in zip(parts, shifts)])
     return Hits(
