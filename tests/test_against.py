@@ -147,12 +147,15 @@ def test_against_source_pairs_two_files_outside_git(tmp_path, monkeypatch):
     old, new = tmp_path / "old.c", tmp_path / "new.c"
     old.write_text(USER_KERNEL)
     new.write_text(USER_KERNEL.replace(*NARROWER))
-    out = tmp_path / "ab.json"
+    out, bmf = tmp_path / "ab.json", tmp_path / "ab.bmf.json"
     result = invoke("run", *SMALL, "--source", str(new), "--against-source", str(old), "--kernels", "mine",
-                    "--json", str(out))  # fmt: skip
+                    "--json", str(out), "--export", f"bmf={bmf}")  # fmt: skip
     assert result.exit_code in (0, 1), result.output
     sides = rows_by_side(out, "mine")
     assert sides["base"]["hits"] > sides["head"]["hits"]
+    exported = json.loads(bmf.read_text())  # the head's rows: one per mode of kernel mine
+    assert len(exported) == len([row for row in json.loads(out.read_text())["results"] if row.get("side") == "head"])
+    assert all("mine" in name for name in exported) and all(m["latency"]["value"] > 0 for m in exported.values())
     result = invoke("run", *SMALL, "--against-source", str(old))
     assert_one_line_error(result, "one --source NEW.c")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..measure.instructions import METRICS
-from .app import note, run_gate, stdout, write_json
+from .app import note, run_gate, stdout, write_exports, write_json
 
 TIME, INSTRUCTIONS = METRICS
 
@@ -114,8 +114,13 @@ def gate_revision(config, baseline, current, gate_config, confirm: bool, metric:
     return revise
 
 
-def run_ab(config, against, against_source, sources, gate_config, confirm, metric, json_path, force, save, markdown):
-    """run --against REF / --against-source OLD.c: both sides in one run, the run table, the A/B gate."""
+def run_ab(
+    config, against, against_source, sources, gate_config, confirm, metric, json_path, force, save, markdown, exports
+):
+    """run --against REF / --against-source OLD.c: both sides in one run, the run table, the A/B gate.
+
+    --export writes the head's rows: a dashboard tracks the code as it is now, and the base is
+    only its reference in this run (the JSON keeps both sides)."""
     from ..compare.against import against_ref, split
     from ..compare.against import against_source as against_file
     from ..present.ab import with_sides
@@ -137,6 +142,7 @@ def run_ab(config, against, against_source, sources, gate_config, confirm, metri
         print_instructions(result, metric)
         write_json(result, json_path, force, save)
         base, head, removed = split(result)
+        write_exports(head, exports, force)
         for line in removed:
             note(line)
         revise = gate_revision(config, base, head, gate_config, confirm, metric, ab.label)

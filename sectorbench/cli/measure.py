@@ -245,6 +245,7 @@ def run_command(
             force,
             save_to_results,
             markdown_path,
+            exports,
         )
         return
     result = with_metric(measure(config, baseline_result, gate_config), config, metric)
