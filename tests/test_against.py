@@ -21,7 +21,7 @@ from sectorbench.compare.against import confirm
 from sectorbench.compare.gate import GateConfig, GateReport, GateRow
 
 REPO = Path(__file__).resolve().parent.parent
-SMALL = ["-n", "32", "-m", "1000", "--repeat", "3", "--min-time", "0.001", "--flags", "-O2"]
+SMALL = ["-n", "32", "-m", "1000", "--repeat", "3", "--min-time", "0.001", "--flags", "-O2", "--alpha", "0.1"]
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -131,6 +131,9 @@ def test_refusals_are_one_line(user_repo, tmp_path, monkeypatch):
     assert_one_line_error(result, "is not a git checkout")
     result = invoke("run", *SMALL, "--source", str(source), "--against", "HEAD", "--against-source", str(loose))
     assert_one_line_error(result, "not both")
+    few = [*SMALL[:-2], "--alpha", "0.01"]  # 3 rounds a side cannot reach p < 0.01: refused before any build
+    result = invoke("run", *few, "--source", str(loose), "--against-source", str(loose))
+    assert_one_line_error(result, "--repeat 3", "cannot reach alpha = 0.01")
 
 
 def test_a_source_absent_at_ref_is_new_and_nothing_in_common_is_refused(user_repo):

@@ -232,6 +232,10 @@ def run_command(
         baseline_result = load(baseline)
         check_scene(baseline_result, describe_scene(config.scene, sectors, points, seed, config.scene_options))
         check_power(baseline_result, repeat, gate_config.alpha)
+    if (against or against_source) and metric == "time":
+        from ..compare.gate import check_rounds
+
+        check_rounds(repeat, repeat, gate_config.alpha)  # both sides are timed in the same rounds
     if against or against_source:
         run_ab(
             config,

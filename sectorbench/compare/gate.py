@@ -55,6 +55,7 @@ __all__ = [
     "GateRow",
     "IncompatibleResults",
     "RowKey",
+    "check_rounds",
     "check_power",
     "check_rows",
     "check_scene",
@@ -549,7 +550,11 @@ def check_power(baseline: RunResult, repeat: int, alpha: float) -> None:
     naming the rounds that would.
     """
     counts = [len(r.samples_s) for r in baseline.results if r.status == "ok" and r.samples_s]
-    base_n = min(counts, default=repeat)
+    check_rounds(min(counts, default=repeat), repeat, alpha)
+
+
+def check_rounds(base_n: int, repeat: int, alpha: float) -> None:
+    """check_power's rule for `base_n` baseline rounds (run --against: the base's are `repeat` too)."""
     if not can_reach_alpha(base_n, repeat, alpha):
         raise SectorbenchError(f"--repeat {repeat}: {_power_problem(base_n, repeat, alpha)} (see --alpha)")
 
