@@ -321,14 +321,14 @@ def check_scene(baseline: RunResult, scene: dict, schema: int = SCHEMA_VERSION) 
         raise IncompatibleResults("different scene: " + "; ".join(differ))
 
 
-def check_rows(baseline: RunResult, rows: Iterable[tuple], normalize: str | None = None) -> None:
-    """A run of these (kernel, cc, flags, mode, threads) rows can be gated against `baseline`.
+def check_rows(baseline: RunResult, rows: Iterable[RowKey], normalize: str | None = None) -> None:
+    """A run of these rows (a Plan's) can be gated against `baseline`.
 
     Every row ok in the baseline must be among them, and so must the rows --normalize
     divides by.  Raises IncompatibleResults; the CLI calls it once a run's kernels are
     known, before they are timed, and gate() checks the same on the results.
     """
-    current = {RowKey(*row) for row in rows}
+    current = set(rows)
     show_cc = len({r.cc for r in baseline.results} | {key.cc for key in current}) > 1
     base_rows = _index(baseline, _BASE, show_cc)
     _check_missing(base_rows, current, show_cc)
