@@ -18,7 +18,7 @@ from ..errors import SectorbenchError
 from ..families import scene_kinds
 from ..model import scenes
 from ..model.kernels import Kernel
-from ..model.results import KernelResult, RowKey, RunResult
+from ..model.results import PEER_CC, KernelResult, RowKey, RunResult
 from ..native import code_identity, environment, machine_code
 from ..native.build import BuildConfig, build, headers
 from ..native.build import sources as build_sources
@@ -415,7 +415,7 @@ def _missing_mode(kernel: Kernel, mode: str) -> str | None:
 
 def row_build(session: BuildSession) -> tuple[str, str]:
     """(flags, cc) of the session's rows: compiler flags do not apply to the peers' worker."""
-    return (PEER_FLAGS, "python") if session.peers else (" ".join(session.config.flags), session.config.cc)
+    return (PEER_FLAGS, PEER_CC) if session.peers else (" ".join(session.config.flags), session.config.cc)
 
 
 def _row(session: BuildSession, kernel: Kernel, mode: str, threads: int) -> RowKey:

@@ -48,6 +48,10 @@ def scene_shapes(scene: dict) -> int | None:
     return next((value for key, value in scene.items() if key not in SCENE_KEYS), None)
 
 
+#: A peer's row's cc (its flags are measure.runner.PEER_FLAGS): no compiler builds a peer.
+PEER_CC = "python"
+
+
 class RowKey(NamedTuple):
     """What identifies a row of a run (KernelResult.key): the gate pairs two runs' rows by it.
 

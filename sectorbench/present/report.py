@@ -16,11 +16,8 @@ from ..compare.gate import OVERHEAD, row_label
 from ..compare.stats import paired_ratio_if_defined
 from ..errors import SectorbenchError
 from ..model.kernels import Kernel
-from ..model.results import KernelResult, RunResult, scene_shapes
+from ..model.results import PEER_CC, KernelResult, RunResult, scene_shapes
 from ..native.build import build_label
-
-#: A peer's "compiler" in results (runner.py): its flags cell shows its flags ("—") alone.
-PEER_CC = "python"
 
 
 def _number(value: float | None, spec: str = ".3f") -> str:
@@ -198,7 +195,7 @@ def run_table(run: RunResult) -> Table:
 
     used_abbreviations = {}
     for r in results:
-        flags = (
+        flags = (  # a peer's flags cell shows its flags ("—") alone
             abbreviate_flags(r.flags)
             if r.cc == PEER_CC
             else build_label(r.cc, abbreviate_flags(r.flags), r.cc != results[0].cc)
