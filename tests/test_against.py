@@ -7,6 +7,7 @@ be built and compared, whatever the noise says about them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -19,6 +20,8 @@ from click.testing import CliRunner
 from sectorbench.cli import main
 from sectorbench.compare.against import confirm
 from sectorbench.compare.gate import GateConfig, GateReport, GateRow
+from sectorbench.model.results import KernelResult, RowKey, RunResult
+from sectorbench.native.build import BuildConfig
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = ["-n", "32", "-m", "1000", "--repeat", "3", "--min-time", "0.001", "--flags", "-O2", "--alpha", "0.1"]
@@ -215,3 +218,44 @@ def test_confirm_does_not_remeasure_counts():
 
     confirmed, lines = confirm(report, measure_again)
     assert confirmed.exit_code == 1 and lines == []
+
+
+def _timed(kernel: str, threads: int, seconds: float) -> KernelResult:
+    samples = [seconds * (1 + 0.001 * i) for i in range(8)]
+    return KernelResult(kernel, "sector", "-O2", "cc", "inline", "ok", samples_s=samples, threads=threads)
+
+
+def test_confirm_against_a_baseline_keeps_the_reference_rows_of_the_flagged_rows_only(monkeypatch):
+    """--confirm --normalize ref: the baseline rows re-gated are the flagged row and ref's row of
+    the same build, mode and thread count, not ref's rows at thread counts not re-measured."""
+    import sectorbench.cli.measure
+    import sectorbench.compare.gate
+    from sectorbench.cli.ab import gate_revision
+    from sectorbench.measure.runner import RunConfig
+
+    scene = {"kind": "uniform", "family": "sector", "seed": 0, "sectors": 32, "points": 1000}
+    baseline = RunResult(scene, {}, {}, [_timed(k, t, 1e-3) for k in ("a", "ref") for t in (1, 2)])
+    asked = []
+
+    def measure(config, **_):
+        asked.append(config.threads)
+        return RunResult(scene, {}, {}, [_timed("a", 1, 1.3e-3), _timed("ref", 1, 1e-3)])
+
+    gated, real_gate = [], sectorbench.compare.gate.gate
+
+    def gate(base, current, config):
+        gated.append(report := real_gate(base, current, config))
+        return report
+
+    monkeypatch.setattr(sectorbench.cli.measure, "measure", measure)
+    monkeypatch.setattr(sectorbench.compare.gate, "gate", gate)
+    config = RunConfig(kernels=("a", "ref"), builds=(BuildConfig(("-O2",), "cc"),), threads=(1, 2))
+    gate_config = GateConfig(normalize="ref")
+    flagged = dataclasses.replace(_row("a", "regression", 1.3), threads=1)
+    revise = gate_revision(config, baseline, baseline, gate_config, confirm=True, metric="time")
+    confirmed = revise(GateReport(gate_config, (flagged,), (), ()))
+    assert asked == [(1,)]
+    (again,) = gated  # ref's 2-thread row was not re-measured: gated, it would be a "missing" failure
+    flagged_key = RowKey("a", "cc", "-O2", "inline", 1)
+    assert again.failures == () and [r.key for r in again.rows] == [flagged_key, flagged_key.with_kernel("ref")]
+    assert [(r.key, r.verdict) for r in confirmed.rows] == [(flagged_key, "regression")]

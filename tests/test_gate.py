@@ -451,6 +451,28 @@ def test_round_trip_through_files(tmp_path):
     assert names(loaded.regressions) == {"avx512"} and loaded.exit_code == 1
 
 
+def test_a_loaded_rows_key_is_the_gates_and_threads_tell_rows_apart(tmp_path):
+    """KernelResult.key is what the gate pairs rows by: a kernel's row at 2 threads is another
+    row than at 1, and normalising uses the reference's row at the same thread count."""
+    one, two = make_run(38), make_run(39)
+    both = dataclasses.replace(one, results=[*one.results, *(dataclasses.replace(r, threads=2) for r in two.results)])
+    results.save(both, tmp_path / "both.json")
+    loaded = results.load(tmp_path / "both.json")
+    keys = [r.key for r in loaded.results]
+    assert len(set(keys)) == len(keys) == 2 * len(KERNELS)
+    sse2 = {r.threads: r.key for r in loaded.results if r.kernel == "sse2"}
+    assert sse2[1] != sse2[2] and sse2[2] == RowKey("sse2", "cc", "-O2", "inline", 2)
+    assert RowKey("avx2", "cc", "-O2", "inline", 2).with_kernel("sse2") == sse2[2]
+    report = gate(loaded, loaded, GateConfig(normalize="sse2"))
+    assert {row.key for row in report.rows} == set(keys) and not report.failures
+    # the 2-thread sse2 row gone: only its own key fails, and the rows normalised by it cannot compare
+    current = dataclasses.replace(loaded, results=[r for r in loaded.results if r.key != sse2[2]])
+    with pytest.raises(IncompatibleResults, match=r"no sse2 \[-O2, inline, 2 threads\] in CURRENT"):
+        gate(loaded, current, GateConfig(normalize="sse2"))
+    report = gate(loaded, current, GateConfig())
+    assert [f.key for f in report.failures] == [sse2[2]] and len(report.rows) == len(keys) - 1
+
+
 def test_malformed_rows_are_incompatible():
     base = make_run(36)
     bad = replace_row(make_run(37), "sse2", samples_s=[0.003, -0.001] + [0.003] * 8)

@@ -78,7 +78,7 @@ def gate_revision(config, baseline, current, gate_config, confirm: bool, metric:
     """What runs between the gate and its output: the counts' verdicts, then --confirm."""
     from ..compare.against import confirm as confirm_rows
     from ..compare.against import split
-    from ..compare.gate import gate
+    from ..compare.gate import OVERHEAD, gate
     from ..measure.instructions import gate_counts
     from .measure import measure
 
@@ -88,15 +88,10 @@ def gate_revision(config, baseline, current, gate_config, confirm: bool, metric:
         if config.base_builds:
             base, head, _ = split(again)
             return gate(base, head, gate_config)
-        base_rows = [
-            r
-            for r in baseline.results
-            if (r.kernel, r.cc, r.flags, r.mode, r.threads) in keys
-            or (
-                r.kernel == gate_config.normalize
-                and any((r.cc, r.flags, r.mode) == (k.cc, k.flags, k.mode) for k in keys)
-            )
-        ]
+        wanted = set(keys)
+        if gate_config.normalize not in (None, OVERHEAD):  # and the rows theirs are divided by
+            wanted |= {k.with_kernel(gate_config.normalize) for k in keys}
+        base_rows = [r for r in baseline.results if r.key in wanted]
         return gate(replace(baseline, results=base_rows), again, gate_config)
 
     def revise(report):

@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import SectorbenchError
-from ..model.results import RunResult
+from ..model.results import RowKey, RunResult
 from ..native.build import ABI_HEADER, FAMILY_ABI, HARNESS_DIR, KERNELS_DIR, BuildConfig
-from .gate import GateReport, RowKey
+from .gate import GateReport
 
 #: The two sides of an A/B run, as result rows name them.
 BASE, HEAD = "base", "head"
@@ -182,15 +182,11 @@ def split(result: RunResult) -> tuple[RunResult, RunResult, list[str]]:
     kernel only the base has (removed in the head: nothing to gate)."""
     base = [r for r in result.results if r.side == BASE]
     head = [r for r in result.results if r.side == HEAD]
-    head_keys = {_key(r) for r in head}
+    head_keys = {r.key for r in head}
     removed = [f"{r.kernel} [{r.flags}, {r.mode}]: only in the base (removed), not compared" for r in base]
-    removed = [note for r, note in zip(base, removed) if _key(r) not in head_keys]
-    base = [r for r in base if _key(r) in head_keys]
+    removed = [note for r, note in zip(base, removed) if r.key not in head_keys]
+    base = [r for r in base if r.key in head_keys]
     return replace(result, results=base), replace(result, results=head), removed
-
-
-def _key(row) -> RowKey:
-    return RowKey(row.kernel, row.cc, row.flags, row.mode, row.threads)
 
 
 def confirm(

@@ -1,8 +1,8 @@
 """The regression gate: compare a current run with a baseline, kernel by kernel.
 
-``gate(baseline, current, config)`` pairs the rows of two ``RunResult``s by
-(kernel, cc, flags, mode), runs ``stats.compare`` on each pair and returns a
-``GateReport``; ``report.gate_table`` and ``report.gate_markdown`` render it.
+``gate(baseline, current, config)`` pairs the rows of two ``RunResult``s by their
+``RowKey`` (kernel, cc, flags, mode, threads), runs ``stats.compare`` on each pair and
+returns a ``GateReport``; ``report.gate_table`` and ``report.gate_markdown`` render it.
 This module only returns values: it never prints and never exits.
 
 What is compared
@@ -37,10 +37,9 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import NamedTuple
 
 from ..errors import SectorbenchError
-from ..model.results import SCHEMA_VERSION, KernelResult, RunResult
+from ..model.results import SCHEMA_VERSION, KernelResult, RowKey, RunResult
 from ..native.build import build_label
 from ..native.environment import compare_fingerprints
 from .stats import Comparison, can_reach_alpha, compare, min_p_value, normalized, rounds_for_alpha
@@ -188,16 +187,6 @@ def load_thresholds(path: Path | str) -> dict[str, float]:
 # report
 
 
-class RowKey(NamedTuple):
-    """What identifies a row of a run."""
-
-    kernel: str
-    cc: str
-    flags: str
-    mode: str
-    threads: int = 1
-
-
 @dataclass(frozen=True)
 class GateRow:
     """One kernel/build/mode compared: medians in seconds, then stats.compare's outcome.
@@ -290,10 +279,6 @@ class GateReport:
 # the gate
 
 
-def _key(row: KernelResult) -> RowKey:
-    return RowKey(row.kernel, row.cc, row.flags, row.mode, row.threads)
-
-
 def row_label(key: RowKey, show_cc: bool) -> str:
     threads = f", {key.threads} threads" if key.threads > 1 else ""
     return f"{key.kernel} [{build_label(key.cc, key.flags, show_cc)}, {key.mode}{threads}]"
@@ -302,7 +287,7 @@ def row_label(key: RowKey, show_cc: bool) -> str:
 def _index(run: RunResult, side: str, show_cc: bool) -> dict[RowKey, KernelResult]:
     rows: dict[RowKey, KernelResult] = {}
     for row in run.results:
-        key = _key(row)
+        key = row.key
         if key in rows:
             raise IncompatibleResults(f"duplicate row {row_label(key, show_cc)} in {side}")
         rows[key] = row
@@ -322,7 +307,7 @@ def check_scene(baseline: RunResult, scene: dict, schema: int = SCHEMA_VERSION) 
         raise IncompatibleResults(f"{_BASE} has no measured (ok) row ({statuses} only): nothing to gate against")
     unsampled = next((row for row in baseline.results if row.status == "ok" and not row.samples_s), None)
     if unsampled is not None:  # the gate compares samples: refused now, not after timing
-        label = row_label(_key(unsampled), len({r.cc for r in baseline.results}) > 1)
+        label = row_label(unsampled.key, len({r.cc for r in baseline.results}) > 1)
         raise IncompatibleResults(f"{label} is ok but has no samples in {_BASE}")
     if baseline.schema != schema:
         raise IncompatibleResults(f"different results schema: {baseline.schema!r} in {_BASE}, {schema!r} in {_CURRENT}")
@@ -337,20 +322,20 @@ def check_scene(baseline: RunResult, scene: dict, schema: int = SCHEMA_VERSION) 
         raise IncompatibleResults("different scene: " + "; ".join(differ))
 
 
-def check_rows(baseline: RunResult, rows: Iterable[tuple], normalize: str | None = None) -> None:
-    """A run of these (kernel, cc, flags, mode, threads) rows can be gated against `baseline`.
+def check_rows(baseline: RunResult, rows: Iterable[RowKey], normalize: str | None = None) -> None:
+    """A run of these rows (a Plan's) can be gated against `baseline`.
 
     Every row ok in the baseline must be among them, and so must the rows --normalize
     divides by.  Raises IncompatibleResults; the CLI calls it once a run's kernels are
     known, before they are timed, and gate() checks the same on the results.
     """
-    current = {RowKey(*row) for row in rows}
+    current = set(rows)
     show_cc = len({r.cc for r in baseline.results} | {key.cc for key in current}) > 1
     base_rows = _index(baseline, _BASE, show_cc)
     _check_missing(base_rows, current, show_cc)
     if normalize not in (None, OVERHEAD):
         for key, row in base_rows.items():
-            reference = RowKey(normalize, key.cc, key.flags, key.mode, key.threads)
+            reference = key.with_kernel(normalize)
             if row.status == "ok" and reference not in current:
                 raise IncompatibleResults(
                     f"cannot normalize by {normalize}: no {row_label(reference, show_cc)} in {_CURRENT}"
@@ -386,12 +371,12 @@ def _reference(
     rows: dict[RowKey, KernelResult], row: KernelResult, normalize: str, side: str, show_cc: bool
 ) -> list[float]:
     """The samples `row`'s samples are divided by, in the run of `rows`."""
-    label = row_label(_key(row), show_cc)
+    label = row_label(row.key, show_cc)
     if normalize == OVERHEAD:
         if not row.overhead_samples_s:
             raise IncompatibleResults(f"cannot normalize by overhead: {label} has no NoOperation samples in {side}")
         return row.overhead_samples_s
-    ref_key = RowKey(normalize, row.cc, row.flags, row.mode, row.threads)
+    ref_key = row.key.with_kernel(normalize)
     ref = rows.get(ref_key)
     if ref is None:
         raise IncompatibleResults(f"cannot normalize by {normalize}: no {row_label(ref_key, show_cc)} in {side}")
@@ -405,7 +390,7 @@ def _reference(
 def _samples(
     rows: dict[RowKey, KernelResult], row: KernelResult, normalize: str | None, side: str, show_cc: bool
 ) -> list[float]:
-    label = row_label(_key(row), show_cc)
+    label = row_label(row.key, show_cc)
     if not row.samples_s:
         raise IncompatibleResults(f"{label} is ok but has no samples in {side}")
     try:
@@ -454,7 +439,7 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
                 row_warnings.append(f"{label}: {row.status} in {side}{reason}; not compared")
             continue
         if config.normalize not in (None, OVERHEAD):
-            reference = cur_rows.get(RowKey(config.normalize, key.cc, key.flags, key.mode, key.threads))
+            reference = cur_rows.get(key.with_kernel(config.normalize))
             if reference is not None and reference.status != "ok":  # itself a failure, listed once
                 failures.append(
                     GateFailure(key, "not compared", f"its reference {config.normalize} is {reference.status}")

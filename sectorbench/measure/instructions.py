@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compare.gate import GateConfig, GateReport, GateRow, RowKey
+from ..compare.gate import GateConfig, GateReport, GateRow
 from ..errors import SectorbenchError
 from ..model.results import KernelResult, RunResult
 from ..native.build import BuildConfig, build, build_driver, valgrind_include_dir
@@ -250,8 +250,8 @@ def gate_counts(baseline: RunResult, current: RunResult, report: GateReport, con
     Counts are deterministic, so there is no statistics: a ratio above 1 + threshold is a
     regression, below 1 / (1 + threshold) an improvement, else unchanged.  ratio, low and
     high are the count ratio; p is NaN (no test was made)."""
-    base = {RowKey(r.kernel, r.cc, r.flags, r.mode, r.threads): r for r in baseline.results}
-    cur = {RowKey(r.kernel, r.cc, r.flags, r.mode, r.threads): r for r in current.results}
+    base = {r.key: r for r in baseline.results}
+    cur = {r.key: r for r in current.results}
     rows = []
     for row in report.rows:
         a, b = base.get(row.key), cur.get(row.key)

@@ -18,7 +18,7 @@ from ..errors import SectorbenchError
 from ..families import scene_kinds
 from ..model import scenes
 from ..model.kernels import Kernel
-from ..model.results import KernelResult, RunResult
+from ..model.results import PEER_CC, KernelResult, RowKey, RunResult
 from ..native import code_identity, environment, machine_code
 from ..native.build import BuildConfig, build, headers
 from ..native.build import sources as build_sources
@@ -135,9 +135,6 @@ def parse_threads(values) -> tuple[int, ...]:
 #: progress(what, left_s): what is being done, and the seconds expected to be left (None: unknown).
 Progress = Callable[..., None]
 
-#: A result row's identity: (kernel, cc, flags, mode, threads), as gate.RowKey.
-Row = tuple[str, str, str, str, int]
-
 
 @dataclass(frozen=True)
 class Plan:
@@ -151,7 +148,7 @@ class Plan:
     noops: int
     tests: int  # per pass
     repeat: int
-    rows: tuple[Row, ...]  # every result row
+    rows: tuple[RowKey, ...]  # every result row
     estimate_s: float  # each row by its own model: TYPICAL_NS_PER_TEST a test, BROADPHASE_NS_PER_ITEM an item
     broadphase_series: int = 0  # of `series`, broadphase rows (timed end to end)
     sides: tuple[str | None, ...] = ()  # each row's A/B side (RunConfig.base_builds), None outside one
@@ -418,12 +415,12 @@ def _missing_mode(kernel: Kernel, mode: str) -> str | None:
 
 def row_build(session: BuildSession) -> tuple[str, str]:
     """(flags, cc) of the session's rows: compiler flags do not apply to the peers' worker."""
-    return (PEER_FLAGS, "python") if session.peers else (" ".join(session.config.flags), session.config.cc)
+    return (PEER_FLAGS, PEER_CC) if session.peers else (" ".join(session.config.flags), session.config.cc)
 
 
-def _row(session: BuildSession, kernel: Kernel, mode: str, threads: int) -> Row:
+def _row(session: BuildSession, kernel: Kernel, mode: str, threads: int) -> RowKey:
     flags, cc = row_build(session)
-    return (kernel.name, cc, flags, mode, threads)
+    return RowKey(kernel.name, cc, flags, mode, threads)
 
 
 class _TimeLeft:
@@ -731,17 +728,19 @@ def _with_speedups(results: list[KernelResult], reference: str | None) -> list[K
     def time_s(r: KernelResult) -> float | None:
         return r.median_s if basis == validity.GROSS else r.net_s
 
-    reference_time = {
-        (r.cc, r.flags, r.mode, r.threads, r.side): time_s(r) for r in results if r.kernel == reference and time_s(r)
-    }
+    reference_time = {(r.key, r.side): time_s(r) for r in results if r.kernel == reference and time_s(r)}
+
+    def reference_of(r: KernelResult) -> tuple[RowKey, str | None]:
+        return (r.key.with_kernel(reference), r.side)
+
     return [
         replace(
             r,
-            speedup=reference_time[(r.cc, r.flags, r.mode, r.threads, r.side)] / time_s(r),
+            speedup=reference_time[reference_of(r)] / time_s(r),
             speedup_basis=basis,
             speedup_reference=reference,
         )
-        if time_s(r) and (r.cc, r.flags, r.mode, r.threads, r.side) in reference_time
+        if time_s(r) and reference_of(r) in reference_time
         else r
         for r in results
     ]

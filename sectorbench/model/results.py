@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from ..errors import SectorbenchError
 
@@ -46,6 +46,26 @@ SCENE_KEYS = ("kind", "family", "seed", "points", "options")
 def scene_shapes(scene: dict) -> int | None:
     """N of a saved scene description, whatever the family calls its shapes."""
     return next((value for key, value in scene.items() if key not in SCENE_KEYS), None)
+
+
+#: A peer's row's cc (its flags are measure.runner.PEER_FLAGS): no compiler builds a peer.
+PEER_CC = "python"
+
+
+class RowKey(NamedTuple):
+    """What identifies a row of a run (KernelResult.key): the gate pairs two runs' rows by it.
+
+    An --against run holds two rows of each key, told apart by KernelResult.side."""
+
+    kernel: str
+    cc: str
+    flags: str
+    mode: str
+    threads: int = 1
+
+    def with_kernel(self, kernel: str) -> RowKey:
+        """The same row (build, mode, threads) of another kernel: e.g. the reference's."""
+        return self._replace(kernel=kernel)
 
 
 @dataclass(frozen=True)
@@ -133,6 +153,10 @@ class KernelResult:
     @property
     def build_key(self) -> tuple[str, str]:
         return (self.cc, self.flags)
+
+    @property
+    def key(self) -> RowKey:
+        return RowKey(self.kernel, self.cc, self.flags, self.mode, self.threads)
 
 
 @dataclass(frozen=True)

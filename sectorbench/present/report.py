@@ -16,11 +16,8 @@ from ..compare.gate import OVERHEAD, row_label
 from ..compare.stats import paired_ratio_if_defined
 from ..errors import SectorbenchError
 from ..model.kernels import Kernel
-from ..model.results import KernelResult, RunResult, scene_shapes
+from ..model.results import PEER_CC, KernelResult, RunResult, scene_shapes
 from ..native.build import build_label
-
-#: A peer's "compiler" in results (runner.py): its flags cell shows its flags ("—") alone.
-PEER_CC = "python"
 
 
 def _number(value: float | None, spec: str = ".3f") -> str:
@@ -78,7 +75,7 @@ def _family(results: list[KernelResult]):
 
 
 def expected_hits(run: RunResult) -> tuple[dict, str] | None:
-    """What each row's count is judged against, as ({row key: count}, how it reads), or None.
+    """What each row's count is judged against, as ({RowKey: count}, how it reads), or None.
 
     The exact oracle's count where the run has one (Family.exact_count); else the reference
     kernel's count (the one speedups are against), in the row's build, mode and thread count
@@ -88,17 +85,14 @@ def expected_hits(run: RunResult) -> tuple[dict, str] | None:
     if not ok:
         return None
     if run.exact_count is not None:
-        return {_key(r): run.exact_count for r in ok}, f"the exact oracle's count {run.exact_count}"
+        return {r.key: run.exact_count for r in ok}, f"the exact oracle's count {run.exact_count}"
     reference = next((r.speedup_reference for r in ok if r.speedup_reference), ok[0].kernel)
-    counts = {_key(r): r.hits for r in ok if r.kernel == reference}
+    counts = {r.key: r.hits for r in ok if r.kernel == reference}
     if not counts:
         return None
     first = next(iter(counts.values()))
-    return {_key(r): counts.get(_key(r), first) for r in ok}, f"the reference kernel {reference}'s count"
-
-
-def _key(r: KernelResult) -> tuple:
-    return (r.cc, r.flags, r.mode, r.threads)
+    expected = {r.key: counts.get(r.key.with_kernel(reference), first) for r in ok}
+    return expected, f"the reference kernel {reference}'s count"
 
 
 def speedup_caption(results: list[KernelResult]) -> str | None:
@@ -166,7 +160,7 @@ def run_table(run: RunResult) -> Table:
     show_index = any(r.index_build_s is not None or r.broadphase for r in results)
     yardstick = expected_hits(run)
     expected, judged_against = yardstick if yardstick else ({}, "")
-    show_delta = any(expected.get(_key(r)) not in (None, r.hits) for r in results if r.status == "ok")
+    show_delta = any(expected.get(r.key) not in (None, r.hits) for r in results if r.status == "ok")
     scene = run.scene
     table = Table(
         title=f"{scene['kind']} scene, N={scene_shapes(scene)} x M={scene['points']}, seed {scene['seed']}: "
@@ -201,7 +195,7 @@ def run_table(run: RunResult) -> Table:
 
     used_abbreviations = {}
     for r in results:
-        flags = (
+        flags = (  # a peer's flags cell shows its flags ("—") alone
             abbreviate_flags(r.flags)
             if r.cc == PEER_CC
             else build_label(r.cc, abbreviate_flags(r.flags), r.cc != results[0].cc)
@@ -223,7 +217,7 @@ def run_table(run: RunResult) -> Table:
             continue
         delta = []
         if show_delta:
-            wanted = expected.get(_key(r))
+            wanted = expected.get(r.key)
             delta = [Text(f"{r.hits - wanted:+d}", style="magenta") if wanted not in (None, r.hits) else ""]
         row_notes = [note_number(warning) for warning in r.warnings]
         cells += [
