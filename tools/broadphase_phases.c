@@ -100,7 +100,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 4; k++)
         t[k] = malloc((size_t)reps * sizeof(double));
     uint64_t hash = 0;
-    int64_t hits = 0;
+    int64_t hits = 0, candidates = 0, runs = 0;
     for (int k = 0; k < reps; k++) {
         const double w0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_THREAD_CPUTIME_ID);
         sb_bp_index *index = BUILD(px, py, m, cell, threads);
@@ -118,7 +118,7 @@ int main(int argc, char **argv) {
                 hash = (hash ^ (uint64_t)h.offsets[i]) * 1099511628211ull;
             for (int64_t i = 0; i < h.nhits; i++)
                 hash = (hash ^ (uint32_t)h.indices[i]) * 1099511628211ull;
-            hits = h.nhits;
+            hits = h.nhits, candidates = h.candidates, runs = h.runs;
         }
         sb_bp_hits_free(&h);
         sb_bp_index_free(index);
@@ -126,8 +126,8 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 4; k++)
         qsort(t[k], (size_t)reps, sizeof(double), by_value);
     printf("build: wall %.2f ms (min %.2f), cpu of the calling thread %.2f ms | query: wall %.2f ms (min %.2f), "
-           "cpu %.2f ms | %lld hits, csr hash %016llx\n",
+           "cpu %.2f ms | %lld hits, %lld candidates in %lld runs, csr hash %016llx\n",
            t[0][reps / 2] * 1e3, t[0][0] * 1e3, t[1][reps / 2] * 1e3, t[2][reps / 2] * 1e3, t[2][0] * 1e3,
-           t[3][reps / 2] * 1e3, (long long)hits, (unsigned long long)hash);
+           t[3][reps / 2] * 1e3, (long long)hits, (long long)candidates, (long long)runs, (unsigned long long)hash);
     return 0;
 }

@@ -158,7 +158,7 @@ def compiler_identity(cc: str) -> tuple[str, str]:
     if path is None:
         raise BuildError(f"compiler {cc!r} not found (set --cc or $CC)")
     try:
-        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout
+        version = run_compiler([path, "--version"], timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BuildError(f"compiler {cc!r} does not run: {exc}") from None
     return path, version
@@ -337,12 +337,38 @@ def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig
         raise BuildError(f"compiling with {config.label!r} failed:\n" + "\n".join(failed))
 
 
+def run_compiler(
+    command: list[str], timeout: float, cwd: str | Path | None = None, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """One short compiler call (its version, a preprocessing, a probe of -march=native), output
+    captured as text: in its own process group like a build's compilers, so that on timeout
+    (subprocess.TimeoutExpired) or when this process is interrupted, the compiler goes with
+    every process it started (a `--cc` wrapper's children too).  OSError if it does not run."""
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except BaseException:
+        _kill_group(process)
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
 def _kill_group(process: subprocess.Popen) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    process.wait()
+    process.communicate()  # every writer of its pipes was in the group: they reach EOF
 
 
 #: The suffix of a private build directory in the cache.
@@ -410,9 +436,7 @@ def kernel_index(config: BuildConfig) -> dict[str, str] | None:
     cc_path, _ = compiler_identity(config.cc)
     command = [cc_path, *config.flags, "-E", "-P", *(f"-I{folder}" for folder in include_dirs(config))]
     try:
-        completed = subprocess.run(
-            [*command, *map(str, sources(config))], capture_output=True, text=True, timeout=120, errors="replace"
-        )
+        completed = run_compiler([*command, *map(str, sources(config))], timeout=120)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if completed.returncode != 0:
@@ -493,7 +517,7 @@ def build_driver(name: str, cc: str = DEFAULT_CC, cache_dir: Path | None = None)
     os.close(fd)
     command = [cc_path, *DRIVER_FLAGS, f"-I{HARNESS_DIR}", f"-I{include}", str(source), "-o", partial, "-ldl"]
     try:
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        completed = run_compiler(command, timeout=COMPILE_TIMEOUT_S)
         if completed.returncode != 0:
             raise BuildError(f"compiling the {name} driver failed:\n{(completed.stderr or completed.stdout).strip()}")
         os.chmod(partial, 0o755)

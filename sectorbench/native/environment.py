@@ -122,6 +122,13 @@ def _run(args: list[str], timeout: float, cwd: str | None = None) -> subprocess.
     )
 
 
+def _run_cc(args: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """A compiler probe, through the build module (in its own process group, killed on interrupt)."""
+    from .build import run_compiler
+
+    return run_compiler(args, timeout, env=dict(os.environ, LC_ALL="C"))
+
+
 def _tilde(text: str) -> str:
     """Replace the home directory with ``~`` wherever it appears in text."""
     home = os.path.expanduser("~").rstrip("/")
@@ -297,7 +304,7 @@ def machine_fingerprint() -> dict:
 
 def _gcc_march_native(cc: str) -> dict | None:
     """gcc: read the resolved -march= and the enabled -m options from -Q."""
-    proc = _run([cc, "-march=native", "-Q", "--help=target"], timeout=30.0)
+    proc = _run_cc([cc, "-march=native", "-Q", "--help=target"], timeout=30.0)
     march = re.search(r"^\s+-march=\s+(\S+)\s*$", proc.stdout, re.MULTILINE)
     if proc.returncode != 0 or not march:
         return None
@@ -307,7 +314,7 @@ def _gcc_march_native(cc: str) -> dict | None:
 
 def _clang_march_native(cc: str) -> dict | None:
     """clang: read -target-cpu and +features from the -### driver dump."""
-    proc = _run([cc, "-march=native", "-###", "-x", "c", "/dev/null", "-c", "-o", "/dev/null"], timeout=30.0)
+    proc = _run_cc([cc, "-march=native", "-###", "-x", "c", "/dev/null", "-c", "-o", "/dev/null"], timeout=30.0)
     cpu = re.search(r'"-target-cpu"\s+"([^"]+)"', proc.stderr)
     if proc.returncode != 0 or not cpu:
         return None
@@ -322,7 +329,7 @@ def _compiler_fingerprint(cc: str) -> dict:
     if path is None:
         return {"cc": shown_cc, "path": None, "error": f"compiler not found: {shown_cc}"}
     try:
-        version = _run([path, "--version"], timeout=10.0)
+        version = _run_cc([path, "--version"], timeout=10.0)
     except (OSError, subprocess.SubprocessError) as exc:
         return {"cc": shown_cc, "path": None, "error": f"{shown_cc} --version failed: {exc}"}
     text = _tilde(version.stdout.strip())
