@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sectorbench.measure.worker import Worker
-from sectorbench.native.build import BuildConfig, build
+from sectorbench.native.build import OBJECTS_DIR, BuildConfig, build
 
 DATA = Path(__file__).parent / "data"
 
@@ -66,3 +66,22 @@ def o2_kernels(o2_worker):
 @pytest.fixture(scope="session")
 def scratch(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("scratch")
+
+
+@pytest.fixture
+def seeded_cache(private_cache):
+    """seeded_cache(path, *flag_sets): a fresh private cache at `path` holding the session's
+    objects of kernels_c/ for those flag sets (built once into the shared cache), so that a
+    test about a library (its checksum, its path, its first-use message) links it instead of
+    compiling every file again.  The library itself is not there: it is still built."""
+
+    def seed(path: Path, *flag_sets: str) -> Path:
+        objects = path / OBJECTS_DIR
+        objects.mkdir(parents=True, exist_ok=True)
+        for flags in flag_sets:
+            build(BuildConfig.parse(flags), private_cache)
+        for source in (private_cache / OBJECTS_DIR).iterdir():
+            os.link(source, objects / source.name)
+        return path
+
+    return seed

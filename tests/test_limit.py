@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import DATA
 
 from sectorbench.check.verify import VerifyConfig, verify
 from sectorbench.measure.messages import LoopRef
@@ -115,6 +116,30 @@ def test_machine_code_says_which_loops_are_vectorised():
     sse2 = loops["sse2_nosqrt_count_inline"]  # every llvm-mca models SSE2
     if find_llvm_mca() is not None and host_cpu(find_llvm_mca()) is not None:
         assert sse2.bound_cycles_per_test is not None and sse2.bound_cycles_per_test > 0, sse2.reason
+
+
+def test_a_library_linking_the_same_objects_reuses_llvm_mcas_cycles(tmp_path, monkeypatch, seeded_cache):
+    """A build adding a --source file holds the same loops at other addresses: their bounds come
+    from the cache's memo of llvm-mca's answers, not from llvm-mca again."""
+    from sectorbench.native import machine_code
+
+    cache = seeded_cache(tmp_path / "cache", "-O2")
+    plain = build(BuildConfig.parse("-O2"), cache)
+    other = build(BuildConfig.parse("-O2", extra_sources=(DATA / "crash_kernel.c",)), cache)
+    functions = {"basic_count_inline": 1, "sse2_nosqrt_count_inline": 1, "avx2_nosqrt_count_inline": 1}
+    first = analyze(plain, functions)
+    memos = list(cache.glob("mca-*.json"))
+    mca = find_llvm_mca()
+    if mca is None or host_cpu(mca) is None:
+        assert not memos and all(loop.bound_cycles_per_test is None for loop in first.values())
+        return
+
+    def no_second_run(*args):
+        raise AssertionError("llvm-mca ran again for a loop it had measured")
+
+    monkeypatch.setattr(machine_code, "mca_cycles_per_iteration", no_second_run)
+    assert len(memos) == 1 and analyze(other, functions) == first
+    assert first["sse2_nosqrt_count_inline"].bound_cycles_per_test > 0
 
 
 def test_counters_are_reported_honestly(o2_worker, scratch):

@@ -446,8 +446,8 @@ def test_a_linker_flag_builds_in_one_command_that_clang_accepts_under_werror(tmp
     assert not object_times(tmp_path / "cache")
 
 
-def test_a_truncated_cached_library_is_rebuilt_not_loaded(tmp_path):
-    cache = tmp_path / "cache"
+def test_a_truncated_cached_library_is_rebuilt_not_loaded(tmp_path, seeded_cache):
+    cache = seeded_cache(tmp_path / "cache", "-O1", "-O2")
     env = {"SECTORBENCH_CACHE": cache}
     assert sectorbench("kernels", "--flags", "-O1", env=env).code == 0
     library = build_module.library_path(BuildConfig.parse("-O1"), cache)  # (kernels also builds the peers' -O2 library)
@@ -487,8 +487,9 @@ def test_an_unusable_cache_is_one_line_naming_it(kind, tmp_path):
     assert f"build cache {cache} is unusable" in line and "SECTORBENCH_CACHE" in line
 
 
-def test_an_empty_sectorbench_cache_means_the_default(tmp_path):
+def test_an_empty_sectorbench_cache_means_the_default(tmp_path, seeded_cache):
     xdg = tmp_path / "xdg"
+    seeded_cache(xdg / "sectorbench", "-O1", "-O2")
     work = tmp_path / "work"
     work.mkdir()
     result = sectorbench("kernels", "--flags", "-O1", cwd=work, env={"SECTORBENCH_CACHE": "", "XDG_CACHE_HOME": xdg})

@@ -360,8 +360,8 @@ print("HITS", hits.total)
 """
 
 
-def test_the_first_query_announces_its_build_once_and_prepare_does_it_ahead(tmp_path):
-    env = dict(os.environ, SECTORBENCH_CACHE=str(tmp_path / "cache"))
+def test_the_first_query_announces_its_build_once_and_prepare_does_it_ahead(tmp_path, seeded_cache):
+    env = dict(os.environ, SECTORBENCH_CACHE=str(seeded_cache(tmp_path / "cache", "-O2")))
     cold = subprocess.run([sys.executable, "-c", QUERY_TWICE], capture_output=True, text=True, env=env, timeout=600)
     assert cold.returncode == 0, cold.stderr
     assert "HITS 1" in cold.stdout

@@ -17,7 +17,9 @@ has no bound: llvm-mca cannot see the callee.  Results are cached next to the li
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -239,9 +241,12 @@ def analyze(library: Path, functions: dict[str, int]) -> dict[str, LoopAnalysis]
     missing = [name for name in functions if name not in known]
     if missing:
         code = disassemble(library)
+        memo = _CyclesMemo(library.with_name(f"mca-{mcpu}-{Path(llvm_mca).name}.json")) if llvm_mca and mcpu else None
         for name in missing:
             body = _folded(code[name], code) if code.get(name) else None
-            known[name] = _analyze_one(name, body, functions[name], llvm_mca, mcpu).to_dict()
+            known[name] = _analyze_one(name, body, functions[name], llvm_mca, mcpu, memo).to_dict()
+        if memo is not None:
+            memo.save()
         partial = cache.with_suffix(".partial")
         try:
             partial.write_text(json.dumps(known))
@@ -250,6 +255,50 @@ def analyze(library: Path, functions: dict[str, int]) -> dict[str, LoopAnalysis]
             with contextlib.suppress(OSError):
                 partial.unlink()
     return {name: LoopAnalysis(**known[name]) for name in functions}
+
+
+class _CyclesMemo:
+    """llvm-mca's cycles per iteration of a loop, by the loop's code, for every library of one
+    cache: builds that link the same objects (a --source file added, a --against ref) hold the
+    same loops at other addresses, and llvm-mca takes ~30 ms a loop.  The key is the text
+    llvm-mca reads with RIP-relative displacements left out (only they move with the code);
+    a damaged file is ignored and rewritten, like the loops cache."""
+
+    def __init__(self, path: Path):
+        self.path, self.new = path, {}
+        self.known = self._read()
+
+    def _read(self) -> dict[str, float]:
+        try:
+            known = json.loads(self.path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+            return {}
+        if not isinstance(known, dict):
+            return {}
+        return {k: v for k, v in known.items() if isinstance(k, str) and isinstance(v, float) and v > 0}
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha256(re.sub(r"-?0x[0-9a-f]+\(%rip\)", "(%rip)", text).encode()).hexdigest()[:32]
+
+    def cycles(self, loop: _Loop, llvm_mca: str, mcpu: str) -> float:
+        key = self.key(to_mca(loop))
+        if key not in self.known:
+            self.known[key] = self.new[key] = mca_cycles_per_iteration(loop, llvm_mca, mcpu)
+        return self.known[key]
+
+    def save(self) -> None:
+        """The new entries added to what the file holds now (another process may have written it)."""
+        if not self.new:
+            return
+        merged = {**self._read(), **self.new}
+        partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
+        try:
+            partial.write_text(json.dumps(merged))
+            partial.replace(self.path)
+        except OSError:  # a full or read-only cache: the loops are measured again next time
+            with contextlib.suppress(OSError):
+                partial.unlink()
 
 
 def _read_loops_cache(cache: Path) -> dict:
@@ -279,7 +328,9 @@ def _folded(code: list[_Instruction], functions: dict) -> list[_Instruction]:
     return code
 
 
-def _analyze_one(name: str, code, shapes_per_step: int, llvm_mca: str | None, mcpu: str | None) -> LoopAnalysis:
+def _analyze_one(
+    name: str, code, shapes_per_step: int, llvm_mca: str | None, mcpu: str | None, memo: _CyclesMemo | None = None
+) -> LoopAnalysis:
     if not code:
         return LoopAnalysis(name, "none", reason="not in the library's symbols")
     loop = hot_loop(code)
@@ -298,7 +349,7 @@ def _analyze_one(name: str, code, shapes_per_step: int, llvm_mca: str | None, mc
     if not mcpu:
         return LoopAnalysis(**base, reason="llvm-mca does not know this CPU")
     try:
-        cycles = mca_cycles_per_iteration(loop, llvm_mca, mcpu)
+        cycles = memo.cycles(loop, llvm_mca, mcpu) if memo else mca_cycles_per_iteration(loop, llvm_mca, mcpu)
     except (RuntimeError, subprocess.TimeoutExpired, OSError) as exc:
         return LoopAnalysis(**base, reason=f"llvm-mca: {exc}")
     return LoopAnalysis(**base, bound_cycles_per_test=cycles / tests, model=f"{Path(llvm_mca).name} -mcpu={mcpu}")
