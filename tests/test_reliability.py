@@ -228,7 +228,12 @@ def test_the_compiler_runs_in_a_private_directory_that_is_removed(tmp_path, monk
     cwd, tmpdir = seen.read_text().split()
     assert cwd == tmpdir and Path(cwd).parent == cache and cwd.endswith(".build")
     assert not Path(cwd).exists() and not (tmp_path / "stray.o").exists()
-    assert sorted(p.name for p in cache.iterdir()) == [build_module.OBJECTS_DIR, library.name, library.name + ".sha256"]
+    assert sorted(p.name for p in cache.iterdir()) == [
+        build_module.LOCKS_DIR,
+        build_module.OBJECTS_DIR,
+        library.name,
+        library.name + ".sha256",
+    ]
     assert all(p.name.endswith((".o", ".o.sha256")) for p in (cache / build_module.OBJECTS_DIR).iterdir())
 
 
@@ -435,6 +440,24 @@ def test_kernels_c_is_compiled_once_and_its_objects_shared_and_healed(tmp_path):
     healed = object_times(cache)
     assert healed.keys() == objects.keys() and healed[damaged.name] != objects[damaged.name]
     assert sum(healed[name] != objects[name] for name in objects) == 1
+
+
+def test_two_processes_asking_for_one_library_compile_it_once(tmp_path):
+    """Two runs at once (two CI jobs on one runner, two pytest workers): the second waits for the
+    first's compile and takes its library, instead of compiling everything a second time."""
+    log = tmp_path / "calls"
+    cc = fake_compiler(tmp_path, f'echo "$@" >> {log}; exec cc "$@"')
+    cache = tmp_path / "cache"
+    script = (
+        "import sys; from sectorbench.native.build import BuildConfig, build; "
+        f"print(build(BuildConfig.parse('-O0', cc={str(cc)!r}), sys.argv[1]))"
+    )
+    command = [sys.executable, "-c", script, str(cache)]
+    both = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in "ab"]
+    libraries = {process.communicate(timeout=600)[0].strip() for process in both}
+    assert all(process.returncode == 0 for process in both) and len(libraries) == 1
+    compiles = [line for line in log.read_text().splitlines() if " -c " in f" {line} "]
+    assert len(compiles) == len(build_module.sources(BuildConfig.parse("-O0")))
 
 
 def test_a_linker_flag_builds_in_one_command_that_clang_accepts_under_werror(tmp_path):

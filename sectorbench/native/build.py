@@ -10,6 +10,8 @@ half-written file.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -66,6 +68,8 @@ COMPILE_JOBS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") 
 #: the flags, the file and every header of its tree, so builds that differ only in the user's
 #: --source files (or a git ref whose file is the same) compile only what differs.
 OBJECTS_DIR = "objects"
+#: The lock files of builds and objects being compiled, in the cache (see _locked).
+LOCKS_DIR = "locks"
 #: Flags only the linker reads.  clang warns about them on a compile-only step (an error under
 #: -Werror), so a build that has one compiles and links in one command, as a whole.
 _LINKER_FLAGS = {"-s", "-pie", "-no-pie", "-rdynamic", "-static", "-shared", "-nostdlib", "-nostartfiles",
@@ -195,6 +199,13 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
     library = library_path(config, cache_dir)
     if library.exists() and _intact(library):
         return library
+    with _locked(cache_dir, [library.name]):  # two processes asking for one library: one compiles it
+        if library.exists() and _intact(library):
+            return library
+        return _build(config, cache_dir, library)
+
+
+def _build(config: BuildConfig, cache_dir: Path, library: Path) -> Path:
     cc_path, _ = compiler_identity(config.cc)
     _remove_stale_builds(cache_dir)
     try:
@@ -229,6 +240,26 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
     return library
 
 
+@contextlib.contextmanager
+def _locked(cache_dir: Path, names: list[str]):
+    """An exclusive lock (flock) on cache_dir/locks/NAME for each name while the block runs:
+    what one process compiles, another waiting for the same file then finds in the cache.
+    Taken in sorted order, so two builds never wait on each other in a cycle; the kernel
+    releases them when a holder dies, however it dies."""
+    folder = cache_dir / LOCKS_DIR
+    try:
+        folder.mkdir(exist_ok=True)
+        with contextlib.ExitStack() as held:
+            for name in sorted(set(names)):
+                stream = held.enter_context(open(folder / name, "a"))
+                fcntl.flock(stream, fcntl.LOCK_EX)
+            yield
+    except OSError as exc:
+        if exc.filename is not None and str(exc.filename).startswith(str(folder)):
+            raise _cache_error(cache_dir, exc) from None
+        raise
+
+
 def _linker_flag(flag: str) -> bool:
     return flag in _LINKER_FLAGS or flag.startswith(_LINKER_PREFIXES)
 
@@ -260,10 +291,20 @@ def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) 
         store.mkdir(exist_ok=True)
     except OSError as exc:
         raise _cache_error(cache_dir, exc) from None
+    keyed = [
+        (source, store / f"{source.stem}-{_object_key(config, cc_path, version, source, root)}.o")
+        if source.is_relative_to(root) and source not in config.extra_sources
+        else (source, None)
+        for source in sources(config)
+    ]
+    missing = [cached.name for _, cached in keyed if cached is not None and not cached.exists()]
+    with _locked(cache_dir, missing):  # objects another build is compiling now: wait, then take them
+        return _compiled(config, cc_path, keyed, private)
+
+
+def _compiled(config: BuildConfig, cc_path: str, keyed: list, private: Path) -> list[str]:
     objects, commands, kept = [], [], []
-    for number, source in enumerate(sources(config)):
-        inside = source.is_relative_to(root) and source not in config.extra_sources
-        cached = store / f"{source.stem}-{_object_key(config, cc_path, version, source, root)}.o" if inside else None
+    for number, (source, cached) in enumerate(keyed):
         if cached is not None and cached.exists() and _intact(cached):
             objects.append(str(cached))
             continue
