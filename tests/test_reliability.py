@@ -442,6 +442,18 @@ def test_kernels_c_is_compiled_once_and_its_objects_shared_and_healed(tmp_path):
     assert sum(healed[name] != objects[name] for name in objects) == 1
 
 
+def test_editing_a_header_beside_a_source_file_rebuilds_its_library(tmp_path):
+    """A --source file that includes its own header: editing the header is a new build (a
+    cached library of the old header would be timed and verified as if it were the new one)."""
+    (tmp_path / "mine.h").write_text("#define MY_SCALE 1.0f\n")
+    source = tmp_path / "mine.c"
+    source.write_text('#include "mine.h"\nfloat mine_scale(void) { return MY_SCALE; }\n')
+    config = BuildConfig.parse("-O2", extra_sources=(source,))
+    before = build_module.library_path(config)
+    (tmp_path / "mine.h").write_text("#define MY_SCALE 2.0f\n")
+    assert build_module.library_path(config) != before
+
+
 def test_two_processes_asking_for_one_library_compile_it_once(tmp_path):
     """Two runs at once (two CI jobs on one runner, two pytest workers): the second waits for the
     first's compile and takes its library, instead of compiling everything a second time."""

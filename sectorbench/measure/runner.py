@@ -20,7 +20,7 @@ from ..model import scenes
 from ..model.kernels import Kernel
 from ..model.results import PEER_CC, KernelResult, RowKey, RunResult
 from ..native import code_identity, environment, machine_code
-from ..native.build import BuildConfig, build, headers
+from ..native.build import BuildConfig, build, headers, local_headers
 from ..native.build import sources as build_sources
 from . import validity
 from .deadlines import DEFAULT_KERNEL_TIMEOUT_S, Budget, Deadlines
@@ -699,7 +699,8 @@ def _with_code_identity(results: list[KernelResult], kernels: list[tuple[BuildSe
 
 
 def source_fingerprint(build_config: BuildConfig, kernel: Kernel) -> str:
-    """sha256 of the C file holding the kernel's row, every header and the flags.
+    """sha256 of the C file holding the kernel's row, every header (kernels_c/'s, and those
+    beside a --source file) and the flags.
 
     The row's file is found by its name among the build's sources; if that name is
     not unique (two --source files of one name), every source is hashed.
@@ -708,7 +709,9 @@ def source_fingerprint(build_config: BuildConfig, kernel: Kernel) -> str:
     all_sources = build_sources(build_config)
     matches = [path for path in all_sources if path.name == file_name]
     sha = hashlib.sha256("\0".join(build_config.flags).encode())
-    for path in (matches if len(matches) == 1 else all_sources) + headers():
+    files = matches if len(matches) == 1 else all_sources
+    beside = sorted({h for path in files if path in build_config.extra_sources for h in local_headers(path)})
+    for path in files + headers() + beside:
         sha.update(b"\0" + path.name.encode() + b"\0" + path.read_bytes())
     return sha.hexdigest()
 

@@ -134,6 +134,12 @@ def headers(config: BuildConfig | None = None) -> list[Path]:
     return sorted(kernels_dir_of(config).rglob("*.h"))
 
 
+def local_headers(source: Path) -> list[Path]:
+    """The headers beside a --source file (*.h in its folder), which it may include: they are
+    part of its build's identity, so editing one rebuilds the library instead of reusing it."""
+    return sorted(Path(source).parent.glob("*.h"))
+
+
 def include_dirs(config: BuildConfig | None = None) -> list[Path]:
     """The harness first (sb_common.h, which user kernels include), then each family's folder."""
     harness = kernels_dir_of(config) / HARNESS_DIR.name
@@ -175,7 +181,8 @@ def cache_key(config: BuildConfig) -> str:
         sha.update(part.encode())
         sha.update(b"\0")
     root = kernels_dir_of(config)
-    for source in sources(config) + headers(config):
+    mine = [header for source in config.extra_sources for header in local_headers(source)]
+    for source in sources(config) + headers(config) + sorted(set(mine)):
         sha.update(str(source.relative_to(root) if source.is_relative_to(root) else source).encode())
         sha.update(source.read_bytes())
     return sha.hexdigest()[:24]

@@ -29,7 +29,7 @@ from pathlib import Path
 from ..errors import SectorbenchError
 
 #: llvm-mca binaries to try, newest first: Zen 4's model needs LLVM >= 16.
-LLVM_MCA = ("llvm-mca-19", "llvm-mca-18", "llvm-mca-17", "llvm-mca-16", "llvm-mca")
+LLVM_MCA = ("llvm-mca-19", "llvm-mca-18", "llvm-mca-17", "llvm-mca-16", "llvm-mca-15", "llvm-mca-14", "llvm-mca")
 MCA_ITERATIONS = 1000
 WIDTH_BITS = {"none": 0, "scalar": 32, "xmm": 128, "ymm": 256, "zmm": 512}
 
