@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -350,7 +351,7 @@ def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig
                 number, command = waiting.pop(0)
                 log = private / f"compiler-{number}.log"
                 try:
-                    with open(log, "wb") as stream:
+                    with open(log, "wb") as stream, _signals_held():  # it is in `running` before any signal acts
                         process = subprocess.Popen(
                             command,
                             cwd=private,
@@ -360,9 +361,9 @@ def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig
                             stderr=subprocess.STDOUT,
                             start_new_session=True,
                         )
+                        running.append((process, log))
                 except OSError as exc:
                     raise BuildError(f"compiler {config.cc!r} does not run: {exc.strerror or exc}") from None
-                running.append((process, log))
             done = [(process, log) for process, log in running if process.poll() is not None]
             if not done:
                 if time.monotonic() > deadline:
@@ -392,23 +393,52 @@ def run_compiler(
     captured as text: in its own process group like a build's compilers, so that on timeout
     (subprocess.TimeoutExpired) or when this process is interrupted, the compiler goes with
     every process it started (a `--cc` wrapper's children too).  OSError if it does not run."""
-    process = subprocess.Popen(
-        command,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
-        start_new_session=True,
-    )
+    process = None
     try:
+        with _signals_held():
+            process = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
         stdout, stderr = process.communicate(timeout=timeout)
     except BaseException:
-        _kill_group(process)
+        if process is not None:
+            _kill_group(process)
         raise
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+#: The signals sectorbench ends on (Ctrl-C, and those the CLI unwinds on like it).
+_ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Hold the ending signals while a compiler is being started, then act on them.
+
+    A signal acting inside subprocess.Popen (after the fork, before it returns) would leave a
+    started compiler that nothing refers to, so nothing kills it: it ran on with its children
+    after sectorbench had exited.  Here a signal is noted and raised again when the block ends,
+    where the caller already holds the process.  Only the main thread receives signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in _ENDING_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            signal.raise_signal(held[0])
 
 
 def _kill_group(process: subprocess.Popen) -> None:
