@@ -578,6 +578,9 @@ def test_a_signal_during_a_compile_kills_the_compiler_and_its_files(signum, tmp_
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as a terminal sends it: a suite started in the background by a shell inherits
+        # SIGINT ignored (bash does that to background jobs), and Python keeps it ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 120
