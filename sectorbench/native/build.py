@@ -276,16 +276,23 @@ def _includes(config: BuildConfig) -> list[str]:
     return [f"-I{folder}" for folder in include_dirs(config)]
 
 
-def _object_key(config: BuildConfig, cc_path: str, version: str, source: Path, root: Path) -> str:
-    sha = hashlib.sha256()
-    for part in (cc_path, version, "\0".join(config.flags), str(source.relative_to(root))):
-        sha.update(part.encode())
-        sha.update(b"\0")
+def _object_key(common: bytes, source: Path, root: Path) -> str:
+    """An object's name in the cache: `common` (the compiler, the flags and every header of the
+    tree, hashed once a build), the file's place in the tree and its bytes."""
+    sha = hashlib.sha256(common)
+    sha.update(str(source.relative_to(root)).encode() + b"\0")
     sha.update(source.read_bytes())
+    return sha.hexdigest()[:24]
+
+
+def _objects_common(config: BuildConfig, cc_path: str, version: str, root: Path) -> bytes:
+    sha = hashlib.sha256()
+    for part in (cc_path, version, "\0".join(config.flags)):
+        sha.update(part.encode() + b"\0")
     for header in headers(config):
         sha.update(str(header.relative_to(root)).encode())
         sha.update(header.read_bytes())
-    return sha.hexdigest()[:24]
+    return sha.digest()
 
 
 def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) -> list[str]:
@@ -299,8 +306,9 @@ def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) 
         store.mkdir(exist_ok=True)
     except OSError as exc:
         raise _cache_error(cache_dir, exc) from None
+    common = _objects_common(config, cc_path, version, root)
     keyed = [
-        (source, store / f"{source.stem}-{_object_key(config, cc_path, version, source, root)}.o")
+        (source, store / f"{source.stem}-{_object_key(common, source, root)}.o")
         if source.is_relative_to(root) and source not in config.extra_sources
         else (source, None)
         for source in sources(config)

@@ -81,6 +81,19 @@ static inline void sector_q(const sb_bp_sectors *s, int64_t i, float *q) {
         }                                                                                            \
     } while (0)
 
+/* Sector i's box (an empty one, xmin > xmax, when it holds no point: no NaN in fast-math
+ * builds) and the candidates it touches in the index: an upper bound on its hits. */
+static int64_t sector_bound(const sb_bp_index *t, const sb_bp_sectors *s, int64_t i, double *box) {
+    int64_t bound = 0;
+#define ADD_BOUND(a, b) (bound += (b) - (a))
+    if (bp_sector_box(s->cx[i], s->cy[i], s->ux[i], s->uy[i], s->r2[i], s->cos_theta[i], box))
+        FOR_EACH_RUN(t, box, ADD_BOUND);
+    else
+        box[0] = 1, box[1] = 0;
+#undef ADD_BOUND
+    return bound;
+}
+
 static int query_share(query_job *job, int64_t begin, int64_t end, sb_bp_hits *out) {
     const sb_bp_index *t = job->t;
     const sb_bp_sectors *s = job->s;
@@ -90,15 +103,8 @@ static int query_share(query_job *job, int64_t begin, int64_t end, sb_bp_hits *o
     if (!boxes)
         return -2;
     int64_t bound = 0;
-#define ADD_BOUND(a, b) (bound += (b) - (a))
-    for (int64_t i = begin; i < end; i++) {
-        double *box = boxes + 4 * (i - begin);
-        if (bp_sector_box(s->cx[i], s->cy[i], s->ux[i], s->uy[i], s->r2[i], s->cos_theta[i], box))
-            FOR_EACH_RUN(t, box, ADD_BOUND);
-        else
-            box[0] = 1, box[1] = 0; /* no point is inside (an empty box: no NaN, fast-math builds) */
-    }
-#undef ADD_BOUND
+    for (int64_t i = begin; i < end; i++)
+        bound += sector_bound(t, s, i, boxes + 4 * (i - begin));
     if (hits_alloc(out, count, bound + 16)) {
         bp_free(boxes);
         return -2;
@@ -231,16 +237,9 @@ int sb_bp_query(const sb_bp_index *t, const sb_bp_sectors *s, int64_t begin, int
 
 int64_t sb_bp_bounds(const sb_bp_index *t, const sb_bp_sectors *s, int64_t begin, int64_t end, int64_t *bound) {
     double box[4];
-    int64_t total = 0, sector = 0;
-#define ADD_SECTOR(a, b) (sector += (b) - (a))
-    for (int64_t i = begin; i < end; i++) {
-        sector = 0;
-        if (bp_sector_box(s->cx[i], s->cy[i], s->ux[i], s->uy[i], s->r2[i], s->cos_theta[i], box))
-            FOR_EACH_RUN(t, box, ADD_SECTOR);
-        bound[i - begin] = sector;
-        total += sector;
-    }
-#undef ADD_SECTOR
+    int64_t total = 0;
+    for (int64_t i = begin; i < end; i++)
+        total += bound[i - begin] = sector_bound(t, s, i, box);
     return total;
 }
 
