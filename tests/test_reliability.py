@@ -429,7 +429,7 @@ def test_kernels_c_is_compiled_once_and_its_objects_shared_and_healed(tmp_path):
     cache = tmp_path / "cache"
     plain = build(BuildConfig.parse("-O0"), cache)
     objects = object_times(cache)
-    assert len(objects) == len(build_module.sources(BuildConfig.parse("-O0")))
+    assert len(objects) == len(build_module.units(BuildConfig.parse("-O0")))
     with_source = build(BuildConfig.parse("-O0", extra_sources=(DATA / "crash_kernel.c",)), cache)
     assert with_source != plain and object_times(cache) == objects  # nothing compiled again, nothing added
     assert with_source.stat().st_size > plain.stat().st_size  # the --source file's kernels are in it
@@ -469,7 +469,7 @@ def test_two_processes_asking_for_one_library_compile_it_once(tmp_path):
     libraries = {process.communicate(timeout=600)[0].strip() for process in both}
     assert all(process.returncode == 0 for process in both) and len(libraries) == 1
     compiles = [line for line in log.read_text().splitlines() if " -c " in f" {line} "]
-    assert len(compiles) == len(build_module.sources(BuildConfig.parse("-O0")))
+    assert len(compiles) == len(build_module.units(BuildConfig.parse("-O0")))
 
 
 def test_a_linker_flag_builds_in_one_command_that_clang_accepts_under_werror(tmp_path):
