@@ -141,7 +141,7 @@ def units(config: BuildConfig) -> list[tuple[str, list[Path]]]:
     by_folder: dict[Path, list[Path]] = {}
     for source in sorted(p for p in root.rglob("*.c") if _linked(p, root)):
         by_folder.setdefault(source.parent, []).append(source)
-    return [("-".join(folder.relative_to(root).parts) or root.name, files) for folder, files in sorted(by_folder.items())]
+    return [("-".join(folder.relative_to(root).parts) or root.name, files) for folder, files in by_folder.items()]
 
 
 def headers(config: BuildConfig | None = None) -> list[Path]:
