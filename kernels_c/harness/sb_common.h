@@ -32,7 +32,11 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #define SB_X86 1
+/* SB_ROWS_ONLY: kernel_index (native/build.py) preprocesses the files only to read their
+ * kernel rows; the intrinsics' declarations are 2 MB of its output per file. */
+#if !defined(SB_ROWS_ONLY)
 #include <immintrin.h>
+#endif
 #endif
 
 #define SB_CAT_(a, b) a##b
