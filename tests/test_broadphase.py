@@ -500,3 +500,20 @@ def test_stream_floor_reads_the_points_and_writes_every_slot():
     checksum = np.bitwise_xor.reduce(np.concatenate([px.view(np.uint32), py.view(np.uint32)]))
     assert seconds > 0
     assert np.array_equal(out.view(np.uint32), np.arange(777, dtype=np.uint32) ^ checksum)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_query_over_its_candidate_limit_is_refused_before_it_allocates(threads):
+    """max_candidates is checked against the whole query's bound (every thread's share summed),
+    so query() makes one C call when the answer fits and cuts the sectors only when it may not."""
+    from sectorbench.families.sector.broadphase import OverLimit
+
+    made = scenes.generate("game", 200, 3000, 5, {"world": 100.0, "rmin": 2.0, "rmax": 20.0})
+    columns = {name: np.ascontiguousarray(made.column(name), dtype=F32) for name in made.arrays}
+    runner = engine()
+    index = runner.build("grid", columns["px"], columns["py"], 3000, columns["r2"], threads)
+    bound = int(runner.bounds(index, columns, 200).sum())
+    whole = hits_of("grid", columns, threads=threads, index=index, max_candidates=bound)
+    assert whole.same_as(hits_of("none", columns)) and whole.total <= bound
+    with pytest.raises(OverLimit):
+        hits_of("grid", columns, threads=threads, index=index, max_candidates=bound - 1)

@@ -40,9 +40,9 @@ int sb_bp_query(const sb_bp_index *, const sb_bp_sectors *, int64_t begin, int64
 #else
 sb_bp_index *sb_bp_grid_build(const float *px, const float *py, int64_t m, double cell, int threads);
 int sb_bp_query(const sb_bp_index *, const sb_bp_sectors *, int64_t begin, int64_t end, int isa, int threads,
-                sb_bp_hits *out);
+                int64_t max_candidates, sb_bp_hits *out);
 #define BUILD(px, py, m, cell, threads) sb_bp_grid_build(px, py, m, cell, threads)
-#define QUERY(t, s, n, threads, out) sb_bp_query(t, s, 0, n, 0, threads, out)
+#define QUERY(t, s, n, threads, out) sb_bp_query(t, s, 0, n, 0, threads, 0, out)
 #endif
 
 static float *load(const char *dir, const char *name, int64_t *count) {

@@ -35,9 +35,12 @@ int sb_bp_index_qbits(const sb_bp_index *index);
 void sb_bp_index_free(sb_bp_index *index);
 int64_t sb_bp_index_cells(const sb_bp_index *index);
 /* Hits of sectors [begin, end) on `threads` C threads (the same CSR for every count); isa 0 = the
- * best here, 3 AVX-512, 2 AVX2, 1 SSE2.  Returns 0, -1 (isa not supported here) or -2 (out of memory). */
+ * best here, 3 AVX-512, 2 AVX2, 1 SSE2.  max_candidates > 0: when the sectors' boxes touch more
+ * candidates than that (an upper bound on their hits, the size of the buffers the answer needs),
+ * return -3 before those buffers are allocated (cut the sectors with sb_bp_bounds and ask again).
+ * Returns 0, -1 (isa not supported here), -2 (out of memory) or -3. */
 int sb_bp_query(const sb_bp_index *index, const sb_bp_sectors *s, int64_t begin, int64_t end, int isa,
-                int threads, sb_bp_hits *out);
+                int threads, int64_t max_candidates, sb_bp_hits *out);
 /* Per sector of [begin, end), the candidates its box touches in the index (an upper bound on its
  * hits) into bound[i - begin]; returns their sum.  What sb_bp_query's first pass computes, so a
  * caller can cut the sectors into chunks whose answer fits its memory before any is allocated. */

@@ -19,6 +19,9 @@ typedef struct query_job {
     int64_t begin, end;
     bp_run_fn run;
     int simd_sort;
+    int64_t max_candidates;        /* > 0: refuse (-3) sectors whose boxes touch more candidates */
+    double *boxes[BP_MAX_PARTS];   /* each part's sectors' boxes (pass 1) */
+    int64_t bound[BP_MAX_PARTS];   /* the candidates they touch: a bound on the part's hits */
     sb_bp_hits part[BP_MAX_PARTS];
     int status[BP_MAX_PARTS];
     sb_bp_hits *out;
@@ -94,22 +97,27 @@ static int64_t sector_bound(const sb_bp_index *t, const sb_bp_sectors *s, int64_
     return bound;
 }
 
-static int query_share(query_job *job, int64_t begin, int64_t end, sb_bp_hits *out) {
-    const sb_bp_index *t = job->t;
-    const sb_bp_sectors *s = job->s;
+/* Pass 1 for a part's sectors: their boxes, and the candidates they touch (the bound on the
+ * hits, which sizes the part's buffer and is checked against the caller's limit). */
+static int query_boxes(query_job *job, int part, int64_t begin, int64_t end) {
     const int64_t count = end - begin;
-    /* pass 1: the boxes, and the candidates they touch (the bound on the hits) */
-    double *boxes = bp_alloc((size_t)(count ? count : 1) * 4 * sizeof *boxes);
+    double *boxes = job->boxes[part] = bp_alloc((size_t)(count ? count : 1) * 4 * sizeof *boxes);
     if (!boxes)
         return -2;
     int64_t bound = 0;
     for (int64_t i = begin; i < end; i++)
-        bound += sector_bound(t, s, i, boxes + 4 * (i - begin));
-    if (hits_alloc(out, count, bound + 16)) {
-        bp_free(boxes);
+        bound += sector_bound(job->t, job->s, i, boxes + 4 * (i - begin));
+    job->bound[part] = bound;
+    return 0;
+}
+
+/* Pass 2: the narrow phase over the runs, each sector's hits sorted in place. */
+static int query_share(query_job *job, int part, int64_t begin, int64_t end, sb_bp_hits *out) {
+    const sb_bp_index *t = job->t;
+    const sb_bp_sectors *s = job->s;
+    const double *boxes = job->boxes[part];
+    if (hits_alloc(out, end - begin, job->bound[part] + 16))
         return -2;
-    }
-    /* pass 2: the narrow phase over the runs, each sector's hits sorted in place */
     bp_scratch sc = {0};
     int status = 0;
     float q[6];
@@ -140,7 +148,6 @@ static int query_share(query_job *job, int64_t begin, int64_t end, sb_bp_hits *o
     out->candidates = candidates;
     out->runs = runs;
     bp_scratch_free(&sc);
-    bp_free(boxes);
     if (status)
         sb_bp_hits_free(out);
     return status;
@@ -165,11 +172,31 @@ static int none_share(query_job *job, int64_t begin, int64_t end, sb_bp_hits *ou
     return 0;
 }
 
+static void boxes_part(void *arg, int part, int parts) {
+    query_job *job = arg;
+    const int64_t n = job->end - job->begin;
+    job->status[part] =
+        query_boxes(job, part, job->begin + bp_share(n, part, parts), job->begin + bp_share(n, part + 1, parts));
+}
+
 static void share_part(void *arg, int part, int parts) {
     query_job *job = arg;
     const int64_t n = job->end - job->begin;
     const int64_t a = job->begin + bp_share(n, part, parts), e = job->begin + bp_share(n, part + 1, parts);
-    job->status[part] = job->t ? query_share(job, a, e, &job->part[part]) : none_share(job, a, e, &job->part[part]);
+    job->status[part] =
+        job->t ? query_share(job, part, a, e, &job->part[part]) : none_share(job, a, e, &job->part[part]);
+}
+
+/* The index's pass 1 on every part; 0, -2 (out of memory) or -3 (over job->max_candidates). */
+static int query_bounds(query_job *job, int threads) {
+    bp_parallel(threads, boxes_part, job);
+    int64_t total = 0;
+    int status = 0;
+    for (int p = 0; p < threads; p++) {
+        status = status ? status : job->status[p];
+        total += job->bound[p];
+    }
+    return status ? status : job->max_candidates > 0 && total > job->max_candidates ? -3 : 0;
 }
 
 /* Each part's CSR into the result at its base: the offsets shifted, the indices copied. */
@@ -196,18 +223,29 @@ static int run_query(query_job *job, int isa, int threads, sb_bp_hits *out) {
     threads = threads < 1 ? 1 : threads > BP_MAX_PARTS ? BP_MAX_PARTS : threads;
     if (threads > n)
         threads = n > 0 ? (int)n : 1;
-    bp_parallel(threads, share_part, job);
-    int status = 0;
-    for (int p = 0; p < threads; p++)
-        status = status ? status : job->status[p];
-    if (!status && threads == 1) {
+    int status = job->t ? query_bounds(job, threads) : 0;
+    if (!status) {
+        bp_parallel(threads, share_part, job);
+        for (int p = 0; p < threads; p++)
+            status = status ? status : job->status[p];
+    }
+    for (int p = 0; p < threads; p++) {
+        bp_free(job->boxes[p]);
+        job->boxes[p] = NULL;
+    }
+    if (status) {
+        for (int p = 0; p < threads; p++) /* a part that failed freed its own; NULLs are no-ops */
+            sb_bp_hits_free(&job->part[p]);
+        return status;
+    }
+    if (threads == 1) {
         *out = job->part[0];
         return 0;
     }
     job->base[0] = 0;
     for (int p = 0; p < threads; p++)
-        job->base[p + 1] = job->base[p] + (job->status[p] ? 0 : job->part[p].nhits);
-    if (!status && hits_alloc(out, n, job->base[threads] + 16))
+        job->base[p + 1] = job->base[p] + job->part[p].nhits;
+    if (hits_alloc(out, n, job->base[threads] + 16))
         status = -2;
     if (!status) {
         job->out = out;
@@ -219,17 +257,16 @@ static int run_query(query_job *job, int isa, int threads, sb_bp_hits *out) {
         }
     }
     for (int p = 0; p < threads; p++)
-        if (!job->status[p])
-            sb_bp_hits_free(&job->part[p]);
+        sb_bp_hits_free(&job->part[p]);
     return status;
 }
 
 int sb_bp_query(const sb_bp_index *t, const sb_bp_sectors *s, int64_t begin, int64_t end, int isa, int threads,
-                sb_bp_hits *out) {
+                int64_t max_candidates, sb_bp_hits *out) {
     query_job *job = calloc(1, sizeof *job);
     if (!job)
         return -2;
-    job->t = t, job->s = s, job->begin = begin, job->end = end;
+    job->t = t, job->s = s, job->begin = begin, job->end = end, job->max_candidates = max_candidates;
     const int status = run_query(job, isa, threads, out);
     free(job);
     return status;

@@ -38,6 +38,10 @@ class BroadphaseError(RuntimeError):
     """The C side refused (an ISA this CPU lacks) or ran out of memory."""
 
 
+class OverLimit(BroadphaseError):
+    """The sectors' boxes touch more candidates than the caller's limit (nothing was allocated)."""
+
+
 @dataclass(frozen=True)
 class Hits:
     """Which points each sector holds, as CSR: sector i's points are
@@ -123,6 +127,8 @@ class Engine:
         status = run(begin, end, out)
         if status == -1:
             raise BroadphaseError("the narrow phase's ISA is not supported by this CPU")
+        if status == -3:
+            raise OverLimit("the sectors' boxes touch more candidates than max_candidates")
         if status != 0:
             raise BroadphaseError("the broadphase query ran out of memory")
         return out
@@ -146,6 +152,7 @@ class Engine:
         isa: str = "auto",
         pool: ThreadPoolExecutor | None = None,
         index=None,
+        max_candidates: int = 0,
     ) -> Hits:
         """Build (unless kind is none) and query: CSR hits of all n sectors against m points.
 
@@ -154,7 +161,9 @@ class Engine:
         the sectors, cut as model/split.py's shape_ranges cuts them), one cffi call each,
         which releases the GIL; the CSR is the same for every thread count.  `pool` is accepted
         for callers that keep one, and unused: the threads are C's.  `index`: one built() before
-        (the query's chunks of sectors share one), else it is built here and timed."""
+        (the query's chunks of sectors share one), else it is built here and timed.
+        max_candidates > 0 (indexed kinds): OverLimit, before the answer's buffers are allocated,
+        when the sectors' boxes touch more candidates than that (the bound on their hits)."""
         del pool
         keep: list = []
         sectors = self.sectors(columns, n, keep)
@@ -173,7 +182,7 @@ class Engine:
                 index = self.build(kind, columns["px"], columns["py"], m, columns["r2"][:n], threads)
 
             def run(begin, end, out):
-                return self.lib.sb_bp_query(index, sectors, begin, end, code, threads, out)
+                return self.lib.sb_bp_query(index, sectors, begin, end, code, threads, max_candidates, out)
 
         built = time.perf_counter()
         out = self._one(run, 0, n)

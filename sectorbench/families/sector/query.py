@@ -14,7 +14,7 @@ import numpy as np
 from ...native.build import BuildConfig, build, cdef_source, library_path
 from ...oracle.exact import check_fp_environment
 from . import UNIT_TOLERANCE
-from .broadphase import BROADPHASES, FASTEST, ISA_CODES, ISA_NAMES, Engine, Hits
+from .broadphase import BROADPHASES, FASTEST, ISA_CODES, ISA_NAMES, Engine, Hits, OverLimit
 
 #: The library query loads into the caller's process: plain -O2, never fast-math (a gcc
 #: -ffast-math library sets flush-to-zero / denormals-are-zero for the whole process when it is
@@ -246,7 +246,17 @@ def query(
         start = time.perf_counter()
         index = runner.build(broadphase, px, py, m, columns["r2"], int(threads))
         index_s = time.perf_counter() - start
-        bounds = runner.bounds(index, columns, n)
+        try:  # one call, which computes the bound on the hits itself and refuses past max_hits
+            everything = {**columns, "px": px, "py": py}
+            part = runner.hits(
+                broadphase, everything, n, m, int(threads), KERNELS[kernel], index=index, max_candidates=int(max_hits)
+            )
+        except OverLimit:  # cut the sectors by their bounds (computed again: the rare case)
+            bounds = runner.bounds(index, columns, n)
+        else:
+            _check_total(part.total, max_hits, n, n)
+            check_fp_environment()
+            return _joined([part], index_s)
     parts, total = [], 0
     for begin, end in _chunks(bounds, int(max_hits)):
         some = {name: values[begin:end] for name, values in columns.items()}
@@ -254,14 +264,19 @@ def query(
             broadphase, {**some, "px": px, "py": py}, end - begin, m, int(threads), KERNELS[kernel], index=index
         )
         total += part.total
-        if total > max_hits:
-            raise ValueError(
-                f"more than max_hits={max_hits:,} hits (already {total:,} in sectors 0 to {end - 1} of {n}): "
-                "raise max_hits (4 bytes a hit) or query fewer sectors at a time"
-            )
+        _check_total(total, max_hits, end, n)
         parts.append(part)
     check_fp_environment()
     return _joined(parts, index_s)
+
+
+def _check_total(total: int, max_hits: int, end: int, n: int) -> None:
+    """ValueError once the hits of sectors [0, end) of n exceed max_hits."""
+    if total > max_hits:
+        raise ValueError(
+            f"more than max_hits={max_hits:,} hits (already {total:,} in sectors 0 to {end - 1} of {n}): "
+            "raise max_hits (4 bytes a hit) or query fewer sectors at a time"
+        )
 
 
 def _chunks(bounds: np.ndarray, max_hits: int) -> list[tuple[int, int]]:
