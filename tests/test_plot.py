@@ -212,6 +212,18 @@ def test_heatmap_several_modes_and_compilers(mpl, tmp_path):
     assert png_size(out) == (400 + 160 * 4, 200 + 40 * 3)  # 2 compilers x 2 modes = 4 columns
 
 
+def test_rows_of_two_thread_counts_are_two_series(mpl, tmp_path):
+    """run --threads 1 --threads 2 holds two rows per kernel and build: a column (a bar) each,
+    not one drawn over the other."""
+    import dataclasses
+
+    one = run_result(builds=(("gcc", "-O2"),), kernels=KERNELS[:3])
+    rows = one.results + [dataclasses.replace(r, threads=2) for r in one.results]
+    result = saved_and_loaded(dataclasses.replace(one, results=rows), tmp_path / "r.json")
+    assert png_size(heatmap(result, tmp_path / "heat.png")) == (max(640, 400 + 160 * 2), 200 + 40 * 3)
+    assert png_size(bar_chart(result, tmp_path / "bars.png"))[1] == 100 + 35 * 6
+
+
 # ------------------------------------------------------------------ trend
 
 

@@ -118,20 +118,28 @@ def _point(row: KernelResult, confidence: float) -> _Point | None:
 # --------------------------------------------------------------------------
 
 
-def _series_key(row: KernelResult) -> tuple[str, str, str]:
-    return (row.cc, row.flags, row.mode)
+def _series_key(row: KernelResult) -> tuple:
+    """A row's series: its RowKey without the kernel (build, mode, threads), and its side in an
+    --against run, so that rows of two thread counts or two sides are never drawn as one."""
+    return (*row.key.with_kernel(""), row.side)
 
 
 def _build_labeller(rows: Sequence[KernelResult]):
-    """Label (cc, flags, mode): the compiler only if several, the mode only if several."""
+    """Label a series: the compiler, mode, thread count and side each only if the rows hold several."""
     show_cc = len({r.cc for r in rows}) > 1
     show_mode = len({r.mode for r in rows}) > 1
+    show_threads = len({r.threads for r in rows}) > 1
+    show_side = len({r.side for r in rows}) > 1
 
-    def label(key: tuple[str, str, str]) -> str:
-        cc, flags, mode = key
+    def label(key: tuple) -> str:
+        _, cc, flags, mode, threads, side = key
         text = build_label(cc, flags, show_cc)
         if show_mode:
             text = f"{text} · {mode}"
+        if show_threads:
+            text = f"{text} · {threads} thread{'s' if threads != 1 else ''}"
+        if show_side:
+            text = f"{text} · {side or '-'}"
         return text
 
     return label
@@ -442,7 +450,7 @@ def trend_chart(
     Results are ordered by `created`; x tick labels are the 7-character
     commit of the sectorbench checkout, or the creation date when the result
     has no commit (with the time added where dates repeat). One line per
-    (cc, flags, mode) of the kernel, narrowed by `flags` (the exact flags
+    (cc, flags, mode, threads) of the kernel, narrowed by `flags` (the exact flags
     string) and `mode` when given; runs where a line has no measured value
     leave a gap. Error bars as in bar_chart. Size: max(800, 200 + 80 px per
     result) wide, 500 px high. Returns `out`.
