@@ -133,3 +133,31 @@ def test_the_harness_never_names_a_family():
 def test_naming_a_family_would_be_found():
     assert names_of_families('x = families.get("sector")\n') == ['"sector"']
     assert names_of_families('"""About the sector family."""\nsectorbench = 1\n') == []
+
+
+# ------------------------------------------------------------------ one translation unit a folder
+
+#: Feature-test macros: they act only before the first system header of a translation unit.
+FEATURE_MACROS = re.compile(r"^\s*#\s*define\s+(_GNU_SOURCE|_DEFAULT_SOURCE|_POSIX_C_SOURCE|_XOPEN_SOURCE)\b", re.M)
+DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)", re.M)
+UNDEF = re.compile(r"^\s*#\s*undef\s+(\w+)", re.M)
+
+
+def test_a_folders_files_compile_as_one_unit_without_leaking_into_each_other():
+    """native/build.py compiles each folder of kernels_c/ as one unit (its files #included in
+    name order): a macro one file leaves defined must not be a word of a later file (it would
+    change that file's meaning silently), and a feature-test macro acts only in a folder's first
+    file (later ones come after the first file's system headers)."""
+    from sectorbench.native.build import BuildConfig, units
+
+    for name, files in units(BuildConfig.parse("-O2")):
+        for position, source in enumerate(files):
+            text = source.read_text()
+            if position > 0:
+                assert not FEATURE_MACROS.search(text), f"{source}: a feature-test macro after the unit's first file"
+            leaked = set(DEFINE.findall(text)) - set(UNDEF.findall(text))
+            for later in files[position + 1 :]:
+                words = set(re.findall(r"\w+", later.read_text()))
+                assert not leaked & words, (
+                    f"{source.name}'s macros {sorted(leaked & words)} reach {later} in unit {name}"
+                )
