@@ -702,3 +702,21 @@ def test_a_full_disk_after_measuring_rescues_the_results(full_disk, tmp_path):
 
 def test_no_internal_error_anywhere_in_this_file():
     assert INTERNAL_ERRORS == []
+
+
+def test_the_kernel_names_of_a_build_are_kept_beside_its_library_and_a_damaged_list_is_redone(tmp_path, monkeypatch):
+    """The name check reads LIBRARY.kernels.json when the build's key (sources, flags, compiler)
+    matches, instead of preprocessing every file again; a damaged list is preprocessed again."""
+    monkeypatch.setenv("SECTORBENCH_CACHE", str(tmp_path))
+    config = BuildConfig.parse("-O1")
+    saved = build_module.library_path(config).with_suffix(".kernels.json")
+    build_module.kernel_index.cache_clear()
+    first = build_module.kernel_index(config)
+    assert first and "naive" in first and json.loads(saved.read_text()) == first
+    saved.write_text(json.dumps({**first, "planted": "sector"}))  # what is kept is what is read
+    build_module.kernel_index.cache_clear()
+    assert build_module.kernel_index(config)["planted"] == "sector"
+    saved.write_text('{"naive": 1')
+    build_module.kernel_index.cache_clear()
+    assert build_module.kernel_index(config) == first and json.loads(saved.read_text()) == first
+    build_module.kernel_index.cache_clear()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -540,8 +541,30 @@ _FIELD = r'\.{}\s*=\s*"([^"]*)"'
 def kernel_index(config: BuildConfig) -> dict[str, str] | None:
     """Every kernel row's name and family in `config`'s sources, read by preprocessing them
     (nothing is compiled; SB_ROWS_ONLY leaves <immintrin.h> out of sb_common.h, which makes it
-    0.1 s instead of 2), so that a misspelt --kernels name is refused before a build.  None
-    when the preprocessor fails (the build then reports why)."""
+    0.45 s instead of 2), so that a misspelt --kernels name is refused before a build.  Kept in
+    the cache beside the library it describes (LIBRARY.kernels.json: the same key, so the same
+    sources), so a later run of the same build reads it instead.  None when the preprocessor
+    fails (the build then reports why)."""
+    saved = library_path(config).with_suffix(".kernels.json")
+    try:
+        known = json.loads(saved.read_text())
+        if isinstance(known, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in known.items()):
+            return known
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        pass  # absent or damaged: preprocess again, and rewrite it
+    index = _preprocessed_index(config)
+    if index is not None:
+        partial = saved.with_name(f".{saved.name}.{os.getpid()}.partial")
+        try:
+            partial.write_text(json.dumps(index))
+            partial.replace(saved)
+        except OSError:  # a full or read-only cache: preprocessed again next time, no more
+            with contextlib.suppress(OSError):
+                partial.unlink()
+    return index
+
+
+def _preprocessed_index(config: BuildConfig) -> dict[str, str] | None:
     cc_path, _ = compiler_identity(config.cc)
     command = [cc_path, *config.flags, "-E", "-P", "-DSB_ROWS_ONLY", *(f"-I{f}" for f in include_dirs(config))]
     try:
