@@ -88,34 +88,69 @@ static inline uint16_t lane_bits(int j) {
     return j == 1 ? 0xAAAA : j == 2 ? 0xCCCC : j == 4 ? 0xF0F0 : 0xFF00;
 }
 
+/* The network over R registers, written out stage by stage with constant indices (loops over
+ * k, j and r, even marked for unrolling, were left partly rolled by gcc -O2, with v[] on the stack:
+ * 355 stack accesses in the 256-id network).  Every index below is a constant once R is, so v[]
+ * lives in registers and the stages for registers >= R fold away. */
+#define BT_INTRA(r, k, j)                                                                           \
+    if ((r) < R)                                                                                   \
+    v[r] = bitonic_lane(v[r], j,                                                                   \
+                        (__mmask16)~(lane_bits(j) ^ ((k) < 16 ? (uint16_t)~lane_bits(k)             \
+                                                              : ((((r) << 4) & (k)) ? 0 : 0xFFFF))))
+#define BT_INTER(r, jr, k)                                                                          \
+    if ((r) < R && !((r) & (jr))) {                                                                \
+        const __m512i mn_ = _mm512_min_epi32(v[r], v[(r) | (jr)]);                                 \
+        const __m512i mx_ = _mm512_max_epi32(v[r], v[(r) | (jr)]);                                 \
+        const int up_ = !(((r) << 4) & (k));                                                       \
+        v[r] = up_ ? mn_ : mx_;                                                                    \
+        v[(r) | (jr)] = up_ ? mx_ : mn_;                                                           \
+    }
+#define BT_ALL(OP, a, b)                                                                            \
+    OP(0, a, b); OP(1, a, b); OP(2, a, b); OP(3, a, b); OP(4, a, b); OP(5, a, b); OP(6, a, b);      \
+    OP(7, a, b); OP(8, a, b); OP(9, a, b); OP(10, a, b); OP(11, a, b); OP(12, a, b); OP(13, a, b);  \
+    OP(14, a, b); OP(15, a, b)
+/* One k: the merges across registers (j >= 16), then within each register (j = 8, 4, 2, 1). */
+#define BT_WITHIN(k)                                                                                \
+    BT_ALL(BT_INTRA, k, 8);                                                                        \
+    BT_ALL(BT_INTRA, k, 4);                                                                        \
+    BT_ALL(BT_INTRA, k, 2);                                                                        \
+    BT_ALL(BT_INTRA, k, 1)
+
 SB_AVX512_ATTR static inline __attribute__((always_inline)) void bitonic_regs(__m512i *v, const int R) {
-    const int N = 16 * R;
-#pragma GCC unroll 16
-    for (int k = 2; k <= N; k <<= 1) {
-#pragma GCC unroll 16
-        for (int j = k >> 1; j > 0; j >>= 1) {
-            if (j >= 16) {
-                const int jr = j >> 4;
-#pragma GCC unroll 16
-                for (int r = 0; r < R; r++) {
-                    if (r & jr) continue;
-                    const int up = !((r << 4) & k);
-                    const __m512i mn = _mm512_min_epi32(v[r], v[r | jr]);
-                    const __m512i mx = _mm512_max_epi32(v[r], v[r | jr]);
-                    v[r] = up ? mn : mx;
-                    v[r | jr] = up ? mx : mn;
-                }
-            } else {
-#pragma GCC unroll 16
-                for (int r = 0; r < R; r++) {
-                    const uint16_t U = k < 16 ? (uint16_t)~lane_bits(k) : (((r << 4) & k) ? 0 : 0xFFFF);
-                    const __mmask16 keepmax = (__mmask16)~(lane_bits(j) ^ U);
-                    v[r] = bitonic_lane(v[r], j, keepmax);
-                }
-            }
-        }
+    BT_ALL(BT_INTRA, 2, 1);
+    BT_ALL(BT_INTRA, 4, 2);
+    BT_ALL(BT_INTRA, 4, 1);
+    BT_ALL(BT_INTRA, 8, 4);
+    BT_ALL(BT_INTRA, 8, 2);
+    BT_ALL(BT_INTRA, 8, 1);
+    BT_WITHIN(16);
+    if (R >= 2) {
+        BT_ALL(BT_INTER, 1, 32);
+        BT_WITHIN(32);
+    }
+    if (R >= 4) {
+        BT_ALL(BT_INTER, 2, 64);
+        BT_ALL(BT_INTER, 1, 64);
+        BT_WITHIN(64);
+    }
+    if (R >= 8) {
+        BT_ALL(BT_INTER, 4, 128);
+        BT_ALL(BT_INTER, 2, 128);
+        BT_ALL(BT_INTER, 1, 128);
+        BT_WITHIN(128);
+    }
+    if (R >= 16) {
+        BT_ALL(BT_INTER, 8, 256);
+        BT_ALL(BT_INTER, 4, 256);
+        BT_ALL(BT_INTER, 2, 256);
+        BT_ALL(BT_INTER, 1, 256);
+        BT_WITHIN(256);
     }
 }
+#undef BT_WITHIN
+#undef BT_ALL
+#undef BT_INTER
+#undef BT_INTRA
 
 #define BITONIC_CASE(RR)                                                                       \
     SB_AVX512_ATTR static void bitonic_##RR(int32_t *a, int64_t n) {                                     \
