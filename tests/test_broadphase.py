@@ -254,6 +254,19 @@ def test_bit_tricks_match_plain_loops():
     assert engine().lib.sb_bp_selftest_bits(200_000) == 0
 
 
+@pytest.mark.parametrize("simd", [3, 2, 0], ids=["avx512", "avx2", "portable"])
+def test_each_sort_orders_every_size_of_a_sectors_hits(simd):
+    """The query sorts with the best sort its CPU has; the others are reached only here.  Every
+    size up to 600 (each network's padding, 16 to 256 ids, and the partition above) and a few
+    large ones, ids in ascending runs as a sector's hits arrive."""
+    lib = engine().lib
+    if lib.sb_bp_selftest_sort(simd, 1, 1) == -1:
+        pytest.skip(f"this CPU has no {'AVX-512' if simd == 3 else 'AVX2'}")
+    sizes = [*range(0, 600), 1023, 1024, 1025, 4099, 20_000]
+    wrong = [n for n in sizes for seed in (1, 977) if lib.sb_bp_selftest_sort(simd, n, seed) != 0]
+    assert not wrong
+
+
 def test_cell_size_follows_the_median_radius():
     assert cell_size(np.array([4.0, 16.0, 64.0], dtype=F32)) == 0.5 * 4.0
     assert cell_size(np.array([np.nan, -1.0, 0.0], dtype=F32)) == 1.0

@@ -254,34 +254,53 @@ SB_AVX2_ATTR static inline __m256i bitonic_lane8(__m256i v, int j, unsigned keep
 /* lanes l with (l & j) != 0, of 8 */
 static inline unsigned lane_bits8(int j) { return j == 1 ? 0xAA : j == 2 ? 0xCC : 0xF0; }
 
+/* Written out with constant indices, as bitonic_regs (and for the same reason). */
+#define BT8_INTRA(r, k, j)                                                                          \
+    if ((r) < R)                                                                                   \
+    v[r] = bitonic_lane8(v[r], j,                                                                  \
+                         ~(lane_bits8(j) ^ ((k) < 8 ? (~lane_bits8(k) & 0xFFu)                     \
+                                                    : ((((r) << 3) & (k)) ? 0u : 0xFFu))) & 0xFFu)
+#define BT8_INTER(r, jr, k)                                                                         \
+    if ((r) < R && !((r) & (jr))) {                                                                \
+        const __m256i mn_ = _mm256_min_epi32(v[r], v[(r) | (jr)]);                                 \
+        const __m256i mx_ = _mm256_max_epi32(v[r], v[(r) | (jr)]);                                 \
+        const int up_ = !(((r) << 3) & (k));                                                       \
+        v[r] = up_ ? mn_ : mx_;                                                                    \
+        v[(r) | (jr)] = up_ ? mx_ : mn_;                                                           \
+    }
+#define BT8_ALL(OP, a, b)                                                                           \
+    OP(0, a, b); OP(1, a, b); OP(2, a, b); OP(3, a, b); OP(4, a, b); OP(5, a, b); OP(6, a, b);      \
+    OP(7, a, b)
+#define BT8_WITHIN(k)                                                                               \
+    BT8_ALL(BT8_INTRA, k, 4);                                                                      \
+    BT8_ALL(BT8_INTRA, k, 2);                                                                      \
+    BT8_ALL(BT8_INTRA, k, 1)
+
 SB_AVX2_ATTR static inline __attribute__((always_inline)) void bitonic8_regs(__m256i *v, const int R) {
-    const int N = 8 * R;
-#pragma GCC unroll 16
-    for (int k = 2; k <= N; k <<= 1) {
-#pragma GCC unroll 16
-        for (int j = k >> 1; j > 0; j >>= 1) {
-            if (j >= 8) {
-                const int jr = j >> 3;
-#pragma GCC unroll 16
-                for (int r = 0; r < R; r++) {
-                    if (r & jr)
-                        continue;
-                    const int up = !((r << 3) & k);
-                    const __m256i mn = _mm256_min_epi32(v[r], v[r | jr]);
-                    const __m256i mx = _mm256_max_epi32(v[r], v[r | jr]);
-                    v[r] = up ? mn : mx;
-                    v[r | jr] = up ? mx : mn;
-                }
-            } else {
-#pragma GCC unroll 16
-                for (int r = 0; r < R; r++) {
-                    const unsigned up = k < 8 ? (~lane_bits8(k) & 0xFFu) : (((r << 3) & k) ? 0u : 0xFFu);
-                    v[r] = bitonic_lane8(v[r], j, ~(lane_bits8(j) ^ up) & 0xFFu);
-                }
-            }
-        }
+    BT8_ALL(BT8_INTRA, 2, 1);
+    BT8_ALL(BT8_INTRA, 4, 2);
+    BT8_ALL(BT8_INTRA, 4, 1);
+    BT8_WITHIN(8);
+    if (R >= 2) {
+        BT8_ALL(BT8_INTER, 1, 16);
+        BT8_WITHIN(16);
+    }
+    if (R >= 4) {
+        BT8_ALL(BT8_INTER, 2, 32);
+        BT8_ALL(BT8_INTER, 1, 32);
+        BT8_WITHIN(32);
+    }
+    if (R >= 8) {
+        BT8_ALL(BT8_INTER, 4, 64);
+        BT8_ALL(BT8_INTER, 2, 64);
+        BT8_ALL(BT8_INTER, 1, 64);
+        BT8_WITHIN(64);
     }
 }
+#undef BT8_WITHIN
+#undef BT8_ALL
+#undef BT8_INTER
+#undef BT8_INTRA
 
 SB_AVX2_ATTR static inline __m256i live8(int64_t left) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(left >= 8 ? 8 : left <= 0 ? 0 : (int)left),
@@ -382,4 +401,33 @@ void bp_scratch_free(bp_scratch *sc) {
     free(sc->cnt);
     sc->tmp = sc->cnt = NULL;
     sc->cap = 0;
+}
+
+/* Sorts n distinct pseudo-random ids with the `simd` sort (3 AVX-512, 2 AVX2, 0 portable; the
+ * ids arrive as ascending runs of random lengths, as one sector's hits do) and checks the result
+ * against an insertion sort of the same ids: 0 when they agree, 1 when not, -1 when the CPU lacks
+ * that sort or memory ran out.  For the tests: a query uses the best sort its CPU has, so only
+ * this reaches the others. */
+int sb_bp_selftest_sort(int simd, int64_t n, uint64_t seed) {
+    if ((simd == 3 && !sb_bp_isa_supported(3)) || (simd == 2 && !sb_bp_isa_supported(2)) || n < 0)
+        return -1;
+    if (simd == 2)
+        bp_compress_init();
+    int32_t *v = malloc((size_t)(n + 16) * sizeof *v), *ref = malloc((size_t)(n + 16) * sizeof *ref);
+    int status = v && ref ? 0 : -1;
+    /* i K + seed mod the prime 2^31 - 1: distinct for distinct i, below INT32_MAX (the padding) */
+    for (int64_t i = 0; i < n && !status; i++)
+        v[i] = (int32_t)(((uint64_t)i * 2654435761u + seed) % 2147483647u);
+    for (int64_t i = 0, run = 1; i < n && !status; i += run, run = 1 + (v[i - 1] >> 3) % 24)
+        isort(v + i, i + run <= n ? run : n - i);
+    if (!status) {
+        memcpy(ref, v, (size_t)n * sizeof *v);
+        isort(ref, n);
+        bp_scratch sc = {0};
+        status = bp_sort_hits(v, n, &sc, simd) ? -1 : memcmp(v, ref, (size_t)n * sizeof *v) != 0;
+        bp_scratch_free(&sc);
+    }
+    free(v);
+    free(ref);
+    return status;
 }
