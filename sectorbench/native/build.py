@@ -128,8 +128,12 @@ def kernels_dir_of(config: BuildConfig | None) -> Path:
 
 def sources(config: BuildConfig) -> list[Path]:
     """Every C file of kernels_c/ (the harness and each family's folder), then the user's."""
+    return _kernel_sources(config) + list(config.extra_sources)
+
+
+def _kernel_sources(config: BuildConfig) -> list[Path]:
     root = kernels_dir_of(config)
-    return sorted(p for p in root.rglob("*.c") if _linked(p, root)) + list(config.extra_sources)
+    return sorted(p for p in root.rglob("*.c") if _linked(p, root))
 
 
 def units(config: BuildConfig) -> list[tuple[str, list[Path]]]:
@@ -140,7 +144,7 @@ def units(config: BuildConfig) -> list[tuple[str, list[Path]]]:
     here on that header alone.  Their file-scope names must therefore differ."""
     root = kernels_dir_of(config)
     by_folder: dict[Path, list[Path]] = {}
-    for source in sorted(p for p in root.rglob("*.c") if _linked(p, root)):
+    for source in _kernel_sources(config):
         by_folder.setdefault(source.parent, []).append(source)
     return [("-".join(folder.relative_to(root).parts) or root.name, files) for folder, files in by_folder.items()]
 

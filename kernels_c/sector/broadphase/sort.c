@@ -88,69 +88,58 @@ static inline uint16_t lane_bits(int j) {
     return j == 1 ? 0xAAAA : j == 2 ? 0xCCCC : j == 4 ? 0xF0F0 : 0xFF00;
 }
 
-/* The network over R registers, written out stage by stage with constant indices (loops over
- * k, j and r, even marked for unrolling, were left partly rolled by gcc -O2, with v[] on the stack:
- * 355 stack accesses in the 256-id network).  Every index below is a constant once R is, so v[]
- * lives in registers and the stages for registers >= R fold away. */
-#define BT_INTRA(r, k, j)                                                                           \
-    if ((r) < R)                                                                                   \
-    v[r] = bitonic_lane(v[r], j,                                                                   \
-                        (__mmask16)~(lane_bits(j) ^ ((k) < 16 ? (uint16_t)~lane_bits(k)             \
-                                                              : ((((r) << 4) & (k)) ? 0 : 0xFFFF))))
-#define BT_INTER(r, jr, k)                                                                          \
-    if ((r) < R && !((r) & (jr))) {                                                                \
-        const __m512i mn_ = _mm512_min_epi32(v[r], v[(r) | (jr)]);                                 \
-        const __m512i mx_ = _mm512_max_epi32(v[r], v[(r) | (jr)]);                                 \
-        const int up_ = !(((r) << 4) & (k));                                                       \
-        v[r] = up_ ? mn_ : mx_;                                                                    \
-        v[(r) | (jr)] = up_ ? mx_ : mn_;                                                           \
+/* A bitonic network over the registers v[0 .. R) of 1 << LOG lanes each, written out stage by
+ * stage with constant indices (loops over k, j and r, even marked for unrolling, were left partly
+ * rolled by gcc -O2 with v[] on the stack: 355 stack accesses in the 256-id network).  LANE(v, j,
+ * keepmax) is the step within a register, MIN and MAX the lane-wise ones.  Every guard is a
+ * constant once R is, so v[] lives in registers and the stages past R registers fold away. */
+#define BT_LANES(LOG) (1 << (LOG))
+/* Within each register, distance j: keep the max in the lanes of keepmax. */
+#define BT_INTRA(r, j, k, LOG, LANE, MIN, MAX)                                                       \
+    if ((r) < R && (j) < BT_LANES(LOG) && (j) < (k))                                                \
+    v[r] = LANE(v[r], j,                                                                            \
+                ~(lane_bits(j) ^ ((k) < BT_LANES(LOG) ? ~lane_bits(k) : ((((r) << (LOG)) & (k)) ? 0 : ~0))) & \
+                    ((1u << BT_LANES(LOG)) - 1u))
+/* Across registers, distance jr registers: the min to the lower one when ascending. */
+#define BT_INTER(r, jr, k, LOG, LANE, MIN, MAX)                                                      \
+    if ((r) < R && !((r) & (jr)) && ((jr) << (LOG)) < (k)) {                                        \
+        const __typeof__(v[0]) mn_ = MIN(v[r], v[(r) | (jr)]), mx_ = MAX(v[r], v[(r) | (jr)]);      \
+        const int up_ = !(((r) << (LOG)) & (k));                                                    \
+        v[r] = up_ ? mn_ : mx_;                                                                     \
+        v[(r) | (jr)] = up_ ? mx_ : mn_;                                                            \
     }
-#define BT_ALL(OP, a, b)                                                                            \
-    OP(0, a, b); OP(1, a, b); OP(2, a, b); OP(3, a, b); OP(4, a, b); OP(5, a, b); OP(6, a, b);      \
-    OP(7, a, b); OP(8, a, b); OP(9, a, b); OP(10, a, b); OP(11, a, b); OP(12, a, b); OP(13, a, b);  \
-    OP(14, a, b); OP(15, a, b)
-/* One k: the merges across registers (j >= 16), then within each register (j = 8, 4, 2, 1). */
-#define BT_WITHIN(k)                                                                                \
-    BT_ALL(BT_INTRA, k, 8);                                                                        \
-    BT_ALL(BT_INTRA, k, 4);                                                                        \
-    BT_ALL(BT_INTRA, k, 2);                                                                        \
-    BT_ALL(BT_INTRA, k, 1)
+#define BT_ALL(OP, ...)                                                                              \
+    OP(0, __VA_ARGS__); OP(1, __VA_ARGS__); OP(2, __VA_ARGS__); OP(3, __VA_ARGS__);                 \
+    OP(4, __VA_ARGS__); OP(5, __VA_ARGS__); OP(6, __VA_ARGS__); OP(7, __VA_ARGS__);                 \
+    OP(8, __VA_ARGS__); OP(9, __VA_ARGS__); OP(10, __VA_ARGS__); OP(11, __VA_ARGS__);               \
+    OP(12, __VA_ARGS__); OP(13, __VA_ARGS__); OP(14, __VA_ARGS__); OP(15, __VA_ARGS__)
+/* Merge step k: distances k/2 down to 1, across registers first, then within them. */
+#define BT_STAGE(k, ...)                                                                             \
+    if ((k) <= R << BT_LOG_OF(__VA_ARGS__)) {                                                       \
+        BT_ALL(BT_INTER, 8, k, __VA_ARGS__);                                                        \
+        BT_ALL(BT_INTER, 4, k, __VA_ARGS__);                                                        \
+        BT_ALL(BT_INTER, 2, k, __VA_ARGS__);                                                        \
+        BT_ALL(BT_INTER, 1, k, __VA_ARGS__);                                                        \
+        BT_ALL(BT_INTRA, 8, k, __VA_ARGS__);                                                        \
+        BT_ALL(BT_INTRA, 4, k, __VA_ARGS__);                                                        \
+        BT_ALL(BT_INTRA, 2, k, __VA_ARGS__);                                                        \
+        BT_ALL(BT_INTRA, 1, k, __VA_ARGS__);                                                        \
+    }
+#define BT_LOG_OF(LOG, ...) (LOG)
+/* The whole network (up to 16 registers); LOG, LANE, MIN, MAX as above. */
+#define BT_NETWORK(...)                                                                              \
+    BT_STAGE(2, __VA_ARGS__);                                                                       \
+    BT_STAGE(4, __VA_ARGS__);                                                                       \
+    BT_STAGE(8, __VA_ARGS__);                                                                       \
+    BT_STAGE(16, __VA_ARGS__);                                                                      \
+    BT_STAGE(32, __VA_ARGS__);                                                                      \
+    BT_STAGE(64, __VA_ARGS__);                                                                      \
+    BT_STAGE(128, __VA_ARGS__);                                                                     \
+    BT_STAGE(256, __VA_ARGS__)
 
 SB_AVX512_ATTR static inline __attribute__((always_inline)) void bitonic_regs(__m512i *v, const int R) {
-    BT_ALL(BT_INTRA, 2, 1);
-    BT_ALL(BT_INTRA, 4, 2);
-    BT_ALL(BT_INTRA, 4, 1);
-    BT_ALL(BT_INTRA, 8, 4);
-    BT_ALL(BT_INTRA, 8, 2);
-    BT_ALL(BT_INTRA, 8, 1);
-    BT_WITHIN(16);
-    if (R >= 2) {
-        BT_ALL(BT_INTER, 1, 32);
-        BT_WITHIN(32);
-    }
-    if (R >= 4) {
-        BT_ALL(BT_INTER, 2, 64);
-        BT_ALL(BT_INTER, 1, 64);
-        BT_WITHIN(64);
-    }
-    if (R >= 8) {
-        BT_ALL(BT_INTER, 4, 128);
-        BT_ALL(BT_INTER, 2, 128);
-        BT_ALL(BT_INTER, 1, 128);
-        BT_WITHIN(128);
-    }
-    if (R >= 16) {
-        BT_ALL(BT_INTER, 8, 256);
-        BT_ALL(BT_INTER, 4, 256);
-        BT_ALL(BT_INTER, 2, 256);
-        BT_ALL(BT_INTER, 1, 256);
-        BT_WITHIN(256);
-    }
+    BT_NETWORK(4, bitonic_lane, _mm512_min_epi32, _mm512_max_epi32);
 }
-#undef BT_WITHIN
-#undef BT_ALL
-#undef BT_INTER
-#undef BT_INTRA
 
 #define BITONIC_CASE(RR)                                                                       \
     SB_AVX512_ATTR static void bitonic_##RR(int32_t *a, int64_t n) {                                     \
@@ -251,56 +240,16 @@ SB_AVX2_ATTR static inline __m256i bitonic_lane8(__m256i v, int j, unsigned keep
     return _mm256_blendv_epi8(_mm256_min_epi32(v, w), _mm256_max_epi32(v, w), lanes_of(keepmax));
 }
 
-/* lanes l with (l & j) != 0, of 8 */
-static inline unsigned lane_bits8(int j) { return j == 1 ? 0xAA : j == 2 ? 0xCC : 0xF0; }
-
-/* Written out with constant indices, as bitonic_regs (and for the same reason). */
-#define BT8_INTRA(r, k, j)                                                                          \
-    if ((r) < R)                                                                                   \
-    v[r] = bitonic_lane8(v[r], j,                                                                  \
-                         ~(lane_bits8(j) ^ ((k) < 8 ? (~lane_bits8(k) & 0xFFu)                     \
-                                                    : ((((r) << 3) & (k)) ? 0u : 0xFFu))) & 0xFFu)
-#define BT8_INTER(r, jr, k)                                                                         \
-    if ((r) < R && !((r) & (jr))) {                                                                \
-        const __m256i mn_ = _mm256_min_epi32(v[r], v[(r) | (jr)]);                                 \
-        const __m256i mx_ = _mm256_max_epi32(v[r], v[(r) | (jr)]);                                 \
-        const int up_ = !(((r) << 3) & (k));                                                       \
-        v[r] = up_ ? mn_ : mx_;                                                                    \
-        v[(r) | (jr)] = up_ ? mx_ : mn_;                                                           \
-    }
-#define BT8_ALL(OP, a, b)                                                                           \
-    OP(0, a, b); OP(1, a, b); OP(2, a, b); OP(3, a, b); OP(4, a, b); OP(5, a, b); OP(6, a, b);      \
-    OP(7, a, b)
-#define BT8_WITHIN(k)                                                                               \
-    BT8_ALL(BT8_INTRA, k, 4);                                                                      \
-    BT8_ALL(BT8_INTRA, k, 2);                                                                      \
-    BT8_ALL(BT8_INTRA, k, 1)
-
 SB_AVX2_ATTR static inline __attribute__((always_inline)) void bitonic8_regs(__m256i *v, const int R) {
-    BT8_ALL(BT8_INTRA, 2, 1);
-    BT8_ALL(BT8_INTRA, 4, 2);
-    BT8_ALL(BT8_INTRA, 4, 1);
-    BT8_WITHIN(8);
-    if (R >= 2) {
-        BT8_ALL(BT8_INTER, 1, 16);
-        BT8_WITHIN(16);
-    }
-    if (R >= 4) {
-        BT8_ALL(BT8_INTER, 2, 32);
-        BT8_ALL(BT8_INTER, 1, 32);
-        BT8_WITHIN(32);
-    }
-    if (R >= 8) {
-        BT8_ALL(BT8_INTER, 4, 64);
-        BT8_ALL(BT8_INTER, 2, 64);
-        BT8_ALL(BT8_INTER, 1, 64);
-        BT8_WITHIN(64);
-    }
+    BT_NETWORK(3, bitonic_lane8, _mm256_min_epi32, _mm256_max_epi32);
 }
-#undef BT8_WITHIN
-#undef BT8_ALL
-#undef BT8_INTER
-#undef BT8_INTRA
+#undef BT_NETWORK
+#undef BT_LOG_OF
+#undef BT_STAGE
+#undef BT_ALL
+#undef BT_INTER
+#undef BT_INTRA
+#undef BT_LANES
 
 SB_AVX2_ATTR static inline __m256i live8(int64_t left) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(left >= 8 ? 8 : left <= 0 ? 0 : (int)left),

@@ -240,43 +240,43 @@ def query(
     except RuntimeError as exc:
         raise ValueError(f"kernel {kernel!r} cannot run here: {exc}") from None
     index, index_s = None, 0.0
-    if broadphase == "none":
-        bounds = np.full(n, m, dtype=np.int64)
-    else:  # one index of the points, shared by every chunk of sectors
+    if broadphase != "none":  # one index of the points, shared by every chunk of sectors
         start = time.perf_counter()
         index = runner.build(broadphase, px, py, m, columns["r2"], int(threads))
         index_s = time.perf_counter() - start
-        try:  # one call, which computes the bound on the hits itself and refuses past max_hits
-            everything = {**columns, "px": px, "py": py}
+
+    def answer(chunks: list[tuple[int, int]], max_candidates: int) -> list[Hits]:
+        parts, total = [], 0
+        for begin, end in chunks:
+            some = {name: values[begin:end] for name, values in columns.items()}
             part = runner.hits(
-                broadphase, everything, n, m, int(threads), KERNELS[kernel], index=index, max_candidates=int(max_hits)
+                broadphase,
+                {**some, "px": px, "py": py},
+                end - begin,
+                m,
+                int(threads),
+                KERNELS[kernel],
+                index=index,
+                max_candidates=max_candidates,
             )
-        except OverLimit:  # cut the sectors by their bounds (computed again: the rare case)
-            bounds = runner.bounds(index, columns, n)
-        else:
-            _check_total(part.total, max_hits, n, n)
-            check_fp_environment()
-            return _joined([part], index_s)
-    parts, total = [], 0
-    for begin, end in _chunks(bounds, int(max_hits)):
-        some = {name: values[begin:end] for name, values in columns.items()}
-        part = runner.hits(
-            broadphase, {**some, "px": px, "py": py}, end - begin, m, int(threads), KERNELS[kernel], index=index
-        )
-        total += part.total
-        _check_total(total, max_hits, end, n)
-        parts.append(part)
+            total += part.total
+            if total > max_hits:
+                raise ValueError(
+                    f"more than max_hits={max_hits:,} hits (already {total:,} in sectors 0 to {end - 1} of {n}): "
+                    "raise max_hits (4 bytes a hit) or query fewer sectors at a time"
+                )
+            parts.append(part)
+        return parts
+
+    if index is None:
+        parts = answer(_chunks(np.full(n, m, dtype=np.int64), int(max_hits)), 0)
+    else:
+        try:  # one call, which bounds its own answer and refuses past max_hits before allocating
+            parts = answer([(0, n)], int(max_hits))
+        except OverLimit:  # then cut the sectors by their bounds (computed again: the rare case)
+            parts = answer(_chunks(runner.bounds(index, columns, n), int(max_hits)), 0)
     check_fp_environment()
     return _joined(parts, index_s)
-
-
-def _check_total(total: int, max_hits: int, end: int, n: int) -> None:
-    """ValueError once the hits of sectors [0, end) of n exceed max_hits."""
-    if total > max_hits:
-        raise ValueError(
-            f"more than max_hits={max_hits:,} hits (already {total:,} in sectors 0 to {end - 1} of {n}): "
-            "raise max_hits (4 bytes a hit) or query fewer sectors at a time"
-        )
 
 
 def _chunks(bounds: np.ndarray, max_hits: int) -> list[tuple[int, int]]:
