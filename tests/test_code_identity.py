@@ -106,10 +106,16 @@ def test_two_builds_of_the_same_source_are_never_flagged(sources, tmp_path):
 
 
 def test_a_changed_kernel_is_gated_on_its_timing(sources, tmp_path):
-    run_json(tmp_path / "base.json", sources["kernel"])
+    base = run_json(tmp_path / "base.json", sources["kernel"])
     current = run_json(tmp_path / "current.json", sources["changed"])
-    # 3x and a 50 % threshold, as tests/test_cli_compare_gate.py: two real runs on a
-    # shared machine may differ by much, but not by that
+    assert [r["code_sha256"] for r in base["results"]] != [r["code_sha256"] for r in current["results"]]
+    # The changed build keeps its own machine code, but its times are the baseline's, tripled:
+    # two real runs of a 0.01 ms loop on a shared machine may differ by anything (a CI run once
+    # measured the changed one at 0.8x the baseline, and a 3x slowdown of it came out inconclusive);
+    # whether the gate sees a real slowdown is tests/test_gate.py's and `make gate-power`'s job.
+    base_samples = {r["kernel"]: r["samples_s"] for r in base["results"]}
+    for row in current["results"]:
+        row["samples_s"] = base_samples[row["kernel"]]
     tripled = slowed(current, tmp_path / "tripled.json", 3.0)
     result = CliRunner().invoke(main, ["regress", str(tmp_path / "base.json"), str(tripled), "--threshold", "0.5"])
     assert result.exit_code == 1, result.output
