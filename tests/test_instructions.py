@@ -59,6 +59,23 @@ def test_a_larger_scene_counts_more(tmp_path):
 
 
 @needs_valgrind
+def test_noop_loops_are_not_optimised_away_at_O3(tmp_path):
+    """A NoOperation loop the compiler emptied would cost the same for any scene: at -O3, 4x the
+    shapes are about 4x its instructions, exactly counted, where a timed check could fail on a busy machine."""
+    library = build(BuildConfig.parse("-O3"))
+    jobs = [f"{kernel}:{mode}:noop" for kernel in ("basic", "sse2") for mode in ("inline", "call")]
+    counts = []
+    for shapes in (100, 400):
+        path = instructions.write_scene(scenes.generate("uniform", shapes, 2000, seed=0), tmp_path / f"{shapes}.bin")
+        folder = tmp_path / f"out-{shapes}"
+        folder.mkdir()
+        counts.append(instructions.count_loops(library, path, jobs, "cc", folder))
+    for job in jobs:
+        assert 3.9 < counts[1][job] / counts[0][job] < 4.1, (job, counts[0][job], counts[1][job])
+        assert counts[0][job] > 100 * 2000  # at least one instruction a test: every point is read
+
+
+@needs_valgrind
 def test_run_metric_instructions_reports_per_test_counts(tmp_path):
     out = tmp_path / "run.json"
     result = CliRunner().invoke(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 import numpy as np
@@ -169,18 +168,12 @@ def test_count_matches_grid_for_every_kernel_and_mode(o2_worker, scratch):
             assert o2_worker.sample(LoopRef(kernel, mode), calls=1).hits == total
 
 
-def test_noop_time_grows_with_tests_at_O3(scratch):
-    """The NoOperation loops are not optimised away: 4x the tests take clearly longer, and count nothing."""
+def test_noop_loops_count_nothing_at_O3(scratch):
+    """The NoOperation loops run and count nothing (that they are not optimised away, that
+    their work grows with the tests, is counted to the instruction in tests/test_instructions.py)."""
     with Worker(build(BuildConfig.parse("-O3"))) as worker:
-        medians = {}
-        for n in (100, 400):
-            worker.load(generate("uniform", n, 20000, 0), scratch)
-            for kernel in ("basic", "sse2"):
-                for mode in ("inline", "call"):
-                    replies = [worker.sample(LoopRef(kernel, mode, noop=True), calls=3) for _ in range(5)]
-                    assert all(reply.hits == 0 for reply in replies)
-                    medians[(n, kernel, mode)] = statistics.median(reply.seconds for reply in replies)
-    for kernel in ("basic", "sse2"):
-        for mode in ("inline", "call"):
-            small, large = medians[(100, kernel, mode)], medians[(400, kernel, mode)]
-            assert small > 0 and large > 2 * small, (kernel, mode, small, large)
+        worker.load(generate("uniform", 100, 20000, 0), scratch)
+        for kernel in ("basic", "sse2"):
+            for mode in ("inline", "call"):
+                reply = worker.sample(LoopRef(kernel, mode, noop=True), calls=3)
+                assert reply.hits == 0 and reply.seconds > 0
