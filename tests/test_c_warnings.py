@@ -1,13 +1,20 @@
-"""The C kernels compile warning-free, so a new warning is a failing test, not noise."""
+"""The C kernels compile warning-free, so a new warning is a failing test, not noise.
+
+Every build compiles with WARNING_FLAGS and keeps what the compiler said (LIBRARY.warnings),
+so these are the suite's own builds, read back: kernels_c/'s objects are the ones the other
+tests link, compiled once."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from sectorbench.native.build import BuildConfig, build
+from sectorbench.cli import main
+from sectorbench.native.build import OBJECTS_DIR, WARNING_FLAGS, BuildConfig, BuildError, build, compiler_warnings
 
 DATA = Path(__file__).parent / "data"
 #: Test-only kernel files that must compile (syntax_error.c must not).
@@ -22,7 +29,13 @@ EXTRA = tuple(
         "tolerant_kernels.c",
     )
 )
-STRICT = "-Wall -Wextra -Werror"
+UNUSED = """#include "sb_common.h"
+static inline int unused_probe(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    const float dx = px - cx, dy = py - cy, forgotten = dx * ux;
+    return dx * dx + dy * dy < r2 && dy * uy > k;
+}
+SB_KERNEL(unused_probe, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "test: unused");
+"""
 
 
 @pytest.mark.parametrize("cc", ["cc", "clang-19"])
@@ -30,4 +43,42 @@ STRICT = "-Wall -Wextra -Werror"
 def test_kernels_compile_without_warnings(flags, cc):
     if shutil.which(cc) is None:
         pytest.skip(f"{cc} not installed (apt-get install {cc})")
-    build(BuildConfig.parse(f"{flags} {STRICT}", cc=cc, extra_sources=EXTRA))
+    assert set(WARNING_FLAGS) >= {"-Wall", "-Wextra"}
+    assert compiler_warnings(build(BuildConfig.parse(flags, cc=cc, extra_sources=EXTRA))) == ""
+
+
+def test_a_warning_is_kept_with_the_build_and_the_users_flags_can_silence_it(tmp_path):
+    source = tmp_path / "unused.c"
+    source.write_text(UNUSED)
+    said = compiler_warnings(build(BuildConfig.parse("-O2", extra_sources=(source,)), tmp_path / "cache"))
+    assert "unused.c" in said and "forgotten" in said and "-Wunused" in said
+    # the user's flags come after the harness's: theirs win
+    quiet = build(BuildConfig.parse("-O2 -Wno-unused-variable", extra_sources=(source,)), tmp_path / "cache")
+    assert compiler_warnings(quiet) == ""
+    with pytest.raises(BuildError, match="forgotten"):  # and -Werror makes it an error, as it says
+        build(BuildConfig.parse("-O2 -Werror", extra_sources=(source,)), tmp_path / "cache")
+
+
+def test_a_cached_object_without_its_warnings_is_compiled_again(tmp_path):
+    cache = tmp_path / "cache"
+    library = build(BuildConfig.parse("-O0"), cache)
+    objects = sorted((cache / OBJECTS_DIR).glob("*.o"))
+    assert objects and all(compiler_warnings(obj) == "" for obj in objects)
+    lost = objects[0].with_name(objects[0].name + ".warnings")
+    lost.unlink()
+    library.unlink()
+    build(BuildConfig.parse("-O0"), cache)
+    assert lost.exists() and compiler_warnings(objects[0]) == ""
+
+
+def test_run_says_what_the_compiler_warned_and_keeps_it_in_the_json(tmp_path):
+    source = tmp_path / "unused.c"
+    source.write_text(UNUSED)
+    out = tmp_path / "run.json"
+    args = ["run", "-n", "8", "-m", "200", "--repeat", "2", "--min-time", "0.001", "--flags", "-O2"]
+    result = CliRunner().invoke(main, [*args, "--source", str(source), "--kernels", "unused_probe", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    assert "unused.c" in line and "forgotten" in line
+    (entry,) = [b for b in json.loads(out.read_text())["env"]["builds"] if "compiler_warnings" in b]
+    assert entry["flags"] == ["-O2"] and "forgotten" in entry["compiler_warnings"]

@@ -217,7 +217,8 @@ def fake_compiler(tmp_path: Path, body: str) -> Path:
 
 def test_the_compiler_runs_in_a_private_directory_that_is_removed(tmp_path, monkeypatch):
     """Files a compiler drops in its working directory or $TMPDIR land in the private build
-    directory and go with it; the library is moved into the cache, with its checksum."""
+    directory and go with it; the library is moved into the cache, with its checksum and what
+    the compiler said."""
     seen = tmp_path / "seen"
     cc = fake_compiler(
         tmp_path, f'pwd > {seen}; echo "$TMPDIR" >> {seen}; touch stray.o "$TMPDIR/cc-temp"; exec cc "$@"'
@@ -233,8 +234,10 @@ def test_the_compiler_runs_in_a_private_directory_that_is_removed(tmp_path, monk
         build_module.OBJECTS_DIR,
         library.name,
         library.name + ".sha256",
+        library.name + ".warnings",
     ]
-    assert all(p.name.endswith((".o", ".o.sha256")) for p in (cache / build_module.OBJECTS_DIR).iterdir())
+    objects = list((cache / build_module.OBJECTS_DIR).iterdir())
+    assert all(p.name.endswith((".o", ".o.sha256", ".o.warnings")) for p in objects)
 
 
 # ------------------------------------------------------------------ everything checked before work

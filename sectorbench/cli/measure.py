@@ -13,6 +13,7 @@ from ..measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S
 from ..measure.runner import MAX_RUN_MINUTES, Plan, RunConfig, resolve, run
 from ..measure.timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
 from ..model.results import load
+from ..native.build import build_label
 from .ab import gate_revision, metric_option, print_instructions, run_ab, with_metric
 from .app import Reporter, main, note, result_json, run_gate, stdout, write_exports, write_json
 from .options import (
@@ -290,7 +291,13 @@ def measure(config: RunConfig, baseline=None, gate_config=None, against_label=No
         note(plan.describe())
 
     with Reporter() as progress:
-        return run(config, progress, on_plan)
+        result = run(config, progress, on_plan)
+    for entry in result.env.get("builds", []):
+        said = [line for line in entry.get("compiler_warnings", "").splitlines() if "warning:" in line]
+        if said:
+            more = f" (and {len(said) - 1} more: --json keeps them)" if len(said) > 1 else ""
+            note(f"note: {build_label(entry['cc'], ' '.join(entry['flags']), True)}: {said[0].strip()}{more}")
+    return result
 
 
 #: compare's default builds: a flag ladder, from unoptimised to native fast math.

@@ -20,7 +20,7 @@ from ..model import scenes
 from ..model.kernels import Kernel
 from ..model.results import PEER_CC, KernelResult, RowKey, RunResult
 from ..native import code_identity, environment, machine_code
-from ..native.build import BuildConfig, build, headers, local_headers
+from ..native.build import BuildConfig, build, compiler_warnings, headers, local_headers
 from ..native.build import sources as build_sources
 from . import validity
 from .deadlines import DEFAULT_KERNEL_TIMEOUT_S, Budget, Deadlines
@@ -768,6 +768,9 @@ def _environment(sessions: list[BuildSession], clock_mhz: list[float], clock: Bu
         printed = s.printed_note(BUILD_OUTPUT)
         if printed:  # library constructors or imported modules writing while the worker started
             build_entry["printed"] = printed
+        said = compiler_warnings(s.library)
+        if said:
+            build_entry["compiler_warnings"] = said
         builds.append(build_entry)
     counters = sessions[0].info.counters if sessions else None
     return {"machine": machine, "compilers": compilers, "builds": builds, "counters": counters}

@@ -1,7 +1,9 @@
 """Compile the C kernels into a cached shared library: the only module that runs the compiler.
 
 The compiler is called directly with exactly the user's flags (setuptools would add
-Python's own CFLAGS), plus `-shared -fPIC` and `-lm`.  The library's name is a hash of
+Python's own CFLAGS), plus `-shared -fPIC`, `-lm` and the warnings of WARNING_FLAGS, which
+come first so that a `-w` or `-Wno-...` of the user's wins.  What the compiler says about a
+build that succeeds is kept beside it (LIBRARY.warnings; see compiler_warnings).  The library's name is a hash of
 every source, the flags, the compiler's path and `--version`, so a path is never
 reused for different content (dlopen would return the library already loaded there).
 It is written under a temporary name and renamed, so two runs at once never load a
@@ -56,6 +58,10 @@ NOT_LINKED = ("drivers",)
 #: Default compiler: $CC, else the system's `cc`.
 DEFAULT_CC = os.environ.get("CC", "cc")
 DEFAULT_FLAGS = "-O2"
+#: Every compile is a warning check too: a build is not compiled again just to be checked
+#: (tests/test_c_warnings.py reads these builds' warnings), and a --source kernel's author
+#: sees what the compiler noticed.  Warnings change no code; they are in every key here.
+WARNING_FLAGS = ("-Wall", "-Wextra")
 #: The longest a compile may take: every kernel of every family with heavy flags (-O3
 #: -flto -march=native) takes well under a minute here; ten minutes is generous even on
 #: a loaded CI machine, and a hung compiler (or a `--cc` wrapper that waits) still ends.
@@ -196,7 +202,7 @@ def compiler_identity(cc: str) -> tuple[str, str]:
 def cache_key(config: BuildConfig) -> str:
     path, version = compiler_identity(config.cc)
     sha = hashlib.sha256()
-    for part in (path, version, "\0".join(config.flags), cdef_source()):
+    for part in (path, version, "\0".join(WARNING_FLAGS + config.flags), cdef_source()):
         sha.update(part.encode())
         sha.update(b"\0")
     root = kernels_dir_of(config)
@@ -242,12 +248,12 @@ def _build(config: BuildConfig, cache_dir: Path, library: Path) -> Path:
     try:
         if any(_linker_flag(flag) for flag in config.flags):
             files = [_unit_file(private, name, files) for name, files in units(config)] + list(config.extra_sources)
-            whole = [cc_path, *config.flags, "-shared", "-fPIC", *_includes(config), *map(str, files)]
-            _run_compilers([[*whole, "-o", str(output), "-lm"]], private, config)
+            whole = [cc_path, *WARNING_FLAGS, *config.flags, "-shared", "-fPIC", *_includes(config), *map(str, files)]
+            said = _run_compilers([[*whole, "-o", str(output), "-lm"]], private, config)
         else:
-            objects = _objects(config, cc_path, cache_dir, private)
-            link = [cc_path, *config.flags, "-shared", "-fPIC", *objects, "-o", str(output), "-lm"]
-            _run_compilers([link], private, config)
+            objects, said = _objects(config, cc_path, cache_dir, private)
+            link = [cc_path, *WARNING_FLAGS, *config.flags, "-shared", "-fPIC", *objects, "-o", str(output), "-lm"]
+            said += _run_compilers([link], private, config)
         try:
             with open(output, "rb") as stream:
                 is_elf = stream.read(4) == b"\x7fELF"
@@ -258,6 +264,7 @@ def _build(config: BuildConfig, cache_dir: Path, library: Path) -> Path:
         digest = _sha256(output)
 
         try:
+            _write_sidecar(library, WARNINGS_SUFFIX, "".join(said))  # before the library: never one without it
             os.replace(output, library)
             _write_checksum(library, digest)
         except OSError as exc:
@@ -307,7 +314,7 @@ def _object_key(common: bytes, files: list[Path], root: Path) -> str:
 
 def _objects_common(config: BuildConfig, cc_path: str, version: str, root: Path) -> bytes:
     sha = hashlib.sha256()
-    for part in (cc_path, version, "\0".join(config.flags)):
+    for part in (cc_path, version, "\0".join(WARNING_FLAGS + config.flags)):
         sha.update(part.encode() + b"\0")
     for header in headers(config):
         sha.update(str(header.relative_to(root)).encode())
@@ -323,10 +330,11 @@ def _unit_file(private: Path, name: str, files: list[Path]) -> Path:
     return unit
 
 
-def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) -> list[str]:
-    """Every unit as an object, in link order: kernels_c/'s from the object cache when there
-    (compiled and added to it when not), the user's --source files always compiled, one each
-    (they may include headers of their own, which no key here would see)."""
+def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) -> tuple[list[str], list[str]]:
+    """Every unit as an object, in link order, and what the compiler said of each: kernels_c/'s
+    from the object cache when there (compiled and added to it when not), the user's --source
+    files always compiled, one each (they may include headers of their own, which no key here
+    would see)."""
     _, version = compiler_identity(config.cc)
     root = kernels_dir_of(config)
     store = cache_dir / OBJECTS_DIR
@@ -342,39 +350,45 @@ def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) 
         return _compiled(config, cc_path, keyed, private)
 
 
-def _compiled(config: BuildConfig, cc_path: str, keyed: list, private: Path) -> list[str]:
-    objects, commands, kept = [], [], []
+def _compiled(config: BuildConfig, cc_path: str, keyed: list, private: Path) -> tuple[list[str], list[str]]:
+    objects, said, commands, kept = [], [], [], []
     for number, (name, files, cached) in enumerate(keyed):
         if cached is not None and cached.exists() and _intact(cached):
             objects.append(str(cached))
+            said.append(compiler_warnings(cached) or "")
             continue
         source = files[0] if cached is None else _unit_file(private, name, files)
         fresh = private / f"{number}-{name}.o"
-        command = [cc_path, *config.flags, "-fPIC", *_includes(config), "-c", str(source), "-o", str(fresh)]
-        commands.append((sum(f.stat().st_size for f in files), command))
+        command = [cc_path, *WARNING_FLAGS, *config.flags, "-fPIC", *_includes(config), "-c", str(source)]
+        commands.append((sum(f.stat().st_size for f in files), len(objects), [*command, "-o", str(fresh)]))
         objects.append(str(fresh))
+        said.append("")
         if cached is not None:
-            kept.append((fresh, cached))
+            kept.append((len(objects) - 1, fresh, cached))
     # the largest first (bytes of C), so the last to finish is not a long one started late
-    _run_compilers([command for _, command in sorted(commands, key=lambda c: -c[0])], private, config)
-    for fresh, cached in kept:
+    commands.sort(key=lambda c: -c[0])
+    for (_, place, _), text in zip(commands, _run_compilers([c for _, _, c in commands], private, config)):
+        said[place] = text
+    for place, fresh, cached in kept:
         if not fresh.is_file():
             raise BuildError(f"{config.cc!r} exited 0 but wrote no object file: is it a C compiler?")
         try:  # a copy under a temporary name, renamed: another build may be linking the same object
             partial = cached.with_name(f".{cached.name}.{os.getpid()}.partial")
             shutil.copyfile(fresh, partial)
+            _write_sidecar(cached, WARNINGS_SUFFIX, said[place])
             os.replace(partial, cached)
             _write_checksum(cached, _sha256(cached))
         except OSError:
             pass  # the object cache only saves time; the fresh object is linked either way
-    return objects
+    return objects, said
 
 
-def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig) -> None:
+def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig) -> list[str]:
     """Run the compiler commands, COMPILE_JOBS at once, each in `private` (cwd and TMPDIR) in its
-    own process group, their output into files (no pipe to fill); BuildError with the output of
-    those that failed.  On the deadline (COMPILE_TIMEOUT_S for them all), or when this process is
-    interrupted (Ctrl-C, SIGTERM), every group still running is killed."""
+    own process group, their output into files (no pipe to fill); what each said, in order, or
+    BuildError with the output of those that failed.  On the deadline (COMPILE_TIMEOUT_S for
+    them all), or when this process is interrupted (Ctrl-C, SIGTERM), every group still
+    running is killed."""
     env = {**os.environ, "TMPDIR": str(private)}
     deadline = time.monotonic() + COMPILE_TIMEOUT_S
     waiting = list(enumerate(commands))
@@ -419,6 +433,7 @@ def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig
             _kill_group(process)
     if failed:
         raise BuildError(f"compiling with {config.label!r} failed:\n" + "\n".join(failed))
+    return [(private / f"compiler-{number}.log").read_text(errors="replace") for number in range(len(commands))]
 
 
 def run_compiler(
@@ -487,6 +502,7 @@ def _kill_group(process: subprocess.Popen) -> None:
 #: The suffix of a private build directory in the cache.
 BUILD_SUFFIX = ".build"
 CHECKSUM_SUFFIX = ".sha256"
+WARNINGS_SUFFIX = ".warnings"
 
 
 def _cache_error(cache_dir: Path, exc: OSError) -> BuildError:
@@ -523,17 +539,30 @@ def _checksum_path(library: Path) -> Path:
 
 
 def _write_checksum(library: Path, digest: str) -> None:
-    """LIBRARY.sha256, written (atomically) after the library is renamed into place."""
-    sidecar = _checksum_path(library)
+    """LIBRARY.sha256, written after the library is renamed into place: the mark of a whole one."""
+    _write_sidecar(library, CHECKSUM_SUFFIX, digest + "\n")
+
+
+def _write_sidecar(library: Path, suffix: str, text: str) -> None:
+    """LIBRARY + suffix holding `text`, written atomically."""
+    sidecar = library.with_name(library.name + suffix)
     fd, partial = tempfile.mkstemp(prefix=f".{sidecar.name}.", dir=library.parent)
     try:
         with os.fdopen(fd, "w") as stream:
-            stream.write(digest + "\n")
+            stream.write(text)
         os.replace(partial, sidecar)
     finally:
         if os.path.exists(partial):
             os.unlink(partial)
-    return library
+
+
+def compiler_warnings(library: Path) -> str | None:
+    """What the compiler said while building this cached library (or object) -- its
+    warnings under WARNING_FLAGS and the user's flags, "" for none; None if not recorded."""
+    try:
+        return library.with_name(library.name + WARNINGS_SUFFIX).read_text(errors="replace")
+    except OSError:
+        return None
 
 
 #: A kernel row as the preprocessor leaves it: `sb_kernel NAME = { .name = "...", ... .family = "..." ... };`.
@@ -592,8 +621,9 @@ def _intact(library: Path) -> bool:
         intact = _checksum_path(library).read_text().strip() == _sha256(library)
     except (OSError, UnicodeDecodeError):
         intact = False
+    intact = intact and compiler_warnings(library) is not None
     if not intact:
-        for path in (library, _checksum_path(library)):
+        for path in (library, _checksum_path(library), library.with_name(library.name + WARNINGS_SUFFIX)):
             try:
                 path.unlink()
             except OSError:
