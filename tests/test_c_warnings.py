@@ -47,14 +47,13 @@ def test_kernels_compile_without_warnings(flags, cc):
     assert compiler_warnings(build(BuildConfig.parse(flags, cc=cc, extra_sources=EXTRA))) == ""
 
 
-def test_a_warning_is_kept_with_the_build_and_the_users_flags_can_silence_it(tmp_path):
+def test_a_warning_is_kept_with_the_build(tmp_path):
     source = tmp_path / "unused.c"
     source.write_text(UNUSED)
     said = compiler_warnings(build(BuildConfig.parse("-O2", extra_sources=(source,))))
     assert "unused.c" in said and "forgotten" in said and "-Wunused-variable" in said
-    # the user's flags come after the harness's: theirs win
-    quiet = build(BuildConfig.parse("-O2 -Wno-unused-variable", extra_sources=(source,)))
-    assert compiler_warnings(quiet) == ""
+    # (that the user's -Wno-... comes after the harness's -Wall, and so wins, is checked on the
+    # compiler's command lines in tests/test_reliability.py: a build here is 6 s of compiling)
 
 
 def test_a_cached_object_without_its_warnings_is_compiled_again(tmp_path, seeded_cache):

@@ -327,7 +327,7 @@ GOOD = [
     ("verify", "--kernels", "numpy", "--cases", "300"),  # a peer: built and checked in its own worker
     ("verify", "--kernels", "basic,numpy", "--cases", "300", "--disable-isa", "avx512f"),
     ("run", *TINY, "--kernels", "basic", "--disable-isa", "sse2,avx2"),
-    ("kernels", "--flags", "-O1", "--flags", "-O2"),
+    ("kernels", "--flags", "-O0", "--flags", "-O2"),
 ]
 
 
