@@ -3,10 +3,10 @@
 The compiler is called directly with exactly the user's flags (setuptools would add
 Python's own CFLAGS), plus `-shared -fPIC`, `-lm` and the warnings of WARNING_FLAGS, which
 come first so that a `-w` or `-Wno-...` of the user's wins.  What the compiler says about a
-build that succeeds is kept beside it (LIBRARY.warnings; see compiler_warnings).  The library's name is a hash of
-every source, the flags, the compiler's path and `--version`, so a path is never
-reused for different content (dlopen would return the library already loaded there).
-It is written under a temporary name and renamed, so two runs at once never load a
+build that succeeds is kept beside it (LIBRARY.warnings; see compiler_warnings).  The
+library's name is a hash of every source, the flags, the compiler's path and `--version`, so
+a path is never reused for different content (dlopen would return the library already loaded
+there).  It is written under a temporary name and renamed, so two runs at once never load a
 half-written file.
 """
 
