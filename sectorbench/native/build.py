@@ -112,6 +112,11 @@ class BuildConfig:
         return cls(words, cc, tuple(Path(p).resolve() for p in extra_sources))
 
     @property
+    def compile_flags(self) -> tuple[str, ...]:
+        """What the compiler is given: the harness's warnings, then the user's flags (theirs win)."""
+        return WARNING_FLAGS + self.flags
+
+    @property
     def label(self) -> str:
         """The flags as the user wrote them, prefixed by the compiler when it is not the default."""
         return build_label(self.cc, " ".join(self.flags), show_cc=self.cc != DEFAULT_CC)
@@ -202,7 +207,7 @@ def compiler_identity(cc: str) -> tuple[str, str]:
 def cache_key(config: BuildConfig) -> str:
     path, version = compiler_identity(config.cc)
     sha = hashlib.sha256()
-    for part in (path, version, "\0".join(WARNING_FLAGS + config.flags), cdef_source()):
+    for part in (path, version, "\0".join(config.compile_flags), cdef_source()):
         sha.update(part.encode())
         sha.update(b"\0")
     root = kernels_dir_of(config)
@@ -248,11 +253,11 @@ def _build(config: BuildConfig, cache_dir: Path, library: Path) -> Path:
     try:
         if any(_linker_flag(flag) for flag in config.flags):
             files = [_unit_file(private, name, files) for name, files in units(config)] + list(config.extra_sources)
-            whole = [cc_path, *WARNING_FLAGS, *config.flags, "-shared", "-fPIC", *_includes(config), *map(str, files)]
+            whole = [cc_path, *config.compile_flags, "-shared", "-fPIC", *_includes(config), *map(str, files)]
             said = _run_compilers([[*whole, "-o", str(output), "-lm"]], private, config)
         else:
             objects, said = _objects(config, cc_path, cache_dir, private)
-            link = [cc_path, *WARNING_FLAGS, *config.flags, "-shared", "-fPIC", *objects, "-o", str(output), "-lm"]
+            link = [cc_path, *config.compile_flags, "-shared", "-fPIC", *objects, "-o", str(output), "-lm"]
             said += _run_compilers([link], private, config)
         try:
             with open(output, "rb") as stream:
@@ -314,7 +319,7 @@ def _object_key(common: bytes, files: list[Path], root: Path) -> str:
 
 def _objects_common(config: BuildConfig, cc_path: str, version: str, root: Path) -> bytes:
     sha = hashlib.sha256()
-    for part in (cc_path, version, "\0".join(WARNING_FLAGS + config.flags)):
+    for part in (cc_path, version, "\0".join(config.compile_flags)):
         sha.update(part.encode() + b"\0")
     for header in headers(config):
         sha.update(str(header.relative_to(root)).encode())
@@ -359,7 +364,7 @@ def _compiled(config: BuildConfig, cc_path: str, keyed: list, private: Path) -> 
             continue
         source = files[0] if cached is None else _unit_file(private, name, files)
         fresh = private / f"{number}-{name}.o"
-        command = [cc_path, *WARNING_FLAGS, *config.flags, "-fPIC", *_includes(config), "-c", str(source)]
+        command = [cc_path, *config.compile_flags, "-fPIC", *_includes(config), "-c", str(source)]
         commands.append((sum(f.stat().st_size for f in files), len(objects), [*command, "-o", str(fresh)]))
         objects.append(str(fresh))
         said.append("")
@@ -534,8 +539,9 @@ def _sha256(path: Path) -> str:
     return sha.hexdigest()
 
 
-def _checksum_path(library: Path) -> Path:
-    return library.with_name(library.name + CHECKSUM_SUFFIX)
+def _sidecar(library: Path, suffix: str) -> Path:
+    """LIBRARY + suffix: a file kept beside a cached library or object (its checksum, its warnings)."""
+    return library.with_name(library.name + suffix)
 
 
 def _write_checksum(library: Path, digest: str) -> None:
@@ -545,7 +551,7 @@ def _write_checksum(library: Path, digest: str) -> None:
 
 def _write_sidecar(library: Path, suffix: str, text: str) -> None:
     """LIBRARY + suffix holding `text`, written atomically."""
-    sidecar = library.with_name(library.name + suffix)
+    sidecar = _sidecar(library, suffix)
     fd, partial = tempfile.mkstemp(prefix=f".{sidecar.name}.", dir=library.parent)
     try:
         with os.fdopen(fd, "w") as stream:
@@ -560,7 +566,7 @@ def compiler_warnings(library: Path) -> str | None:
     """What the compiler said while building this cached library (or object) -- its
     warnings under WARNING_FLAGS and the user's flags, "" for none; None if not recorded."""
     try:
-        return library.with_name(library.name + WARNINGS_SUFFIX).read_text(errors="replace")
+        return _sidecar(library, WARNINGS_SUFFIX).read_text(errors="replace")
     except OSError:
         return None
 
@@ -618,12 +624,12 @@ def _intact(library: Path) -> bool:
     """The cached library matches the checksum written with it; a damaged one (and its
     checksum) is removed so that it is rebuilt."""
     try:
-        intact = _checksum_path(library).read_text().strip() == _sha256(library)
+        intact = _sidecar(library, CHECKSUM_SUFFIX).read_text().strip() == _sha256(library)
     except (OSError, UnicodeDecodeError):
         intact = False
     intact = intact and compiler_warnings(library) is not None
     if not intact:
-        for path in (library, _checksum_path(library), library.with_name(library.name + WARNINGS_SUFFIX)):
+        for path in (library, _sidecar(library, CHECKSUM_SUFFIX), _sidecar(library, WARNINGS_SUFFIX)):
             try:
                 path.unlink()
             except OSError:
