@@ -146,21 +146,26 @@ def test_max_minutes_holds_during_a_hang(unruly_build, tmp_path):
     assert rows["naive"]["status"] in ("ok", "timed-out")
 
 
-def _workers_of(pid: int) -> list[int]:
-    """The sectorbench.server processes whose parent is `pid`."""
-    found = []
+def _descendants(pid: int) -> dict[int, int]:
+    """Every live process under `pid`, with its depth (1: a child)."""
+    parents = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid and b"sectorbench.measure.server" in cmdline:
-            found.append(int(entry.name))
-    return found
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    depth = {pid: 0}
+    while True:
+        more = {child: depth[parent] + 1 for child, parent in parents.items() if parent in depth and child not in depth}
+        if not more:
+            return {child: level for child, level in depth.items() if level > 0}
+        depth.update(more)
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The build workers of a run `pid`: the children of its fork server (measure/forkserver.py)."""
+    return [child for child, level in _descendants(pid).items() if level == 2]
 
 
 def _alive(pid: int) -> bool:
@@ -177,6 +182,7 @@ def test_sigkill_of_the_parent_leaves_no_worker(unruly_build):
     command += ["--min-time", "0.001", "--flags", "-O2", "--source", str(UNRULY), "--kernels", "hangs"]
     command += ["--kernel-timeout", "3600"]
     parent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    left_behind: list[int] = []
     try:
         deadline = time.monotonic() + PATIENCE_S
         workers: list[int] = []
@@ -185,16 +191,18 @@ def test_sigkill_of_the_parent_leaves_no_worker(unruly_build):
             time.sleep(0.2)
         assert workers, "the run never started a worker"
         time.sleep(1.0)  # let it reach the hanging kernel
+        left_behind += _descendants(parent.pid)  # the fork server, the workers, what they started
         parent.send_signal(signal.SIGKILL)
         parent.wait()
-        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        while any(_alive(pid) for pid in left_behind) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not any(_alive(pid) for pid in workers), f"orphaned workers: {workers}"
+        assert not any(_alive(pid) for pid in left_behind), f"orphaned processes: {left_behind}"
     finally:
         if parent.poll() is None:
             parent.kill()
-        for pid in _workers_of(parent.pid):
-            os.kill(pid, signal.SIGKILL)
+        for pid in [*left_behind, *_descendants(parent.pid)]:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 # ---------------------------------------------------------------- the FP environment

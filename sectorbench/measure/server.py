@@ -18,6 +18,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import cache
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -52,19 +53,32 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+@cache
+def _parsed(cdef: str):
+    import cffi
+
+    ffi = cffi.FFI()
+    ffi.cdef(cdef)
+    return ffi
+
+
+def interface():
+    """The C interface (cffi, from the headers as they are now): parsed once a process, and
+    once for every worker by the fork server (measure/forkserver.py)."""
+    from ..native.build import cdef_source
+
+    return _parsed(cdef_source())
+
+
 class Server:
     """One build's timed loops (its C rows and its families' broadphases), or, with peers=True,
     the families' peers (the library then only serves the clock and counters: a plain -O2
     build, never fast-math)."""
 
     def __init__(self, library: str, peers: bool = False):
-        import cffi
-
         from ..families import all_families
-        from ..native.build import cdef_source
 
-        self.ffi = cffi.FFI()
-        self.ffi.cdef(cdef_source())
+        self.ffi = interface()
         self.lib = self.ffi.dlopen(library)
         # The build's FP environment is the one its library left at load (a fast-math build's
         # constructor sets FTZ/DAZ): every kernel starts from it.
@@ -338,7 +352,7 @@ def describe_fp_change(before, after) -> str:
     return ", ".join(changes)
 
 
-def _flush_stdio() -> None:
+def flush_stdio() -> None:
     """Push what a kernel printed into the capture files now, so the parent sees it with the reply."""
     try:
         ctypes.CDLL(None).fflush(None)
@@ -370,7 +384,7 @@ def main(argv: list[str]) -> int:
             reply = server.handle(messages.decode(data))
         except Exception as exc:  # reported to the parent, which decides what it means
             reply = messages.Failure(error=f"{type(exc).__name__}: {exc}")
-        _flush_stdio()
+        flush_stdio()
         channel.send_bytes(messages.encode(reply))
 
 

@@ -17,7 +17,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -29,6 +28,7 @@ from ..errors import SectorbenchError
 from ..model.kernels import DISABLE_ISA_ENV, Kernel, disabled_features
 from . import messages
 from .deadlines import DEFAULT_DEADLINES, NO_BUDGET, STARTUP_S, Budget, Deadlines
+from .forkserver import fork_server
 from .messages import LoopRef
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)
@@ -42,6 +42,11 @@ PRINTED_BYTES_READ = 64 * 1024
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 #: Output of the worker's start-up and scenes (library constructors, imports), not of a kernel.
 BUILD_OUTPUT = "(build)"
+#: Set in every worker's environment.  numpy's OpenBLAS starts a thread per core at import,
+#: which spins for ~0.1 s of CPU beside the worker (0.30 s of CPU a worker start with it,
+#: 0.20 without: tools/worker_startup.py) and would compete with a timed loop on a small
+#: machine; no loop of a worker calls BLAS.
+WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1"}
 
 
 class WorkerCrashed(SectorbenchError):
@@ -119,22 +124,17 @@ class Worker:
         self._stdout, self._stderr = _Capture(), _Capture()
         env = {
             **os.environ,
+            **WORKER_ENV,
             "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")])),
             DISABLE_ISA_ENV: ",".join(sorted(self.disabled)),
         }
         ours, theirs = socket.socketpair()
-        command = [sys.executable, "-m", "sectorbench.measure.server", str(self.library)]
-        command += ["--channel", str(theirs.fileno()), "--parent", str(os.getpid())]
-        try:
-            self._process = subprocess.Popen(
-                [*command, *(["--peers"] if peers else [])],
-                stdin=subprocess.DEVNULL,
-                stdout=self._stdout.file,
-                stderr=self._stderr.file,
-                env=env,
-                pass_fds=(theirs.fileno(),),
-                process_group=0,  # its own group: killed as one, never by the terminal's ^C first
-            )
+        try:  # forked in its own process group: killed as one, never by the terminal's ^C first
+            files = (theirs.fileno(), self._stdout.file.fileno(), self._stderr.file.fileno())
+            self._process = fork_server(env).spawn(str(self.library), peers, *files, env)
+        except BaseException:
+            ours.close()
+            raise
         finally:
             theirs.close()
         self._channel = Connection(ours.detach())

@@ -1,0 +1,290 @@
+"""Where build workers come from: a fork server, one per parent process.
+
+A worker started as a new interpreter spends ~0.2 s of CPU importing numpy, cffi and the
+families and parsing the C interface before it serves anything (tools/worker_startup.py);
+a run starts one per build, and one more after every crash or timeout.  The fork server is
+that interpreter, started once (on the first worker) and never given a library: each worker
+is a fork of it, so it starts with those imports done and with the fork server's clean
+state, never with anything of another worker's (no library has been loaded, no kernel has
+run, the floating-point environment is the default one).
+
+Protocol, on a private SOCK_SEQPACKET pair: the parent sends one request per worker (JSON:
+the library, --peers, the parent's environment and working directory) with four file
+descriptors (the worker's channel, stdout, stderr, and the write end of a status pipe); the
+fork server forks, answers the worker's pid, and when the worker ends writes its wait status
+into that pipe: the parent's `WorkerProcess` reads it (poll/wait), as it would a child's.
+The fork server dies with its parent, and each worker with the fork server (PR_SET_PDEATHSIG),
+so a parent killed by SIGKILL leaves nothing behind.  Each worker runs in its own process
+group, as before.  See docs/worker.md.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+
+from ..errors import SectorbenchError
+from .deadlines import STARTUP_S
+
+#: Bytes of a request (its JSON; the environment is most of it) the fork server reads at most.
+MAX_REQUEST_BYTES = 1 << 20
+#: What the fork server's pipe carries when a worker ends: its wait status (os.waitpid).
+STATUS = struct.Struct("i")
+
+
+class ForkServerError(SectorbenchError):
+    """The fork server could not be started, or stopped answering."""
+
+
+class WorkerProcess:
+    """A worker forked by the fork server: what subprocess.Popen offers of a child (pid, poll,
+    wait, kill, returncode), its exit status read from the pipe the fork server writes."""
+
+    def __init__(self, pid: int, status_fd: int):
+        self.pid = pid
+        self.returncode: int | None = None
+        self._status_fd = status_fd
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._status_fd], [], [], 0)[0]:
+            self._read_status()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not select.select([self._status_fd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+            self._read_status()
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def _read_status(self) -> None:
+        data = os.read(self._status_fd, STATUS.size)
+        os.close(self._status_fd)
+        self._status_fd = -1
+        # Nothing: the fork server died first, and its workers were killed with it.
+        self.returncode = os.waitstatus_to_exitcode(STATUS.unpack(data)[0]) if data else -signal.SIGKILL
+
+    def __del__(self):
+        if self._status_fd >= 0:
+            os.close(self._status_fd)
+
+
+class ForkServer:
+    """The parent's side: starts the fork server, asks it for workers."""
+
+    def __init__(self, env: dict[str, str]):
+        self._owner = os.getpid()
+        self._lock = threading.Lock()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._said = tempfile.TemporaryFile()  # its own start-up errors, if any
+        command = [sys.executable, "-m", "sectorbench.measure.forkserver"]
+        command += ["--control", str(theirs.fileno()), "--parent", str(os.getpid())]
+        try:
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=self._said,
+                stderr=self._said,
+                env=env,
+                pass_fds=(theirs.fileno(),),
+                process_group=0,  # the terminal's ^C is the parent's to handle, as for workers
+            )
+        finally:
+            theirs.close()
+        ours.settimeout(STARTUP_S)  # a fork server that stops answering is an error, not a hang
+        self._control = ours
+
+    @property
+    def usable(self) -> bool:
+        """Started by this process (not inherited through a fork) and still running."""
+        return self._owner == os.getpid() and self._process.poll() is None
+
+    def spawn(
+        self, library: str, peers: bool, channel_fd: int, stdout_fd: int, stderr_fd: int, env: dict[str, str]
+    ) -> WorkerProcess:
+        request = {"library": library, "peers": peers, "env": env, "cwd": os.getcwd()}
+        status_read, status_write = os.pipe()
+        try:
+            with self._lock:
+                try:
+                    fds = [channel_fd, stdout_fd, stderr_fd, status_write]
+                    socket.send_fds(self._control, [json.dumps(request).encode()], fds)
+                    reply = self._control.recv(64)
+                except OSError as exc:
+                    raise ForkServerError(f"the workers' fork server stopped answering: {exc}") from None
+            if not reply:
+                raise ForkServerError(f"the workers' fork server ended: {self._last_words()}")
+            answer = json.loads(reply)
+            if "error" in answer:
+                raise ForkServerError(f"the workers' fork server could not fork: {answer['error']}")
+        except BaseException:
+            os.close(status_read)
+            raise
+        finally:
+            os.close(status_write)
+        return WorkerProcess(int(answer["pid"]), status_read)
+
+    def _last_words(self) -> str:
+        self._said.seek(0)
+        lines = self._said.read().decode(errors="replace").strip().splitlines()
+        return lines[-1] if lines else f"exit status {self._process.poll()}"
+
+    def close(self) -> None:
+        """End the fork server (its workers go with it)."""
+        if self._owner != os.getpid():
+            return
+        self._control.close()  # it reads EOF and exits
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._said.close()
+
+
+_server: ForkServer | None = None
+_server_lock = threading.Lock()
+
+
+def fork_server(env: dict[str, str]) -> ForkServer:
+    """This process's fork server, started on first use (again if it died, or if this process
+    is a fork of the one that started it)."""
+    global _server
+    with _server_lock:
+        if _server is None or not _server.usable:
+            if _server is not None and _server._owner == os.getpid():
+                _server.close()
+            _server = ForkServer(env)
+            atexit.register(_server.close)
+        return _server
+
+
+def close_fork_server() -> None:
+    """End this process's fork server, if it has one (the next worker starts another)."""
+    global _server
+    with _server_lock:
+        if _server is not None:
+            _server.close()
+            _server = None
+
+
+# ---------------------------------------------------------------- the fork server itself
+
+
+def _warm() -> None:
+    """Import and parse what every worker needs, once, before any fork."""
+    from ..families import all_families
+    from . import server
+
+    all_families()
+    server.interface()
+
+
+def _serve(control: socket.socket) -> int:
+    from . import server
+
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # the wakeup fd says a worker ended
+    statuses: dict[int, int] = {}  # worker pid -> write end of its status pipe
+    while True:
+        readable = select.select([control, wake_read], [], [])[0]
+        if wake_read in readable:
+            os.read(wake_read, 4096)
+        _reap(statuses)
+        if control not in readable:
+            continue
+        try:
+            data, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, 4)
+        except OSError:
+            return 0
+        if not data:  # the parent closed its end: done (running workers finish on their own)
+            return 0
+        channel_fd, stdout_fd, stderr_fd, status_fd = fds
+        request = json.loads(data)
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            for fd in fds:
+                os.close(fd)
+            control.send(json.dumps({"error": str(exc)}).encode())
+            continue
+        if pid == 0:  # the worker: never returns to this loop
+            code = 1
+            try:
+                os.setpgid(0, 0)
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for fd in (wake_read, wake_write, status_fd, *statuses.values()):
+                    os.close(fd)
+                control.close()
+                null = os.open(os.devnull, os.O_RDONLY)
+                for source, target in ((null, 0), (stdout_fd, 1), (stderr_fd, 2)):
+                    os.dup2(source, target)
+                    os.close(source)
+                os.chdir(request["cwd"])
+                os.environ.clear()
+                os.environ.update(request["env"])
+                options = ["--channel", str(channel_fd), "--parent", str(os.getppid())]
+                code = server.main([request["library"], *options, *(["--peers"] if request["peers"] else [])])
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                server.flush_stdio()  # os._exit flushes nothing: what was printed last is kept
+                os._exit(code)
+        try:
+            os.setpgid(pid, pid)  # as the worker does itself: whichever runs first
+        except OSError:
+            pass
+        for fd in (channel_fd, stdout_fd, stderr_fd):
+            os.close(fd)
+        statuses[pid] = status_fd
+        control.send(json.dumps({"pid": pid}).encode())
+
+
+def _reap(statuses: dict[int, int]) -> None:
+    while statuses:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        fd = statuses.pop(pid, None)
+        if fd is not None:
+            try:
+                os.write(fd, STATUS.pack(status))
+            except OSError:  # the parent no longer waits for it
+                pass
+            os.close(fd)
+
+
+def main(argv: list[str]) -> int:
+    from .server import die_with_parent
+
+    control = socket.socket(fileno=int(argv[argv.index("--control") + 1]))
+    die_with_parent(int(argv[argv.index("--parent") + 1]))
+    _warm()
+    return _serve(control)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
