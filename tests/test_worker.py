@@ -24,7 +24,7 @@ from sectorbench.measure import messages
 from sectorbench.measure.messages import LoopRef
 from sectorbench.measure.runner import RunConfig, run
 from sectorbench.measure.timing import TimingConfig
-from sectorbench.measure.worker import Worker
+from sectorbench.measure.worker import Worker, WorkerCrashed
 from sectorbench.model.split import shape_ranges
 from sectorbench.native.build import BuildConfig, build
 
@@ -250,6 +250,43 @@ def test_a_fast_math_build_records_its_own_environment(private_cache):
     env = result.env["builds"][0]["fp_environment"]
     assert env["flush_to_zero"] and env["denormals_are_zero"]  # gcc's crtfastmath, set at load
     assert result.results[0].fp_environment_change is None  # the build's environment is no kernel's change
+
+
+# ---------------------------------------------------------------- the fork server
+
+
+def _threads(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("Threads:")))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_a_worker_forked_after_a_fast_math_one_starts_clean_and_alone(o2_library, private_cache):
+    fast = build(BuildConfig.parse("-O2 -ffast-math"))
+    with Worker(fast) as first:
+        assert first.describe()[1].fp_environment["flush_to_zero"]
+        with Worker(o2_library) as second:
+            described = second.describe()[1]
+            assert not described.fp_environment["flush_to_zero"]
+            assert not described.fp_environment["denormals_are_zero"]
+            assert _threads(second._process.pid) == 1  # no BLAS threads beside the timed loops
+
+
+def test_a_killed_fork_server_takes_its_workers_and_the_next_worker_gets_a_new_one(o2_library):
+    from sectorbench.measure import forkserver
+
+    with Worker(o2_library) as worker:
+        worker.describe()
+        server = forkserver.fork_server({})
+        os.kill(server._process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + PATIENCE_S
+        while _alive(worker._process.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with pytest.raises(WorkerCrashed, match="killed by signal 9"):
+            worker.describe()
+    with Worker(o2_library) as worker:
+        assert worker.describe()[0]
+    assert forkserver.fork_server({}) is not server
 
 
 # ---------------------------------------------------------------- the clock

@@ -1,11 +1,13 @@
 """The worker process: loads one build's library and runs its timed loops on request.
 
-Started by worker.Worker as `python -m sectorbench.measure.server LIBRARY --channel FD [--peers]`;
-reads typed requests (measure/messages.py) from the private channel FD and answers each
-there.  Its stdout and stderr are files the parent reads for the rows' notes: whatever a
+Forked by the fork server (measure/forkserver.py) for worker.Worker, which runs
+main([LIBRARY, "--channel", FD, "--parent", PID, ("--peers")]) in the new process: it reads
+typed requests (measure/messages.py) from the private channel FD and answers each there.
+Its stdout and stderr are files the parent reads for the rows' notes: whatever a
 kernel prints is never taken for a reply.  Whatever a kernel does to this process (FTZ/DAZ
 from a fast-math library, a crash, a hang) stays here: the parent kills it at a deadline,
-and it dies with the parent (PR_SET_PDEATHSIG).  See docs/worker.md.
+and it dies with the fork server, which dies with the parent (PR_SET_PDEATHSIG).  See
+docs/worker.md.
 """
 
 from __future__ import annotations
@@ -386,7 +388,3 @@ def main(argv: list[str]) -> int:
             reply = messages.Failure(error=f"{type(exc).__name__}: {exc}")
         flush_stdio()
         channel.send_bytes(messages.encode(reply))
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

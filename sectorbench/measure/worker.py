@@ -1,4 +1,5 @@
-"""The parent's side of a build's worker subprocess (the worker itself is server.py).
+"""The parent's side of a build's worker process (the worker itself is server.py, forked by
+measure/forkserver.py).
 
 Each build runs in its own process: a -ffast-math library built by gcc switches the
 whole process to flush-to-zero / denormals-are-zero when it is loaded, and a kernel
@@ -7,7 +8,7 @@ may crash, hang or print.  The parent keeps a clean floating-point environment a
 Protocol: typed messages (measure/messages.py) on a private socket pair, each request with a
 deadline (measure/deadlines.py).  The worker's stdout and stderr are files: what a kernel
 prints is reported in its row's notes (Printed), never read as a reply.  The worker runs in
-its own process group and dies with its parent.  See docs/worker.md.
+its own process group and dies with its parent (through the fork server).  See docs/worker.md.
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ class Worker:
             raise WorkerTimedOut(f"no answer within {deadline_s:.3g} s (--kernel-timeout sets the floor): killed")
         try:
             data = self._channel.recv_bytes(MAX_REPLY_BYTES)
-        except EOFError:
+        except (EOFError, ConnectionResetError):  # reset: it died before reading the request
             self._take_output(who)
             raise WorkerCrashed(self._death_notice()) from None
         except OSError as exc:  # a frame too long or torn: not our worker's reply
