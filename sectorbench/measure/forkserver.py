@@ -21,6 +21,7 @@ group, as before.  See docs/worker.md.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
@@ -92,6 +93,7 @@ class ForkServer:
     def __init__(self, env: dict[str, str]):
         self._owner = os.getpid()
         self._lock = threading.Lock()
+        self._requests = 0
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._said = tempfile.TemporaryFile()  # its own start-up errors, if any
         command = [sys.executable, "-m", "sectorbench.measure.forkserver"]
@@ -119,19 +121,22 @@ class ForkServer:
     def spawn(
         self, library: str, peers: bool, channel_fd: int, stdout_fd: int, stderr_fd: int, env: dict[str, str]
     ) -> WorkerProcess:
-        request = {"library": library, "peers": peers, "env": env, "cwd": os.getcwd()}
         status_read, status_write = os.pipe()
         try:
             with self._lock:
+                self._requests += 1
+                request = {"id": self._requests, "library": library, "peers": peers, "env": env, "cwd": _cwd()}
                 try:
                     fds = [channel_fd, stdout_fd, stderr_fd, status_write]
                     socket.send_fds(self._control, [json.dumps(request).encode()], fds)
-                    reply = self._control.recv(64)
+                    answer = {}
+                    while answer.get("id") != request["id"]:  # a reply to a request interrupted earlier: not ours
+                        reply = self._control.recv(256)
+                        if not reply:
+                            raise ForkServerError(f"the workers' fork server ended: {self._last_words()}")
+                        answer = json.loads(reply)
                 except OSError as exc:
                     raise ForkServerError(f"the workers' fork server stopped answering: {exc}") from None
-            if not reply:
-                raise ForkServerError(f"the workers' fork server ended: {self._last_words()}")
-            answer = json.loads(reply)
             if "error" in answer:
                 raise ForkServerError(f"the workers' fork server could not fork: {answer['error']}")
         except BaseException:
@@ -157,6 +162,14 @@ class ForkServer:
             self._process.kill()
             self._process.wait()
         self._said.close()
+
+
+def _cwd() -> str | None:
+    """The working directory a worker takes over (None: the parent's was removed)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
 
 
 _server: ForkServer | None = None
@@ -205,6 +218,7 @@ def _serve(control: socket.socket) -> int:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # the wakeup fd says a worker ended
     statuses: dict[int, int] = {}  # worker pid -> write end of its status pipe
+    fork_server_pid = os.getpid()
     while True:
         readable = select.select([control, wake_read], [], [])[0]
         if wake_read in readable:
@@ -225,7 +239,7 @@ def _serve(control: socket.socket) -> int:
         except OSError as exc:
             for fd in fds:
                 os.close(fd)
-            control.send(json.dumps({"error": str(exc)}).encode())
+            control.send(json.dumps({"id": request["id"], "error": str(exc)}).encode())
             continue
         if pid == 0:  # the worker: never returns to this loop
             code = 1
@@ -240,10 +254,12 @@ def _serve(control: socket.socket) -> int:
                 for source, target in ((null, 0), (stdout_fd, 1), (stderr_fd, 2)):
                     os.dup2(source, target)
                     os.close(source)
-                os.chdir(request["cwd"])
+                if request["cwd"] is not None:
+                    with contextlib.suppress(OSError):  # removed since: stay, as a child would
+                        os.chdir(request["cwd"])
                 os.environ.clear()
                 os.environ.update(request["env"])
-                options = ["--channel", str(channel_fd), "--parent", str(os.getppid())]
+                options = ["--channel", str(channel_fd), "--parent", str(fork_server_pid)]
                 code = server.main([request["library"], *options, *(["--peers"] if request["peers"] else [])])
             except BaseException:
                 traceback.print_exc()
@@ -257,7 +273,7 @@ def _serve(control: socket.socket) -> int:
         for fd in (channel_fd, stdout_fd, stderr_fd):
             os.close(fd)
         statuses[pid] = status_fd
-        control.send(json.dumps({"pid": pid}).encode())
+        control.send(json.dumps({"id": request["id"], "pid": pid}).encode())
 
 
 def _reap(statuses: dict[int, int]) -> None:
