@@ -441,13 +441,15 @@ def test_kernels_c_is_compiled_once_and_its_objects_shared_and_healed(tmp_path):
     objects = object_times(cache)
     assert len(objects) == len(build_module.units(BuildConfig.parse("-O0")))
     with_source = build(BuildConfig.parse("-O0", extra_sources=(DATA / "crash_kernel.c",)), cache)
-    assert with_source != plain and object_times(cache) == objects  # nothing compiled again, nothing added
+    (added,) = object_times(cache).keys() - objects.keys()  # the --source file's object, nothing else
+    assert added.startswith(build_module.SOURCE_PREFIX + "crash_kernel-")
+    assert with_source != plain and {k: v for k, v in object_times(cache).items() if k != added} == objects
     assert with_source.stat().st_size > plain.stat().st_size  # the --source file's kernels are in it
-    damaged = sorted((cache / build_module.OBJECTS_DIR).glob("*.o"))[0]
+    damaged = cache / build_module.OBJECTS_DIR / sorted(objects)[0]
     damaged.write_bytes(damaged.read_bytes()[:100])
     plain.unlink()
     assert build(BuildConfig.parse("-O0"), cache) == plain
-    healed = object_times(cache)
+    healed = {name: mtime for name, mtime in object_times(cache).items() if name != added}
     assert healed.keys() == objects.keys() and healed[damaged.name] != objects[damaged.name]
     assert sum(healed[name] != objects[name] for name in objects) == 1
 
@@ -462,6 +464,53 @@ def test_editing_a_header_beside_a_source_file_rebuilds_its_library(tmp_path):
     before = build_module.library_path(config)
     (tmp_path / "mine.h").write_text("#define MY_SCALE 2.0f\n")
     assert build_module.library_path(config) != before
+
+
+def test_a_source_object_is_reused_until_a_file_it_read_changes(tmp_path):
+    """A --source file is compiled once for all the libraries it is part of; editing any file it
+    includes, from any folder (here a header two folders away, which no name sees), compiles it
+    and rebuilds its library again, with what it read listed beside both."""
+    log = tmp_path / "calls"
+    cc = fake_compiler(tmp_path, f'echo "$@" >> {log}; exec cc "$@"')
+    shared = tmp_path / "shared" / "scale.h"
+    shared.parent.mkdir()
+    shared.write_text("#define MY_SCALE 1.0f\n")
+    source, other = tmp_path / "mine" / "mine.c", tmp_path / "mine" / "other.c"
+    source.parent.mkdir()
+    source.write_text('#include "../shared/scale.h"\nfloat mine_scale(void) { return MY_SCALE; }\n')
+    other.write_text("float other_scale(void) { return 3.0f; }\n")
+    cache = tmp_path / "cache"
+
+    def compiles_of(name: str) -> int:
+        return sum(f"/{name} " in line + " " for line in log.read_text().splitlines() if " -c " in line)
+
+    alone = build(BuildConfig.parse("-O0", cc=str(cc), extra_sources=(source,)), cache)
+    build(BuildConfig.parse("-O0", cc=str(cc), extra_sources=(source, other)), cache)
+    assert compiles_of("mine.c") == 1 and compiles_of("other.c") == 1
+    listed = json.loads(Path(f"{alone}{build_module.DEPENDENCIES_SUFFIX}").read_text())
+    assert str(shared) in listed and str(source) in listed
+    assert build(BuildConfig.parse("-O0", cc=str(cc), extra_sources=(source,)), cache) == alone
+    assert compiles_of("mine.c") == 1  # nothing changed: the cached library
+    before = alone.read_bytes()
+    shared.write_text("#define MY_SCALE 2.0f\n")
+    assert build(BuildConfig.parse("-O0", cc=str(cc), extra_sources=(source,)), cache) == alone
+    assert compiles_of("mine.c") == 2 and alone.read_bytes() != before  # the constant is in the code
+
+
+def test_a_source_object_without_its_list_of_what_it_read_is_compiled_again(tmp_path):
+    source = tmp_path / "mine.c"
+    source.write_text("float mine_scale(void) { return 1.0f; }\n")
+    cache = tmp_path / "cache"
+    build(BuildConfig.parse("-O0", extra_sources=(source,)), cache)
+    (listed,) = (cache / build_module.OBJECTS_DIR).glob(f"{build_module.SOURCE_PREFIX}mine-*.o.deps")
+    listed.unlink()
+    times = object_times(cache)
+    build(BuildConfig.parse("-O0 ", extra_sources=(source,)), cache)  # the library is cached: not even looked at
+    assert object_times(cache) == times
+    (cache / (build_module.library_path(BuildConfig.parse("-O0", extra_sources=(source,)), cache).name)).unlink()
+    build(BuildConfig.parse("-O0", extra_sources=(source,)), cache)
+    changed = [name for name, mtime in object_times(cache).items() if times[name] != mtime]
+    assert [name.startswith(build_module.SOURCE_PREFIX) for name in changed] == [True] and listed.exists()
 
 
 def test_two_processes_asking_for_one_library_compile_it_once(tmp_path):

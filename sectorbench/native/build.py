@@ -234,12 +234,17 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
     cache_dir = Path(cache_dir or default_cache_dir())
     _usable_cache(cache_dir)
     library = library_path(config, cache_dir)
-    if library.exists() and _intact(library):
+    if _cached(library):
         return library
     with _locked(cache_dir, [library.name]):  # two processes asking for one library: one compiles it
-        if library.exists() and _intact(library):
+        if _cached(library):
             return library
         return _build(config, cache_dir, library)
+
+
+def _cached(library: Path) -> bool:
+    """The library is in the cache, whole, and every file its --source files read is as it was."""
+    return library.exists() and _intact(library) and _dependencies_unchanged(library, required=False)
 
 
 def _build(config: BuildConfig, cache_dir: Path, library: Path) -> Path:
@@ -255,8 +260,9 @@ def _build(config: BuildConfig, cache_dir: Path, library: Path) -> Path:
             files = [_unit_file(private, name, files) for name, files in units(config)] + list(config.extra_sources)
             whole = [cc_path, *config.compile_flags, "-shared", "-fPIC", *_includes(config), *map(str, files)]
             said = _run_compilers([[*whole, "-o", str(output), "-lm"]], private, config)
+            read = None
         else:
-            objects, said = _objects(config, cc_path, cache_dir, private)
+            objects, said, read = _objects(config, cc_path, cache_dir, private)
             link = [cc_path, *config.compile_flags, "-shared", "-fPIC", *objects, "-o", str(output), "-lm"]
             said += _run_compilers([link], private, config)
         try:
@@ -269,7 +275,13 @@ def _build(config: BuildConfig, cache_dir: Path, library: Path) -> Path:
         digest = _sha256(output)
 
         try:
+            # the old checksum goes first: sidecars of this build beside an old library never pass for whole
+            _sidecar(library, CHECKSUM_SUFFIX).unlink(missing_ok=True)
             _write_sidecar(library, WARNINGS_SUFFIX, "".join(said))  # before the library: never one without it
+            if read:
+                _write_sidecar(library, DEPENDENCIES_SUFFIX, json.dumps(read))
+            else:  # none recorded (no --source file, or a compiler that wrote no list): the name says it all
+                _sidecar(library, DEPENDENCIES_SUFFIX).unlink(missing_ok=True)
             os.replace(output, library)
             _write_checksum(library, digest)
         except OSError as exc:
@@ -335,11 +347,14 @@ def _unit_file(private: Path, name: str, files: list[Path]) -> Path:
     return unit
 
 
-def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) -> tuple[list[str], list[str]]:
-    """Every unit as an object, in link order, and what the compiler said of each: kernels_c/'s
-    from the object cache when there (compiled and added to it when not), the user's --source
-    files always compiled, one each (they may include headers of their own, which no key here
-    would see)."""
+def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) -> tuple[list[str], list[str], dict]:
+    """Every unit as an object, in link order, what the compiler said of each, and the files
+    the --source files' compiles read ({path: sha256}, see _dependencies).  kernels_c/'s units
+    come from the object cache when there (compiled and added to it when not); so does each
+    --source file, one object each, named by the compiler, the flags, the include path and its
+    own path and bytes, and taken from the cache only if every file its compile read (the
+    compiler's own list, -MD) still has the bytes it had: a header included from anywhere,
+    edited since, compiles it again."""
     _, version = compiler_identity(config.cc)
     root = kernels_dir_of(config)
     store = cache_dir / OBJECTS_DIR
@@ -348,44 +363,102 @@ def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) 
     except OSError as exc:
         raise _cache_error(cache_dir, exc) from None
     common = _objects_common(config, cc_path, version, root)
-    keyed = [(name, files, store / f"{name}-{_object_key(common, files, root)}.o") for name, files in units(config)]
-    keyed += [(source.stem, [source], None) for source in config.extra_sources]
-    missing = [cached.name for _, _, cached in keyed if cached is not None and not cached.exists()]
+    keyed = [
+        (name, files, store / f"{name}-{_object_key(common, files, root)}.o", False) for name, files in units(config)
+    ]
+    common += "\0".join(_includes(config) + [os.environ.get(name, "") for name in _INCLUDE_ENV]).encode()
+    keyed += [(source.stem, [source], store / f"{SOURCE_PREFIX}{source.stem}-{_source_key(common, source)}.o", True)
+              for source in config.extra_sources]  # fmt: skip
+    missing = [cached.name for _, _, cached, _ in keyed if not cached.exists()]
     with _locked(cache_dir, missing):  # objects another build is compiling now: wait, then take them
         return _compiled(config, cc_path, keyed, private)
 
 
-def _compiled(config: BuildConfig, cc_path: str, keyed: list, private: Path) -> tuple[list[str], list[str]]:
-    objects, said, commands, kept = [], [], [], []
-    for number, (name, files, cached) in enumerate(keyed):
-        if cached is not None and cached.exists() and _intact(cached):
+def _compiled(config: BuildConfig, cc_path: str, keyed: list, private: Path) -> tuple[list[str], list[str], dict]:
+    objects, said, commands, kept, read = [], [], [], [], {}
+    for number, (name, files, cached, mine) in enumerate(keyed):  # mine: a --source file, valid while what it read is
+        if cached.exists() and _intact(cached) and (not mine or _dependencies_unchanged(cached, required=True)):
             objects.append(str(cached))
             said.append(compiler_warnings(cached) or "")
+            if mine:
+                read.update(_dependencies(cached))
             continue
-        source = files[0] if cached is None else _unit_file(private, name, files)
+        source = files[0] if mine else _unit_file(private, name, files)
         fresh = private / f"{number}-{name}.o"
         command = [cc_path, *config.compile_flags, "-fPIC", *_includes(config), "-c", str(source)]
+        if mine:
+            command += ["-MD", "-MF", str(fresh.with_suffix(".d")), "-MT", "object"]
         commands.append((sum(f.stat().st_size for f in files), len(objects), [*command, "-o", str(fresh)]))
         objects.append(str(fresh))
         said.append("")
-        if cached is not None:
-            kept.append((len(objects) - 1, fresh, cached))
+        kept.append((len(objects) - 1, fresh, cached, mine))
     # the largest first (bytes of C), so the last to finish is not a long one started late
     commands.sort(key=lambda c: -c[0])
     for (_, place, _), text in zip(commands, _run_compilers([c for _, _, c in commands], private, config)):
         said[place] = text
-    for place, fresh, cached in kept:
+    for place, fresh, cached, mine in kept:
         if not fresh.is_file():
             raise BuildError(f"{config.cc!r} exited 0 but wrote no object file: is it a C compiler?")
+        listed = _read_depfile(fresh.with_suffix(".d")) if mine else None
+        if mine and listed is None:
+            continue  # a compiler that wrote no list of what it read: its object is linked, never kept
+        read.update(listed or {})
         try:  # a copy under a temporary name, renamed: another build may be linking the same object
             partial = cached.with_name(f".{cached.name}.{os.getpid()}.partial")
             shutil.copyfile(fresh, partial)
+            _sidecar(cached, CHECKSUM_SUFFIX).unlink(missing_ok=True)  # as for a library (see _build)
             _write_sidecar(cached, WARNINGS_SUFFIX, said[place])
+            if mine:
+                _write_sidecar(cached, DEPENDENCIES_SUFFIX, json.dumps(listed))
             os.replace(partial, cached)
             _write_checksum(cached, _sha256(cached))
         except OSError:
             pass  # the object cache only saves time; the fresh object is linked either way
-    return objects, said
+    return objects, said, read
+
+
+def _source_key(common: bytes, source: Path) -> str:
+    """A --source file's object name in the cache: `common` (the compiler, the flags, kernels_c/'s
+    headers, the include path), then the file's absolute path (its __FILE__) and bytes."""
+    sha = hashlib.sha256(common)
+    sha.update(str(source).encode() + b"\0" + source.read_bytes())
+    return sha.hexdigest()[:24]
+
+
+def _read_depfile(path: Path) -> dict[str, str] | None:
+    """The files a compile read, from its -MD list (make's syntax, the target named `object`
+    by -MT: `object: FILE FILE \\`, spaces in a name escaped), each with its sha256 now; None
+    if there is no list."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    _, _, listed = text.replace("\\\n", " ").partition("object: ")
+    names = [name.replace("\\ ", " ").replace("$$", "$") for name in re.split(r"(?<!\\)\s+", listed) if name]
+    paths = [(path.parent / name).resolve() for name in names]  # a relative name: from the compiler's directory
+    try:
+        return {str(dependency): _sha256(dependency) for dependency in paths}
+    except OSError:
+        return None
+
+
+def _dependencies(cached: Path) -> dict[str, str]:
+    try:
+        return json.loads(_sidecar(cached, DEPENDENCIES_SUFFIX).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _dependencies_unchanged(cached: Path, required: bool) -> bool:
+    """Every file listed beside `cached` (OBJECT.deps) has the bytes it had when compiled;
+    without a list: `not required` (a library with no --source file is named by all it reads)."""
+    if not _sidecar(cached, DEPENDENCIES_SUFFIX).exists():
+        return not required
+    listed = _dependencies(cached)
+    try:
+        return bool(listed) and all(_sha256(Path(name)) == sha for name, sha in listed.items())
+    except OSError:  # a file it read is gone
+        return False
 
 
 def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig) -> list[str]:
@@ -508,6 +581,13 @@ def _kill_group(process: subprocess.Popen) -> None:
 BUILD_SUFFIX = ".build"
 CHECKSUM_SUFFIX = ".sha256"
 WARNINGS_SUFFIX = ".warnings"
+#: Beside an object of a --source file, and a library with one: every file its compile read.
+DEPENDENCIES_SUFFIX = ".deps"
+#: Objects of --source files in the object cache are named SOURCE_PREFIX + the file's stem.
+SOURCE_PREFIX = "source-"
+#: The compiler's own include path from the environment: part of a --source object's name.
+_INCLUDE_ENV = ("CPATH", "C_INCLUDE_PATH")
+SIDECARS = (CHECKSUM_SUFFIX, WARNINGS_SUFFIX, DEPENDENCIES_SUFFIX)
 
 
 def _cache_error(cache_dir: Path, exc: OSError) -> BuildError:
@@ -629,7 +709,10 @@ def _intact(library: Path) -> bool:
         intact = False
     intact = intact and compiler_warnings(library) is not None
     if not intact:
-        for path in (library, _sidecar(library, CHECKSUM_SUFFIX), _sidecar(library, WARNINGS_SUFFIX)):
+        for path in (
+            library,
+            *(_sidecar(library, suffix) for suffix in (CHECKSUM_SUFFIX, WARNINGS_SUFFIX, DEPENDENCIES_SUFFIX)),
+        ):
             try:
                 path.unlink()
             except OSError:
