@@ -83,7 +83,7 @@ def test_durations_read_as_a_person_says_them(seconds, text):
 def test_compare_quick_prints_its_plan_and_uses_the_smaller_scene(tmp_path):
     out = tmp_path / "quick.json"
     args = ["compare", "--quick", "-n", "20", "--min-time", "0.001", "--kernels", "basic"]
-    result = CliRunner().invoke(main, [*args, "--flags", "-O1", "--flags", "-O2", "--json", str(out)])
+    result = CliRunner().invoke(main, [*args, "--flags", "-O0", "--flags", "-O2", "--json", str(out)])
     assert result.exit_code == 0, result.output
     plan = [line for line in result.stderr.splitlines() if line.startswith("plan:")]
     assert len(plan) == 1 and "2 builds × 1 kernel × 1 mode" in plan[0] and f"{QUICK['repeat']} rounds" in plan[0]
