@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from sectorbench.cli import main
-from sectorbench.native.build import OBJECTS_DIR, WARNING_FLAGS, BuildConfig, build, compiler_warnings, units
+from sectorbench.native.build import WARNING_FLAGS, BuildConfig, build, compiler_warnings, object_paths
 
 DATA = Path(__file__).parent / "data"
 #: Test-only kernel files that must compile (syntax_error.c must not).
@@ -70,12 +70,14 @@ def test_a_warning_is_kept_with_the_build(tmp_path):
 
 def test_a_cached_object_without_its_warnings_is_compiled_again(tmp_path, seeded_cache):
     cache = seeded_cache(tmp_path / "cache", "-O0")  # the session's objects, linked: nothing compiled yet
-    for sidecar in (cache / OBJECTS_DIR).glob("*.o.warnings"):
-        sidecar.unlink()
+    objects = {name: path for name, _, path, _ in object_paths(BuildConfig.parse("-O0"), cache)}
+    lost = Path(f"{objects['harness']}.warnings")
+    lost.unlink()
+    times = {path: path.stat().st_mtime_ns for path in objects.values()}
     build(BuildConfig.parse("-O0"), cache)
-    # -O0's objects were compiled again, one a folder of kernels_c/, each with what was said
-    back = list((cache / OBJECTS_DIR).glob("*.o.warnings"))
-    assert len(back) == len(units(BuildConfig.parse("-O0"))) and all(path.read_text() == "" for path in back)
+    # that object alone was compiled again (a new file in its place), with what was said
+    assert [path for path in objects.values() if path.stat().st_mtime_ns != times[path]] == [objects["harness"]]
+    assert lost.read_text() == ""
 
 
 def test_run_says_what_the_compiler_warned_and_keeps_it_in_the_json(tmp_path):

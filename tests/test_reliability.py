@@ -466,12 +466,10 @@ def test_editing_a_header_beside_a_source_file_rebuilds_its_library(tmp_path):
     assert build_module.library_path(config) != before
 
 
-def test_a_source_object_is_reused_until_a_file_it_read_changes(tmp_path):
+def test_a_source_object_is_reused_until_a_file_it_read_changes(tmp_path, seeded_cache):
     """A --source file is compiled once for all the libraries it is part of; editing any file it
     includes, from any folder (here a header two folders away, which no name sees), compiles it
     and rebuilds its library again, with what it read listed beside both."""
-    log = tmp_path / "calls"
-    cc = fake_compiler(tmp_path, f'echo "$@" >> {log}; exec cc "$@"')
     shared = tmp_path / "shared" / "scale.h"
     shared.parent.mkdir()
     shared.write_text("#define MY_SCALE 1.0f\n")
@@ -479,38 +477,39 @@ def test_a_source_object_is_reused_until_a_file_it_read_changes(tmp_path):
     source.parent.mkdir()
     source.write_text('#include "../shared/scale.h"\nfloat mine_scale(void) { return MY_SCALE; }\n')
     other.write_text("float other_scale(void) { return 3.0f; }\n")
-    cache = tmp_path / "cache"
+    cache = seeded_cache(tmp_path / "cache", "-O0")  # kernels_c/'s objects, linked: only ours compile
 
-    def compiles_of(name: str) -> int:
-        return sum(f"/{name} " in line + " " for line in log.read_text().splitlines() if " -c " in line)
-
-    alone = build(BuildConfig.parse("-O0", cc=str(cc), extra_sources=(source,)), cache)
-    build(BuildConfig.parse("-O0", cc=str(cc), extra_sources=(source, other)), cache)
-    assert compiles_of("mine.c") == 1 and compiles_of("other.c") == 1
+    both = BuildConfig.parse("-O0", extra_sources=(source, other))
+    mine, theirs = [path for _, _, path, is_source in build_module.object_paths(both, cache) if is_source]
+    alone = build(BuildConfig.parse("-O0", extra_sources=(source,)), cache)
+    compiled = mine.stat().st_mtime_ns
+    assert not theirs.exists()
+    build(both, cache)
+    assert theirs.exists() and mine.stat().st_mtime_ns == compiled  # other.c compiled, mine.c taken
     listed = json.loads(Path(f"{alone}{build_module.DEPENDENCIES_SUFFIX}").read_text())
     assert str(shared) in listed and str(source) in listed
-    assert build(BuildConfig.parse("-O0", cc=str(cc), extra_sources=(source,)), cache) == alone
-    assert compiles_of("mine.c") == 1  # nothing changed: the cached library
+    assert build(BuildConfig.parse("-O0", extra_sources=(source,)), cache) == alone
+    assert mine.stat().st_mtime_ns == compiled
     before = alone.read_bytes()
     shared.write_text("#define MY_SCALE 2.0f\n")
-    assert build(BuildConfig.parse("-O0", cc=str(cc), extra_sources=(source,)), cache) == alone
-    assert compiles_of("mine.c") == 2 and alone.read_bytes() != before  # the constant is in the code
+    assert build(BuildConfig.parse("-O0", extra_sources=(source,)), cache) == alone
+    assert mine.stat().st_mtime_ns != compiled and alone.read_bytes() != before  # the constant is in the code
 
 
-def test_a_source_object_without_its_list_of_what_it_read_is_compiled_again(tmp_path):
+def test_a_source_object_without_its_list_of_what_it_read_is_compiled_again(tmp_path, seeded_cache):
     source = tmp_path / "mine.c"
     source.write_text("float mine_scale(void) { return 1.0f; }\n")
-    cache = tmp_path / "cache"
-    build(BuildConfig.parse("-O0", extra_sources=(source,)), cache)
-    (listed,) = (cache / build_module.OBJECTS_DIR).glob(f"{build_module.SOURCE_PREFIX}mine-*.o.deps")
+    cache = seeded_cache(tmp_path / "cache", "-O0")
+    config = BuildConfig.parse("-O0", extra_sources=(source,))
+    library = build(config, cache)
+    (ours,) = [path for _, _, path, is_source in build_module.object_paths(config, cache) if is_source]
+    listed = Path(f"{ours}{build_module.DEPENDENCIES_SUFFIX}")
     listed.unlink()
     times = object_times(cache)
-    build(BuildConfig.parse("-O0 ", extra_sources=(source,)), cache)  # the library is cached: not even looked at
-    assert object_times(cache) == times
-    (cache / (build_module.library_path(BuildConfig.parse("-O0", extra_sources=(source,)), cache).name)).unlink()
-    build(BuildConfig.parse("-O0", extra_sources=(source,)), cache)
+    library.unlink()
+    build(config, cache)
     changed = [name for name, mtime in object_times(cache).items() if times[name] != mtime]
-    assert [name.startswith(build_module.SOURCE_PREFIX) for name in changed] == [True] and listed.exists()
+    assert changed == [ours.name] and listed.exists()
 
 
 def test_two_processes_asking_for_one_library_compile_it_once(tmp_path):

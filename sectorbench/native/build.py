@@ -347,6 +347,22 @@ def _unit_file(private: Path, name: str, files: list[Path]) -> Path:
     return unit
 
 
+def object_paths(config: BuildConfig, cache_dir: Path | None = None) -> list[tuple[str, list[Path], Path, bool]]:
+    """Where a build's objects are kept in the cache, in link order: (name, its files, path,
+    whether it is a --source file's) for each unit of kernels_c/, then each --source file."""
+    cc_path, version = compiler_identity(config.cc)
+    root = kernels_dir_of(config)
+    store = Path(cache_dir or default_cache_dir()) / OBJECTS_DIR
+    common = _objects_common(config, cc_path, version, root)
+    keyed = [
+        (name, files, store / f"{name}-{_object_key(common, files, root)}.o", False) for name, files in units(config)
+    ]
+    common += "\0".join(_includes(config) + [os.environ.get(name, "") for name in _INCLUDE_ENV]).encode()
+    keyed += [(source.stem, [source], store / f"{SOURCE_PREFIX}{source.stem}-{_source_key(common, source)}.o", True)
+              for source in config.extra_sources]  # fmt: skip
+    return keyed
+
+
 def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) -> tuple[list[str], list[str], dict]:
     """Every unit as an object, in link order, what the compiler said of each, and the files
     the --source files' compiles read ({path: sha256}, see _dependencies).  kernels_c/'s units
@@ -355,20 +371,11 @@ def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) 
     own path and bytes, and taken from the cache only if every file its compile read (the
     compiler's own list, -MD) still has the bytes it had: a header included from anywhere,
     edited since, compiles it again."""
-    _, version = compiler_identity(config.cc)
-    root = kernels_dir_of(config)
-    store = cache_dir / OBJECTS_DIR
     try:
-        store.mkdir(exist_ok=True)
+        (cache_dir / OBJECTS_DIR).mkdir(exist_ok=True)
     except OSError as exc:
         raise _cache_error(cache_dir, exc) from None
-    common = _objects_common(config, cc_path, version, root)
-    keyed = [
-        (name, files, store / f"{name}-{_object_key(common, files, root)}.o", False) for name, files in units(config)
-    ]
-    common += "\0".join(_includes(config) + [os.environ.get(name, "") for name in _INCLUDE_ENV]).encode()
-    keyed += [(source.stem, [source], store / f"{SOURCE_PREFIX}{source.stem}-{_source_key(common, source)}.o", True)
-              for source in config.extra_sources]  # fmt: skip
+    keyed = object_paths(config, cache_dir)
     missing = [cached.name for _, _, cached, _ in keyed if not cached.exists()]
     with _locked(cache_dir, missing):  # objects another build is compiling now: wait, then take them
         return _compiled(config, cc_path, keyed, private)
