@@ -182,8 +182,8 @@ def fork_server(env: dict[str, str]) -> ForkServer:
     global _server
     with _server_lock:
         if _server is None or not _server.usable:
-            if _server is not None and _server._owner == os.getpid():
-                _server.close()
+            if _server is not None:
+                _server.close()  # a dead one's pipes (nothing, if another process started it)
             _server = ForkServer(env)
             atexit.register(_server.close)
         return _server

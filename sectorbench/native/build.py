@@ -244,7 +244,10 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
 
 def _cached(library: Path) -> bool:
     """The library is in the cache, whole, and every file its --source files read is as it was."""
-    return library.exists() and _intact(library) and _dependencies_unchanged(library, required=False)
+    if not (library.exists() and _intact(library)):
+        return False
+    listed = _dependencies(library)  # None: no --source file, or none listed; the name says it all
+    return listed is None or _still_as_read(listed)
 
 
 def _build(config: BuildConfig, cache_dir: Path, library: Path) -> Path:
@@ -384,11 +387,11 @@ def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) 
 def _compiled(config: BuildConfig, cc_path: str, keyed: list, private: Path) -> tuple[list[str], list[str], dict]:
     objects, said, commands, kept, read = [], [], [], [], {}
     for number, (name, files, cached, mine) in enumerate(keyed):  # mine: a --source file, valid while what it read is
-        if cached.exists() and _intact(cached) and (not mine or _dependencies_unchanged(cached, required=True)):
+        listed = _dependencies(cached) if mine else None
+        if cached.exists() and _intact(cached) and (not mine or _still_as_read(listed)):
             objects.append(str(cached))
             said.append(compiler_warnings(cached) or "")
-            if mine:
-                read.update(_dependencies(cached))
+            read.update(listed or {})
             continue
         source = files[0] if mine else _unit_file(private, name, files)
         fresh = private / f"{number}-{name}.o"
@@ -449,19 +452,20 @@ def _read_depfile(path: Path) -> dict[str, str] | None:
         return None
 
 
-def _dependencies(cached: Path) -> dict[str, str]:
+def _dependencies(cached: Path) -> dict[str, str] | None:
+    """The files listed beside `cached` (OBJECT.deps), each with its sha256 when compiled; None
+    if there is no list, {} if it is damaged."""
+    path = _sidecar(cached, DEPENDENCIES_SUFFIX)
+    if not path.exists():
+        return None
     try:
-        return json.loads(_sidecar(cached, DEPENDENCIES_SUFFIX).read_text())
-    except (OSError, ValueError):
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
         return {}
 
 
-def _dependencies_unchanged(cached: Path, required: bool) -> bool:
-    """Every file listed beside `cached` (OBJECT.deps) has the bytes it had when compiled;
-    without a list: `not required` (a library with no --source file is named by all it reads)."""
-    if not _sidecar(cached, DEPENDENCIES_SUFFIX).exists():
-        return not required
-    listed = _dependencies(cached)
+def _still_as_read(listed: dict[str, str] | None) -> bool:
+    """Every listed file has the bytes it had when compiled (no list, or an empty one: no)."""
     try:
         return bool(listed) and all(_sha256(Path(name)) == sha for name, sha in listed.items())
     except OSError:  # a file it read is gone
