@@ -598,6 +598,7 @@ DEPENDENCIES_SUFFIX = ".deps"
 SOURCE_PREFIX = "source-"
 #: The compiler's own include path from the environment: part of a --source object's name.
 _INCLUDE_ENV = ("CPATH", "C_INCLUDE_PATH")
+#: Every file kept beside a cached library or object: removed with it when it is damaged.
 SIDECARS = (CHECKSUM_SUFFIX, WARNINGS_SUFFIX, DEPENDENCIES_SUFFIX)
 
 
@@ -720,10 +721,7 @@ def _intact(library: Path) -> bool:
         intact = False
     intact = intact and compiler_warnings(library) is not None
     if not intact:
-        for path in (
-            library,
-            *(_sidecar(library, suffix) for suffix in (CHECKSUM_SUFFIX, WARNINGS_SUFFIX, DEPENDENCIES_SUFFIX)),
-        ):
+        for path in (library, *(_sidecar(library, suffix) for suffix in SIDECARS)):
             try:
                 path.unlink()
             except OSError:
