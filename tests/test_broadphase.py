@@ -434,8 +434,37 @@ def dense_scene(rng):
     return {**columns, "px": p[0], "py": p[1]}
 
 
+def with_non_finite(columns, rng):
+    """columns with NaN and infinite coordinates among 500 of its points (never inside: the
+    index leaves them out)."""
+    px, py = columns["px"].copy(), columns["py"].copy()
+    bad = rng.choice(len(px), 500, replace=False)
+    px[bad[:200]] = np.nan
+    py[bad[150:350]] = np.inf
+    px[bad[350:]] = -np.inf
+    return {**columns, "px": px, "py": py}
+
+
+def non_finite_few_cells_scene(rng):
+    """Non-finite points in the dense scene (~100 cells: the direct scatter)."""
+    return with_non_finite(dense_scene(rng), rng)
+
+
+def non_finite_many_cells_scene(rng):
+    """Non-finite points among 40 000 with small sectors (~10 000 cells: the two-digit sort)."""
+    p = rng.uniform(0, 100, (2, 40_000))
+    n = 300
+    gauss = rng.standard_normal((2, n))
+    u = gauss / np.hypot(*gauss)
+    c = rng.uniform(0, 100, (2, n))
+    columns = sector(c[0], c[1], u[0], u[1], rng.uniform(0.5, 3, n), rng.uniform(0.3, 3.1, n))
+    return with_non_finite({**columns, "px": p[0], "py": p[1]}, rng)
+
+
 CELL_EDGES = {
     "one_point": one_point_scene,
+    "non_finite_few_cells": non_finite_few_cells_scene,
+    "non_finite_many_cells": non_finite_many_cells_scene,
     "far_clusters": far_clusters_scene,
     "dense": dense_scene,
     "borders": borders_scene,
