@@ -139,9 +139,10 @@ typedef struct sort_job {
     bp_key_fn key_of;
     uint32_t *key;
     int32_t *hist; /* parts x cells: counts, then each part's first position in each cell */
+    int64_t kept[BP_MAX_PARTS]; /* each part's finite points */
     /* two digits (low_bits > 0): */
     int low_bits;
-    int32_t *low_fill;  /* parts x 2^low_bits: each part's next record in each low bucket (pass 1) */
+    int32_t *low_fill;  /* parts x 2^low_bits: each part's counts, then next record, in each low bucket (pass 1) */
     int32_t *high_fill; /* parts x 2^(key bits - low_bits): its next point in each high bucket (pass 2) */
     bp_record *records;
     /* pass 2: part p reads records [first[p], first[p + 1]), whole low buckets from low[p] on */
@@ -156,9 +157,19 @@ static void histogram_part(void *arg, int part, int parts) {
     int32_t *hist = job->hist + (int64_t)part * job->t->cells;
     memset(hist, 0, (size_t)job->t->cells * sizeof *hist);
     const uint32_t *key = job->key;
+    int64_t kept = 0;
     for (int64_t j = a; j < e; j++)
-        if (key[j] != UINT32_MAX)
+        if (key[j] != UINT32_MAX) {
             hist[key[j]]++;
+            kept++;
+        }
+    job->kept[part] = kept;
+    if (job->low_bits) { /* the two-digit sort's counts by low digit, from the cells' */
+        const uint32_t mask = (1u << job->low_bits) - 1u;
+        int32_t *low = job->low_fill + ((int64_t)part << job->low_bits);
+        for (int64_t c = 0; c < job->t->cells; c++)
+            low[c & mask] += hist[c];
+    }
 }
 
 static void scatter_part(void *arg, int part, int parts) {
@@ -249,23 +260,15 @@ static void cells_part(void *arg, int part, int parts) {
     }
 }
 
-/* The two-digit sort's positions, from the per-part cell counts in job->hist (before the
- * prefix sum turns them into positions): each part's first record in each low bucket (bucket-
- * major, part-minor: ascending ids within a bucket), and pass 2's shares of whole buckets. */
+/* The two-digit sort's positions, from each part's counts by low digit: each part's first
+ * record in each low bucket (bucket-major, part-minor: ascending ids within a bucket), and pass
+ * 2's shares of whole buckets. */
 static int two_digit_plan(sort_job *job, int parts) {
     const int64_t cells = job->t->cells, lows = (int64_t)1 << job->low_bits, highs = ((cells - 1) >> job->low_bits) + 1;
-    const uint32_t mask = (uint32_t)lows - 1u;
-    job->low_fill = bp_calloc((size_t)parts * (size_t)lows * sizeof *job->low_fill);
     job->high_fill = bp_alloc((size_t)parts * (size_t)highs * sizeof *job->high_fill);
     job->records = bp_alloc((size_t)(job->t->kept ? job->t->kept : 1) * sizeof *job->records);
-    if (!job->low_fill || !job->high_fill || !job->records)
+    if (!job->high_fill || !job->records)
         return -1;
-    for (int p = 0; p < parts; p++) {
-        const int32_t *hist = job->hist + (int64_t)p * cells;
-        int32_t *fill = job->low_fill + (int64_t)p * lows;
-        for (int64_t c = 0; c < cells; c++)
-            fill[c & mask] += hist[c];
-    }
     const int64_t kept = job->t->kept;
     int64_t running = 0;
     int next = 1;
@@ -299,14 +302,15 @@ int bp_index_sort(sb_bp_index *t, const float *px, const float *py, bp_key_fn ke
     job.key = bp_alloc((size_t)(t->m ? t->m : 1) * sizeof *job.key);
     job.hist = bp_alloc((size_t)threads * (size_t)cells * sizeof *job.hist);
     t->start = bp_alloc((size_t)(cells + 2) * sizeof *t->start);
-    int failed = !job.key || !job.hist || !t->start;
+    if (job.low_bits)
+        job.low_fill = bp_calloc(((size_t)threads << job.low_bits) * sizeof *job.low_fill);
+    int failed = !job.key || !job.hist || !t->start || (job.low_bits && !job.low_fill);
     if (!failed)
         bp_parallel(threads, histogram_part, &job);
     if (!failed) {
-        int64_t kept = 0;
-        for (int64_t i = 0; i < (int64_t)threads * cells; i++)
-            kept += job.hist[i];
-        t->kept = kept;
+        t->kept = 0;
+        for (int p = 0; p < threads; p++)
+            t->kept += job.kept[p];
         failed = job.low_bits && two_digit_plan(&job, threads);
     }
     if (!failed) {
