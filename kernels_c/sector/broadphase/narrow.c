@@ -33,13 +33,12 @@ static int64_t run_avx512(const float *xs, const float *ys, const int32_t *ids, 
     int64_t n = 0, j = a;
     for (; j + 16 <= b; j += 16) {
         const __mmask16 hit = avx512_nosqrt(cx, cy, ux, uy, r2, k, _mm512_loadu_ps(xs + j), _mm512_loadu_ps(ys + j));
-        if (hit) {
-            const __m512i id =
-                ids ? _mm512_loadu_si512((const void *)(ids + j)) : _mm512_add_epi32(_mm512_set1_epi32((int)j), iota);
-            /* register-form compress and a full store: the memory form is slow on Zen 4 */
-            _mm512_storeu_si512((void *)(out + n), _mm512_maskz_compress_epi32(hit, id));
-            n += __builtin_popcount(hit);
-        }
+        const __m512i id =
+            ids ? _mm512_loadu_si512((const void *)(ids + j)) : _mm512_add_epi32(_mm512_set1_epi32((int)j), iota);
+        /* register-form compress and a full store, even of no hit: the memory form is slow on
+         * Zen 4, and a branch on the mask mispredicts */
+        _mm512_storeu_si512((void *)(out + n), _mm512_maskz_compress_epi32(hit, id));
+        n += __builtin_popcount(hit);
     }
     if (j < b) {
         const __mmask16 live = (__mmask16)((1u << (b - j)) - 1u);
