@@ -4,8 +4,9 @@
  * 2-vCPU VM this was tuned on (12 MiB: 7 ms of faults against 1 ms to write the warm pages), and
  * a 10 000 x 1 000 000 query writes ~30 MiB of index and hits.  A caller that queries every frame
  * frees last frame's blocks (its Hits die); the pool hands them to the next call instead of
- * returning them to the kernel.  New blocks ask for transparent huge pages (madvise: a 2 MiB
- * fault zeroes the page in one go, and the scatter's random writes stop missing the TLB).
+ * returning them to the kernel.  New blocks of 1 MiB and more ask for transparent huge pages
+ * (madvise: a 2 MiB fault zeroes the page in one go, and the scatter's random writes stop
+ * missing the TLB).
  * sb_bp_pool_release() gives every kept block back. */
 #include <pthread.h>
 #if defined(__linux__)
@@ -14,19 +15,25 @@
 
 #include "bp_internal.h"
 
-/* Blocks from this size on are pooled and page-aligned; smaller ones are plain malloc. */
+/* Blocks from this size on are pooled: each query's per-sector arrays (boxes, orders; 80-320
+ * KiB at 10 000 sectors) and the index's histogram too, which malloc handed back to the kernel
+ * and faulted in again on every call (~150 faults a query, perf record -e page-faults). */
+#define BP_POOLED (64u << 10)
+/* From this size on, blocks are huge-page aligned and ask for huge pages; below, their size is
+ * rounded up to BP_GRANULE. */
 #define BP_LARGE (1u << 20)
+#define BP_GRANULE ((size_t)64 << 10)
 /* Huge-page size: the alignment and granule of large blocks. */
 #define BP_HUGE ((size_t)2 << 20)
-/* At most this many freed blocks and bytes are kept for reuse (a game's frame needs ~6). */
-#define BP_POOL_SLOTS 16
+/* At most this many freed blocks and bytes are kept for reuse (a game's frame frees ~15). */
+#define BP_POOL_SLOTS 48
 #define BP_POOL_BYTES ((size_t)1 << 30)
 /* A kept block serves a request at most this many times smaller (no 1 GiB block for 1 MiB). */
 #define BP_POOL_SLACK 4
 
 typedef struct header {
     size_t cap;   /* bytes of the block, header included */
-    size_t large; /* 1: pooled, BP_HUGE-aligned; 0: malloc */
+    size_t large; /* 1: pooled; 0: malloc */
     char pad[64 - 2 * sizeof(size_t)];
 } header;
 
@@ -37,7 +44,7 @@ static size_t pool_bytes;
 void *bp_alloc(size_t bytes) {
     const size_t need = bytes + sizeof(header);
     header *h = NULL;
-    if (need < BP_LARGE) {
+    if (need < BP_POOLED) {
         h = malloc(need);
         if (!h)
             return NULL;
@@ -59,12 +66,14 @@ void *bp_alloc(size_t bytes) {
     pthread_mutex_unlock(&pool_lock);
     if (h)
         return h + 1;
-    const size_t cap = (need + BP_HUGE - 1) / BP_HUGE * BP_HUGE;
-    h = aligned_alloc(BP_HUGE, cap);
+    const size_t granule = need < BP_LARGE ? BP_GRANULE : BP_HUGE;
+    const size_t cap = (need + granule - 1) / granule * granule;
+    h = aligned_alloc(need < BP_LARGE ? 64 : BP_HUGE, cap);
     if (!h)
         return NULL;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    madvise(h, cap, MADV_HUGEPAGE); /* a hint: without it (or THP off) the block is still good */
+    if (need >= BP_LARGE)
+        madvise(h, cap, MADV_HUGEPAGE); /* a hint: without it (or THP off) the block is still good */
 #endif
     h->cap = cap;
     h->large = 1;
