@@ -3,6 +3,9 @@ holds every hit (kernel's and exact), and the game scenes' options."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -559,3 +562,48 @@ def test_a_query_over_its_candidate_limit_is_refused_before_it_allocates(threads
     assert whole.same_as(hits_of("none", columns)) and whole.total <= bound
     with pytest.raises(OverLimit):
         hits_of("grid", columns, threads=threads, index=index, max_candidates=bound - 1)
+
+
+TIGHT_MEMORY_CHILD = r"""
+import resource, sys
+import numpy as np
+from sectorbench.families.sector.query import engine, release_buffers
+
+columns = dict(np.load(sys.argv[1]))
+n, m = len(columns["cx"]), len(columns["px"])
+runner = engine()
+runner.hits("grid", columns, n, m)  # everything loaded and touched once
+release_buffers()
+size = int(next(line for line in open("/proc/self/status") if line.startswith("VmSize")).split()[1]) * 1024
+# room for what the direct scatter allocates, 4 bytes a point each: the keys, xs, ys and ids,
+# each with up to 4 MiB of rounding and alignment, and 8 MiB for the rest (a few cells' counts,
+# Python); not for the two-digit sort's records on top (16 bytes a point)
+room = 4 * (4 * m + (4 << 20)) + (8 << 20)
+resource.setrlimit(resource.RLIMIT_AS, (size + room, resource.RLIM_INFINITY))
+hits = runner.hits("grid", columns, n, m)
+print(" ".join(map(str, hits.offsets.tolist())), "|", " ".join(map(str, hits.indices.tolist())))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="address-space limits as Linux reports them")
+def test_index_falls_back_to_the_direct_scatter_when_the_records_do_not_fit(tmp_path):
+    """Above 4096 cells the index sorts through 16-byte records; in a process whose address space
+    holds the index but not those records on top (2 000 000 points: 32 MB more), the build takes
+    the direct scatter instead: the same hits, no out-of-memory error."""
+    m, n = 2_000_000, 50
+    rng = np.random.default_rng(8)
+    p = rng.uniform(0, 1000, (2, m))
+    gauss = rng.standard_normal((2, n))
+    u = gauss / np.hypot(*gauss)
+    c = rng.uniform(0, 1000, (2, n))
+    columns = sector(c[0], c[1], u[0], u[1], np.full(n, 10.0), np.full(n, 1.0))
+    columns = {**columns, "px": p[0].astype(F32), "py": p[1].astype(F32)}
+    scene = tmp_path / "scene.npz"
+    np.savez(scene, **columns)
+    child = [sys.executable, "-c", TIGHT_MEMORY_CHILD, str(scene)]
+    done = subprocess.run(child, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    offsets, indices = (np.array(part.split(), dtype=np.int64) for part in done.stdout.split("|"))
+    expected = hits_of("none", columns)
+    assert expected.total > 1000  # the scene does test something
+    assert np.array_equal(offsets, expected.offsets) and np.array_equal(indices, expected.indices)

@@ -304,16 +304,15 @@ int bp_index_sort(sb_bp_index *t, const float *px, const float *py, bp_key_fn ke
     t->start = bp_alloc((size_t)(cells + 2) * sizeof *t->start);
     if (job.low_bits)
         job.low_fill = bp_calloc(((size_t)threads << job.low_bits) * sizeof *job.low_fill);
-    int failed = !job.key || !job.hist || !t->start || (job.low_bits && !job.low_fill);
+    if (!job.low_fill)
+        job.low_bits = 0; /* the direct scatter, below, needs no more memory than the index */
+    int failed = !job.key || !job.hist || !t->start;
     if (!failed)
         bp_parallel(threads, histogram_part, &job);
     if (!failed) {
         t->kept = 0;
         for (int p = 0; p < threads; p++)
             t->kept += job.kept[p];
-        failed = job.low_bits && two_digit_plan(&job, threads);
-    }
-    if (!failed) {
         /* cell-major, part-minor: part p's points of cell c follow those of parts < p, whose
          * ids are smaller, so the order is the one-thread order whatever the thread count */
         int64_t running = 0;
@@ -331,6 +330,15 @@ int bp_index_sort(sb_bp_index *t, const float *px, const float *py, bp_key_fn ke
         t->ys = bp_alloc((size_t)(running + 16) * sizeof(float));
         t->ids = bp_alloc((size_t)(running + 16) * sizeof(int32_t));
         failed = !t->xs || !t->ys || !t->ids;
+    }
+    if (!failed && job.low_bits && two_digit_plan(&job, threads)) {
+        /* no room for the records (16 bytes a point): the direct scatter builds the same index
+         * in the memory the index itself takes, only slower */
+        bp_free(job.high_fill);
+        bp_free(job.records);
+        job.high_fill = NULL;
+        job.records = NULL;
+        job.low_bits = 0;
     }
     if (!failed && job.low_bits) {
         bp_parallel(threads, records_part, &job);
