@@ -139,7 +139,6 @@ typedef struct sort_job {
     bp_key_fn key_of;
     uint32_t *key;
     int32_t *hist; /* parts x cells: counts, then each part's first position in each cell */
-    int64_t kept[BP_MAX_PARTS]; /* each part's finite points */
     /* two digits (low_bits > 0): */
     int low_bits;
     int32_t *low_fill;  /* parts x 2^low_bits: each part's counts, then next record, in each low bucket (pass 1) */
@@ -157,13 +156,9 @@ static void histogram_part(void *arg, int part, int parts) {
     int32_t *hist = job->hist + (int64_t)part * job->t->cells;
     memset(hist, 0, (size_t)job->t->cells * sizeof *hist);
     const uint32_t *key = job->key;
-    int64_t kept = 0;
     for (int64_t j = a; j < e; j++)
-        if (key[j] != UINT32_MAX) {
+        if (key[j] != UINT32_MAX)
             hist[key[j]]++;
-            kept++;
-        }
-    job->kept[part] = kept;
     if (job->low_bits) { /* the two-digit sort's counts by low digit, from the cells' */
         const uint32_t mask = (1u << job->low_bits) - 1u;
         int32_t *low = job->low_fill + ((int64_t)part << job->low_bits);
@@ -310,9 +305,6 @@ int bp_index_sort(sb_bp_index *t, const float *px, const float *py, bp_key_fn ke
     if (!failed)
         bp_parallel(threads, histogram_part, &job);
     if (!failed) {
-        t->kept = 0;
-        for (int p = 0; p < threads; p++)
-            t->kept += job.kept[p];
         /* cell-major, part-minor: part p's points of cell c follow those of parts < p, whose
          * ids are smaller, so the order is the one-thread order whatever the thread count */
         int64_t running = 0;
@@ -326,6 +318,7 @@ int bp_index_sort(sb_bp_index *t, const float *px, const float *py, bp_key_fn ke
             }
         }
         t->start[cells] = t->start[cells + 1] = (int32_t)running;
+        t->kept = running;
         t->xs = bp_alloc((size_t)(running + 16) * sizeof(float));
         t->ys = bp_alloc((size_t)(running + 16) * sizeof(float));
         t->ids = bp_alloc((size_t)(running + 16) * sizeof(int32_t));

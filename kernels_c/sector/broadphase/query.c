@@ -9,7 +9,7 @@
  * after the other into a work buffer, sized beforehand by the candidates its boxes touch (an
  * upper bound on its hits: no reallocation while it runs); then the hits are copied into the
  * CSR in the sectors' order.  Game 10 000 x 1 000 000 on one thread, tools/broadphase_phases.c
- * alternated with the sectors' own order: the query 13.3 ms against 15.4 (medians of 10 runs
+ * alternated with the sectors' own order: the query 13.13 ms against 14.78 (medians of 12 runs
  * of 31 on a busy VM; docs/game-scale.md).
  *
  * Threads: the sectors are cut into T contiguous shares (as model/split.py's shape_ranges
