@@ -426,15 +426,19 @@ def far_clusters_scene(rng):
     return {**columns, "px": p[0], "py": p[1]}
 
 
-def dense_scene(rng):
-    """Thousands of hits per sector: the sort's partition path (above 64 ids), not only its network."""
+def uniform_scene(rng, n, radii):
+    """40 000 points and n sectors uniform over a 100 x 100 world, radii uniform in radii."""
     p = rng.uniform(0, 100, (2, 40_000))
-    n = 120
     gauss = rng.standard_normal((2, n))
     u = gauss / np.hypot(*gauss)
     c = rng.uniform(0, 100, (2, n))
-    columns = sector(c[0], c[1], u[0], u[1], rng.uniform(5, 40, n), rng.uniform(0.3, 3.1, n))
+    columns = sector(c[0], c[1], u[0], u[1], rng.uniform(*radii, n), rng.uniform(0.3, 3.1, n))
     return {**columns, "px": p[0], "py": p[1]}
+
+
+def dense_scene(rng):
+    """Thousands of hits per sector: the sort's partition path (above 64 ids), not only its network."""
+    return uniform_scene(rng, 120, (5, 40))
 
 
 def with_non_finite(columns, rng):
@@ -454,14 +458,8 @@ def non_finite_few_cells_scene(rng):
 
 
 def non_finite_many_cells_scene(rng):
-    """Non-finite points among 40 000 with small sectors (~10 000 cells: the two-digit sort)."""
-    p = rng.uniform(0, 100, (2, 40_000))
-    n = 300
-    gauss = rng.standard_normal((2, n))
-    u = gauss / np.hypot(*gauss)
-    c = rng.uniform(0, 100, (2, n))
-    columns = sector(c[0], c[1], u[0], u[1], rng.uniform(0.5, 3, n), rng.uniform(0.3, 3.1, n))
-    return with_non_finite({**columns, "px": p[0], "py": p[1]}, rng)
+    """Non-finite points among 40 000 with small sectors (~16 000 cells: the two-digit sort)."""
+    return with_non_finite(uniform_scene(rng, 300, (0.5, 3)), rng)
 
 
 CELL_EDGES = {
