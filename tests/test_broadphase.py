@@ -270,6 +270,38 @@ def test_each_sort_orders_every_size_of_a_sectors_hits(simd):
     assert not wrong
 
 
+@pytest.mark.parametrize("cell", [0.3, 1 / 3, 0.7, 2.9])
+def test_grid_cells_of_points_lie_within_the_cells_of_every_box_holding_them(cell):
+    """The grid's promise, checked where it could break: points within 3 ulps of the cell
+    borders, boxes whose edges are those points and 1e-12 of them either way (the box edges
+    are doubles, the points' cells float32 arithmetic); and the vector keys equal the scalar
+    ones on every point.  The origin (the smallest point) is not 0, so that the subtraction
+    counts."""
+    rng = np.random.default_rng(int(cell * 1000))
+    origin = F32(10.37)
+    lattice = ulps((origin + np.arange(1, 60) * cell).astype(F32), 3)
+    # more points than cells (59 x 59), or the grid would widen its cells to one point each
+    px = np.concatenate([[origin], rng.choice(lattice, 8000)]).astype(F32)
+    py = np.concatenate([[origin], rng.choice(lattice, 8000)]).astype(F32)
+    edges = lambda v: v * (1 + rng.choice([-1e-12, 0.0, 1e-12], len(v)))  # noqa: E731
+    lo_x, lo_y = edges(rng.choice(lattice, 400).astype(float)), edges(rng.choice(lattice, 400).astype(float))
+    width = rng.choice([0.0, cell, 3 * cell], 400)
+    boxes = np.ascontiguousarray(np.stack([lo_x, lo_x + width, lo_y, edges(lo_y + width)], axis=1))
+    runner = engine()
+    pairs = runner.ffi.new("int64_t *")
+    wrong = runner.lib.sb_bp_selftest_grid(
+        runner.ffi.from_buffer("float[]", px),
+        runner.ffi.from_buffer("float[]", py),
+        len(px),
+        cell,
+        runner.ffi.from_buffer("double[]", boxes),
+        len(boxes),
+        pairs,
+    )
+    assert wrong == 0
+    assert pairs[0] > 1000  # the boxes do hold points near their edges
+
+
 def test_cell_size_follows_the_median_radius():
     assert cell_size(np.array([4.0, 16.0, 64.0], dtype=F32)) == 0.5 * 4.0
     assert cell_size(np.array([np.nan, -1.0, 0.0], dtype=F32)) == 1.0

@@ -55,6 +55,8 @@ int sb_bp_best_isa(void);
 int sb_bp_fast_pdep(void);
 int64_t sb_bp_selftest_bits(int64_t count);
 int sb_bp_selftest_sort(int simd, int64_t n, uint64_t seed);
+int64_t sb_bp_selftest_grid(const float *px, const float *py, int64_t m, double cell, const double *boxes, int64_t n,
+                            int64_t *pairs);
 void sb_bp_hits_free(sb_bp_hits *hits);
 void sb_bp_free(void *p);
 /* Gives back the freed index and hit buffers kept for the next call; returns their bytes. */
