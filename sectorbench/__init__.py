@@ -24,6 +24,7 @@ def __getattr__(name: str):
     found = public_api(name)
     if found is None:
         raise AttributeError(f"module 'sectorbench' has no attribute {name!r}")
+    globals()[name] = found  # found once: a caller of sectorbench.query every frame pays no lookup
     return found
 
 

@@ -34,6 +34,8 @@ sb_bp_index *sb_bp_morton_build(const float *px, const float *py, int64_t m, dou
 int sb_bp_index_qbits(const sb_bp_index *index);
 void sb_bp_index_free(sb_bp_index *index);
 int64_t sb_bp_index_cells(const sb_bp_index *index);
+/* The points it holds: those with both coordinates finite (the others are never inside). */
+int64_t sb_bp_index_kept(const sb_bp_index *index);
 /* Hits of sectors [begin, end) on `threads` C threads (the same CSR for every count); isa 0 = the
  * best here, 3 AVX-512, 2 AVX2, 1 SSE2.  max_candidates > 0: when the sectors' boxes touch more
  * candidates than that (an upper bound on their hits, the size of the buffers the answer needs),

@@ -14,6 +14,8 @@ void sb_bp_index_free(sb_bp_index *t) {
 
 int64_t sb_bp_index_cells(const sb_bp_index *t) { return t->cells; }
 
+int64_t sb_bp_index_kept(const sb_bp_index *t) { return t->kept; }
+
 int sb_bp_index_qbits(const sb_bp_index *t) { return t->kind == BP_KIND_MORTON ? t->q : 0; }
 
 /* ------------------------------------------------------------------------ bounds */

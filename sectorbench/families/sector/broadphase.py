@@ -114,6 +114,10 @@ class Engine:
             raise BroadphaseError(f"building the {kind} index of {m} points failed (out of memory)")
         return self.ffi.gc(index, self.lib.sb_bp_index_free)
 
+    def finite_points(self, index) -> int:
+        """The points `index` holds: those whose coordinates are both finite."""
+        return int(self.lib.sb_bp_index_kept(index))
+
     def bounds(self, index, columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
         """Per sector, the candidates its box touches in `index`: an upper bound on its hits."""
         keep: list = []

@@ -98,9 +98,10 @@ def _column(table, name: str, argument: str):
     raise ValueError(f"{argument} must be a mapping of column name to array, a structured array or a DataFrame")
 
 
-def float32_column(values, argument: str) -> np.ndarray:
+def float32_column(values, argument: str, finite: bool = True) -> np.ndarray:
     """values as contiguous float32 (no copy if they already are); ValueError naming the
-    argument and the first index that float32 cannot hold exactly, or a NaN or infinity."""
+    argument and the first index that float32 cannot hold exactly, or (unless finite=False,
+    for a caller that counts them itself) a NaN or infinity."""
     array = np.asarray(values)
     if array.ndim != 1:
         raise ValueError(f"{argument} must be one-dimensional (got shape {array.shape})")
@@ -116,9 +117,8 @@ def float32_column(values, argument: str) -> np.ndarray:
             raise ValueError(
                 f"{argument}[{i}] = {array[i].item()!r} is not exactly a float32 (convert it yourself to round)"
             )
-    bad = ~np.isfinite(converted)
-    if bad.any():
-        i = int(np.argmax(bad))
+    if finite and not np.isfinite(converted).all():
+        i = int(np.argmax(~np.isfinite(converted)))
         raise ValueError(f"{argument}[{i}] is {converted[i]} (NaN and infinities are not positions or sizes)")
     return converted
 
@@ -169,16 +169,18 @@ def sector_columns(sectors) -> dict[str, np.ndarray]:
     return columns
 
 
-def point_columns(points) -> tuple[np.ndarray, np.ndarray]:
-    """(px, py) as float32 from a mapping or an (M, 2) array (the latter is copied: C reads columns)."""
+def point_columns(points, finite: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(px, py) as float32 from a mapping or an (M, 2) array (the latter is copied: C reads
+    columns); finite=False leaves NaN and infinities to the caller (the index counts them)."""
     if isinstance(points, np.ndarray) and points.dtype.names is None:
         if points.ndim != 2 or points.shape[1] != 2:
             raise ValueError(f"points as an array must have shape (M, 2) (got {points.shape})")
-        return float32_column(points[:, 0], "points[:, 0]"), float32_column(points[:, 1], "points[:, 1]")
+        px, py = points[:, 0], points[:, 1]
+        return float32_column(px, "points[:, 0]", finite), float32_column(py, "points[:, 1]", finite)
     px, py = _column(points, "px", "points"), _column(points, "py", "points")
     if px is None or py is None:
         raise ValueError("points needs columns px and py (or pass an (M, 2) array)")
-    px, py = float32_column(px, "points['px']"), float32_column(py, "points['py']")
+    px, py = float32_column(px, "points['px']", finite), float32_column(py, "points['py']", finite)
     if len(px) != len(py):
         raise ValueError(f"points['px'] and points['py'] differ in length ({len(px)} != {len(py)})")
     return px, py
@@ -228,7 +230,10 @@ def query(
     if not isinstance(max_hits, int | np.integer) or isinstance(max_hits, bool) or max_hits < 1:
         raise ValueError(f"max_hits must be an integer >= 1 (got {max_hits!r})")
     columns = sector_columns(sectors)
-    px, py = point_columns(points)
+    # An index counts the points' NaN and infinities while it reads them anyway: checked here
+    # too, they cost a second pass over memory (0.5 ms at 1 000 000 points, the arrays having
+    # left the caches since the caller wrote them).
+    px, py = point_columns(points, finite=broadphase == "none")
     n, m = len(columns["cx"]), len(px)
     if n == 0 or m == 0:
         return Hits(np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int32))
@@ -244,6 +249,9 @@ def query(
         start = time.perf_counter()
         index = runner.build(broadphase, px, py, m, columns["r2"], int(threads))
         index_s = time.perf_counter() - start
+        if runner.finite_points(index) < m:
+            point_columns(points)  # raises the ValueError naming the first one
+            raise RuntimeError("the index counted non-finite points that numpy does not see")
 
     def answer(chunks: list[tuple[int, int]], max_candidates: int) -> list[Hits]:
         parts, total = [], 0
