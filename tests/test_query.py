@@ -4,6 +4,10 @@ the floating-point environment, and the CLI's query command."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -74,6 +78,36 @@ def test_float32_columns_are_not_copied(game, monkeypatch):
     monkeypatch.setattr(module, "float32_column", spy)
     sectorbench.query(game, game)
     assert seen and all(seen)
+
+
+def test_queries_from_several_python_threads_at_once_give_the_same_hits(game):
+    """The C threads are kept between calls for one caller at a time; callers that meet (the GIL
+    is released in C) must not share them: a second one starts threads of its own."""
+    reference = sectorbench.query(game, game)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda t: sectorbench.query(game, game, threads=t), [2, 3, 2, 5] * 6))
+    assert all(result.same_as(reference) for result in results)
+
+
+def test_a_forked_child_queries_on_threads_of_its_own(game):
+    """A child forked after a threaded query has none of the parent's kept threads: it must
+    start its own (waiting for the parent's would hang it), and answer the same."""
+    reference = sectorbench.query(game, game, threads=2)
+    pid = os.fork()
+    if pid == 0:  # the child: its verdict is its exit status
+        try:
+            same = all(sectorbench.query(game, game, threads=t).same_as(reference) for t in (2, 3, 2))
+            os._exit(0 if same else 1)
+        except BaseException:
+            os._exit(2)
+    deadline = time.monotonic() + 60
+    while (waited := os.waitpid(pid, os.WNOHANG)) == (0, 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if waited == (0, 0):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child's threaded query hung")
+    assert os.waitstatus_to_exitcode(waited[1]) == 0
 
 
 def _with(columns, name, index, value, dtype=F32):

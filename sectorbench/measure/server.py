@@ -81,7 +81,8 @@ class Server:
         from ..families import all_families
 
         self.ffi = interface()
-        self.lib = self.ffi.dlopen(library)
+        # never unmapped, not even at exit: the broadphase keeps threads parked in it (Engine)
+        self.lib = self.ffi.dlopen(library, self.ffi.RTLD_NOW | self.ffi.RTLD_NODELETE)
         # The build's FP environment is the one its library left at load (a fast-math build's
         # constructor sets FTZ/DAZ): every kernel starts from it.
         self.fpenv = self.ffi.new("sb_fpenv *")

@@ -73,7 +73,11 @@ def cell_size(r2: np.ndarray) -> float:
 
 
 class Engine:
-    """The broadphase of one loaded library (the worker's build, or query's plain one)."""
+    """The broadphase of one loaded library (the worker's build, or query's plain one).
+
+    The library must be loaded with RTLD_NODELETE: its threads outlive a call (kept for the
+    next one, parked in its code), so unmapping it, as a garbage-collected cffi library does
+    at exit, would pull the code from under them."""
 
     def __init__(self, ffi, lib):
         self.ffi, self.lib = ffi, lib

@@ -61,7 +61,7 @@ def engine(asked: bool = False) -> Engine:
             ffi = cffi.FFI()
             ffi.cdef(cdef_source())
             _library = build(QUERY_BUILD)
-            _engine = Engine(ffi, ffi.dlopen(str(_library)))
+            _engine = Engine(ffi, ffi.dlopen(str(_library), ffi.RTLD_NOW | ffi.RTLD_NODELETE))  # see Engine
             logger.info("sectorbench: query library ready in %.1f s", time.perf_counter() - started)
         return _engine
 
