@@ -518,6 +518,32 @@ def test_points_per_cell_edge_cases_give_identical_hits_on_every_thread_count(na
             assert hits_of(kind, columns, threads=threads).same_as(reference), (kind, threads)
 
 
+def test_threads_answer_under_the_callers_rounding_mode():
+    """Helper threads compute under the calling thread's floating-point environment, as threads
+    it created would: kept ones too (created here under round-to-nearest first), so a caller in
+    another rounding mode gets the same CSR on every thread count -- and, on this scene of
+    points within 3 ulps of the sectors' edges, a different one than under round-to-nearest."""
+    import ctypes
+    import ctypes.util
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("FE_UPWARD's value below is x86-64's")
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    fe_upward = 0x800
+    columns = {k: np.ascontiguousarray(v, dtype=F32) for k, v in band_scene(np.random.default_rng(5)).items()}
+    nearest = {kind: hits_of(kind, columns, threads=3) for kind in ("grid", "none")}  # threads kept from here on
+    previous = libm.fegetround()
+    assert libm.fesetround(fe_upward) == 0
+    try:
+        upward = {(kind, t): hits_of(kind, columns, threads=t) for kind in ("grid", "none") for t in (1, 2, 3)}
+    finally:
+        libm.fesetround(previous)
+    assert not upward["none", 1].same_as(nearest["none"])  # the mode does change hits here
+    assert all(hits.same_as(upward["none", 1]) for hits in upward.values())
+    assert nearest["grid"].same_as(nearest["none"])
+
+
 def test_fewer_points_or_sectors_than_threads():
     rng = np.random.default_rng(4)
     columns = {k: np.ascontiguousarray(v, dtype=F32) for k, v in dense_scene(rng).items()}

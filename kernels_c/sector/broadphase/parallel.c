@@ -9,8 +9,12 @@
  * for the next phase by spinning a short while (phases come back to back), then sleeping on a
  * condition variable.  One caller at a time uses the pool; a second
  * one, concurrently (two Python threads each in a query), creates threads as before.  After a
- * fork the child has none of the parent's threads: it starts its own.  The kept threads live in
- * this library's code, so it must never be unloaded (the Python side opens it RTLD_NODELETE). */
+ * fork the child has none of the parent's threads: it starts its own.  A kept thread takes the
+ * caller's floating-point environment (rounding, flush-to-zero) for each phase, as a thread
+ * created by the caller inherits it, so the hits are the same for every thread count under any
+ * environment.  The kept threads live in this library's code, so it must never be unloaded
+ * (the Python side opens it RTLD_NODELETE). */
+#include <fenv.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -76,6 +80,7 @@ static struct {
     int remaining;         /* parts of the phase not finished (atomic) */
     bp_job job;
     void *arg;
+    fenv_t env; /* the caller's, for the phase */
 } team = {.use = PTHREAD_MUTEX_INITIALIZER,
             .lock = PTHREAD_MUTEX_INITIALIZER,
             .wake = PTHREAD_COND_INITIALIZER,
@@ -122,6 +127,7 @@ static void *team_thread(void *p) {
         seen = now;
         const int parts = (int)(now & 0xFF);
         if (part < parts) {
+            fesetenv(&team.env);
             team.job(team.arg, part, parts);
             if (__atomic_sub_fetch(&team.remaining, 1, __ATOMIC_ACQ_REL) == 0) {
                 pthread_mutex_lock(&team.lock);
@@ -166,6 +172,7 @@ int bp_parallel(int parts, bp_job job, void *arg) {
     }
     team.job = job;
     team.arg = arg;
+    fegetenv(&team.env);
     __atomic_store_n(&team.spin, parts <= team_cpus, __ATOMIC_RELAXED);
     __atomic_store_n(&team.remaining, parts - 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&team.lock); /* a sleeping thread either sees the new phase or is woken */
