@@ -34,6 +34,7 @@ SB_AVX512_ATTR static int64_t grid_keys_avx512(const sb_bp_index *t, const float
     return j;
 }
 
+/* The same on 8 values, for CPUs with AVX2 only. */
 SB_AVX2_ATTR static inline __m256i cells8(__m256 v, __m256 o, __m256 inv, __m256 last) {
     const __m256 t = _mm256_mul_ps(_mm256_sub_ps(v, o), inv);
     const __m256 low = _mm256_cmp_ps(t, _mm256_setzero_ps(), _CMP_GE_OQ); /* false for NaN too */
