@@ -157,6 +157,9 @@ def test_non_finite_points_raise_a_named_value_error_from_every_broadphase(game,
     pairs[7, 1] = np.nan
     with pytest.raises(ValueError, match=r"points\[:, 1\]\[7\] is nan"):
         sectorbench.query(game, pairs, broadphase=broadphase)
+    no_sectors = {name: np.asarray(game[name])[:0] for name in SECTOR}  # no index is built: still refused
+    with pytest.raises(ValueError, match=r"points\[:, 1\]\[7\] is nan"):
+        sectorbench.query(no_sectors, pairs, broadphase=broadphase)
 
 
 def test_bad_points_and_options_raise_named_value_errors(game):

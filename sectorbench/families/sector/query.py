@@ -236,6 +236,8 @@ def query(
     px, py = point_columns(points, finite=broadphase == "none")
     n, m = len(columns["cx"]), len(px)
     if n == 0 or m == 0:
+        if broadphase != "none":  # no index will count them: numpy does
+            point_columns(points)
         return Hits(np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int32))
     if m >= 2**31:
         raise ValueError(f"points has {m} rows; at most 2^31 - 1 are indexed by int32")
