@@ -83,32 +83,21 @@ struct sb_bp_index {
     int pdep;           /* morton: codes by BMI2 pdep */
     int64_t m, kept;    /* points, finite points (the others are never inside) */
     int64_t nx, ny;     /* grid: cells per axis */
-    double x0, y0, inv; /* cell of v: cell_of(v, origin, inv, cells on the axis) */
-    float x0f, y0f, invf; /* grid: the same in float32, for bp_cell_of32 */
+    float x0, y0, inv;  /* cell of v: bp_cell_of(v, origin, inv, cells on the axis) */
     int64_t cells;
     float *xs, *ys;     /* the finite points, sorted by cell (stable: ids ascend within a cell) */
     int32_t *ids;
     int32_t *start;     /* cells + 1: start[c] = first point of cell c (row-major or Z order) */
 };
 
-/* Monotone non-decreasing in v (a rounded subtraction, a rounded product by inv > 0, floor and
- * clamping all are), so a point inside [lo, hi] lands in a cell within [cell(lo), cell(hi)]: no
- * epsilon at cell borders, the same function bins the points and the boxes. */
-static inline int64_t bp_cell_of(double v, double o, double inv, int64_t n) {
-    const double t = (v - o) * inv;
-    if (!(t >= 0.0))
-        return 0; /* also -inf */
-    if (t >= (double)(n - 1))
-        return n - 1;
-    return (int64_t)t;
-}
-
-/* The grid's cell function: bp_cell_of's shape in float32 arithmetic, so that 16 points' cells
- * take one AVX-512 subtraction, product and conversion (in double, four at a time, the keys
- * were a fifth of the index build).  Monotone non-decreasing in v for the same reasons (each
- * rounded operation is), which is all the grid needs: the points and the boxes go through this
- * one function, a box's edges first converted to float32 by bp_to32.  n <= 2^24: n - 1 is exact. */
-static inline int64_t bp_cell_of32(float v, float o, float inv, int64_t n) {
+/* The cell of v on an axis of n cells (n <= 2^24: n - 1 is exact), in float32 arithmetic so
+ * that the grid bins 16 points per AVX-512 subtraction, product and conversion (in double,
+ * four at a time, the keys were a fifth of the index build).  Monotone non-decreasing in v (a
+ * rounded subtraction, a rounded product by inv > 0, truncation and clamping all are), so a
+ * point inside [lo, hi] lands in a cell within [cell(lo), cell(hi)]: no epsilon at cell
+ * borders, the same function bins the points and the boxes (their edges first through
+ * bp_to32). */
+static inline int64_t bp_cell_of(float v, float o, float inv, int64_t n) {
     const float t = (v - o) * inv;
     if (!(t >= 0.0f))
         return 0; /* also -inf */
@@ -116,6 +105,9 @@ static inline int64_t bp_cell_of32(float v, float o, float inv, int64_t n) {
         return n - 1;
     return (int64_t)t;
 }
+
+/* 1 / the cell side as the index keeps it (beyond float32's range, its largest value). */
+static inline float bp_inverse32(double inv) { return inv < FLT_MAX ? (float)inv : FLT_MAX; }
 
 /* A box edge as float32: a float32 point p >= lo is >= both float32 neighbours of lo that the
  * conversion may round to (p >= lo means p >= the smallest float32 >= lo), so p inside [lo, hi]

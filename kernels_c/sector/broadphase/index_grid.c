@@ -8,7 +8,7 @@
 #define SB_BP_MAX_CELLS (1 << 24)
 
 #if defined(SB_X86)
-/* bp_cell_of32 on 16 values at once, the same operations in the same order (subtraction,
+/* bp_cell_of on 16 values at once, the same operations in the same order (subtraction,
  * product, the two clamps, truncation), so the cells are bit for bit the scalar function's. */
 SB_AVX512_ATTR static inline __m512i cells16(__m512 v, __m512 o, __m512 inv, __m512 last) {
     const __m512 t = _mm512_mul_ps(_mm512_sub_ps(v, o), inv);
@@ -19,7 +19,7 @@ SB_AVX512_ATTR static inline __m512i cells16(__m512 v, __m512 o, __m512 inv, __m
 
 SB_AVX512_ATTR static int64_t grid_keys_avx512(const sb_bp_index *t, const float *px, const float *py, int64_t a,
                                                int64_t e, uint32_t *key) {
-    const __m512 x0 = _mm512_set1_ps(t->x0f), y0 = _mm512_set1_ps(t->y0f), inv = _mm512_set1_ps(t->invf);
+    const __m512 x0 = _mm512_set1_ps(t->x0), y0 = _mm512_set1_ps(t->y0), inv = _mm512_set1_ps(t->inv);
     const __m512 xlast = _mm512_set1_ps((float)(t->nx - 1)), ylast = _mm512_set1_ps((float)(t->ny - 1));
     const __m512i nx = _mm512_set1_epi32((int)t->nx), exponent = _mm512_set1_epi32(0x7f800000);
     int64_t j = a;
@@ -44,7 +44,7 @@ SB_AVX2_ATTR static inline __m256i cells8(__m256 v, __m256 o, __m256 inv, __m256
 
 SB_AVX2_ATTR static int64_t grid_keys_avx2(const sb_bp_index *t, const float *px, const float *py, int64_t a,
                                            int64_t e, uint32_t *key) {
-    const __m256 x0 = _mm256_set1_ps(t->x0f), y0 = _mm256_set1_ps(t->y0f), inv = _mm256_set1_ps(t->invf);
+    const __m256 x0 = _mm256_set1_ps(t->x0), y0 = _mm256_set1_ps(t->y0), inv = _mm256_set1_ps(t->inv);
     const __m256 xlast = _mm256_set1_ps((float)(t->nx - 1)), ylast = _mm256_set1_ps((float)(t->ny - 1));
     const __m256i nx = _mm256_set1_epi32((int)t->nx), exponent = _mm256_set1_epi32(0x7f800000);
     int64_t j = a;
@@ -64,8 +64,8 @@ static void scalar_keys(const sb_bp_index *t, const float *px, const float *py, 
                         uint32_t *key) {
     for (int64_t j = a; j < e; j++) {
         const float x = px[j], y = py[j];
-        key[j] = bp_finite32(x) && bp_finite32(y) ? (uint32_t)(bp_cell_of32(y, t->y0f, t->invf, t->ny) * t->nx +
-                                                               bp_cell_of32(x, t->x0f, t->invf, t->nx))
+        key[j] = bp_finite32(x) && bp_finite32(y) ? (uint32_t)(bp_cell_of(y, t->y0, t->inv, t->ny) * t->nx +
+                                                               bp_cell_of(x, t->x0, t->inv, t->nx))
                                                   : UINT32_MAX; /* never inside: the kernel rejects it */
     }
 }
@@ -92,8 +92,8 @@ sb_bp_index *sb_bp_grid_build(const float *px, const float *py, int64_t m, doubl
     bp_point_bounds(px, py, m, threads, bd, &finite);
     t->kind = BP_KIND_GRID;
     t->m = m;
-    t->x0 = bd[0];
-    t->y0 = bd[2];
+    t->x0 = (float)bd[0]; /* exact: the bounds are float32 values */
+    t->y0 = (float)bd[2];
     const double w = bd[1] - bd[0], h = bd[3] - bd[2];
     if (finite > 0 && sqrt(w * h / (double)finite) > cell)
         cell = sqrt(w * h / (double)finite);
@@ -101,10 +101,7 @@ sb_bp_index *sb_bp_grid_build(const float *px, const float *py, int64_t m, doubl
         cell *= 2;
     t->nx = (int64_t)floor(w / cell) + 1;
     t->ny = (int64_t)floor(h / cell) + 1;
-    t->inv = 1.0 / cell;
-    t->x0f = (float)bd[0]; /* exact: the bounds are float32 values */
-    t->y0f = (float)bd[2];
-    t->invf = t->inv < FLT_MAX ? (float)t->inv : FLT_MAX;
+    t->inv = bp_inverse32(1.0 / cell);
     t->cells = t->nx * t->ny;
     if (bp_index_sort(t, px, py, grid_keys, threads)) {
         sb_bp_index_free(t);
@@ -114,10 +111,10 @@ sb_bp_index *sb_bp_grid_build(const float *px, const float *py, int64_t m, doubl
 }
 
 void bp_grid_box_cells(const sb_bp_index *t, const double *b, int64_t *g) {
-    g[0] = bp_cell_of32(bp_to32(b[0]), t->x0f, t->invf, t->nx);
-    g[1] = bp_cell_of32(bp_to32(b[1]), t->x0f, t->invf, t->nx);
-    g[2] = bp_cell_of32(bp_to32(b[2]), t->y0f, t->invf, t->ny);
-    g[3] = bp_cell_of32(bp_to32(b[3]), t->y0f, t->invf, t->ny);
+    g[0] = bp_cell_of(bp_to32(b[0]), t->x0, t->inv, t->nx);
+    g[1] = bp_cell_of(bp_to32(b[1]), t->x0, t->inv, t->nx);
+    g[2] = bp_cell_of(bp_to32(b[2]), t->y0, t->inv, t->ny);
+    g[3] = bp_cell_of(bp_to32(b[3]), t->y0, t->inv, t->ny);
 }
 
 /* For the tests: the grid's one promise, checked on points and boxes the caller chooses (near

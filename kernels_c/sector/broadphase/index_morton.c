@@ -94,10 +94,10 @@ sb_bp_index *sb_bp_morton_build(const float *px, const float *py, int64_t m, dou
     t->kind = BP_KIND_MORTON;
     t->m = m;
     t->q = qbits;
-    t->x0 = bd[0];
-    t->y0 = bd[2];
+    t->x0 = (float)bd[0]; /* exact: the bounds are float32 values */
+    t->y0 = (float)bd[2];
     const int64_t side = 1ll << qbits;
-    t->inv = (double)side / ext; /* the maximum lands on `side`, clamped to side - 1 */
+    t->inv = bp_inverse32((double)side / ext); /* the maximum lands near `side`, clamped to side - 1 */
     t->cells = side * side;
 #if defined(SB_X86)
     t->pdep = pdep < 0 ? sb_bp_fast_pdep() : pdep && __builtin_cpu_supports("bmi2");
@@ -155,8 +155,10 @@ int64_t sb_bp_selftest_bits(int64_t count) {
 
 int bp_morton_runs(const sb_bp_index *t, const double *b, int64_t *a, int64_t *e) {
     const int64_t side = 1ll << t->q;
-    const uint32_t qx0 = (uint32_t)bp_cell_of(b[0], t->x0, t->inv, side), qx1 = (uint32_t)bp_cell_of(b[1], t->x0, t->inv, side);
-    const uint32_t qy0 = (uint32_t)bp_cell_of(b[2], t->y0, t->inv, side), qy1 = (uint32_t)bp_cell_of(b[3], t->y0, t->inv, side);
+    const uint32_t qx0 = (uint32_t)bp_cell_of(bp_to32(b[0]), t->x0, t->inv, side);
+    const uint32_t qx1 = (uint32_t)bp_cell_of(bp_to32(b[1]), t->x0, t->inv, side);
+    const uint32_t qy0 = (uint32_t)bp_cell_of(bp_to32(b[2]), t->y0, t->inv, side);
+    const uint32_t qy1 = (uint32_t)bp_cell_of(bp_to32(b[3]), t->y0, t->inv, side);
     const uint32_t w = (qx1 - qx0) > (qy1 - qy0) ? qx1 - qx0 : qy1 - qy0;
     /* the level whose cells are wider than the box: at most 2 cells per axis */
     const int lv = msb_smear(w) + 1;
