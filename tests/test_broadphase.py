@@ -260,7 +260,7 @@ def test_bit_tricks_match_plain_loops():
 @pytest.mark.parametrize("simd", [3, 2, 0], ids=["avx512", "avx2", "portable"])
 def test_each_sort_orders_every_size_of_a_sectors_hits(simd):
     """The query sorts with the best sort its CPU has; the others are reached only here.  Every
-    size up to 600 (each network's padding, 16 to 256 ids, and the partition above) and a few
+    size up to 600 (every register count of each network, 1 to 256 ids, and the partition above) and a few
     large ones, ids in ascending runs as a sector's hits arrive."""
     lib = engine().lib
     if lib.sb_bp_selftest_sort(simd, 1, 1) == -1:
