@@ -458,9 +458,9 @@ def far_clusters_scene(rng):
     return {**columns, "px": p[0], "py": p[1]}
 
 
-def uniform_scene(rng, n, radii):
-    """40 000 points and n sectors uniform over a 100 x 100 world, radii uniform in radii."""
-    p = rng.uniform(0, 100, (2, 40_000))
+def uniform_scene(rng, n, radii, points=40_000):
+    """`points` points and n sectors uniform over a 100 x 100 world, radii uniform in radii."""
+    p = rng.uniform(0, 100, (2, points))
     gauss = rng.standard_normal((2, n))
     u = gauss / np.hypot(*gauss)
     c = rng.uniform(0, 100, (2, n))
@@ -494,10 +494,17 @@ def non_finite_many_cells_scene(rng):
     return with_non_finite(uniform_scene(rng, 300, (0.5, 3)), rng)
 
 
+def non_finite_finest_cells_scene(rng):
+    """Non-finite points among 200 000 with tiny sectors (~200 000 cells, 18 key bits: the
+    two-digit sort's widest low digit, 10 bits, then 8)."""
+    return with_non_finite(uniform_scene(rng, 400, (0.05, 0.5), points=200_000), rng)
+
+
 CELL_EDGES = {
     "one_point": one_point_scene,
     "non_finite_few_cells": non_finite_few_cells_scene,
     "non_finite_many_cells": non_finite_many_cells_scene,
+    "non_finite_finest_cells": non_finite_finest_cells_scene,
     "far_clusters": far_clusters_scene,
     "dense": dense_scene,
     "borders": borders_scene,
