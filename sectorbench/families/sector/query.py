@@ -38,7 +38,7 @@ logger = logging.getLogger("sectorbench")
 def engine(asked: bool = False) -> Engine:
     """The in-process broadphase, built (cached) and loaded on first use.
 
-    The first use says so once on the "sectorbench" logger: a compile (about 10 s, once per
+    The first use says so once on the "sectorbench" logger: a compile (a few seconds, once per
     machine and compiler) as a WARNING when a query() call meets it unasked, since a caller
     timing its first frame would otherwise see a silent stall; as INFO when prepare() asked
     for it, or when the library was already built.
@@ -54,7 +54,7 @@ def engine(asked: bool = False) -> Engine:
                 logger.info("sectorbench: loading the query library %s", library)
             else:
                 (logger.info if asked else logger.warning)(
-                    "sectorbench: compiling the query library (once per machine and compiler, about 10 s; "
+                    "sectorbench: compiling the query library (once per machine and compiler, a few seconds; "
                     "cached in %s); call sectorbench.prepare() at start-up to do it ahead of the first query",
                     library.parent,
                 )
@@ -69,7 +69,7 @@ def engine(asked: bool = False) -> Engine:
 def prepare() -> Path:
     """Build (or find in the cache) and load the query library now, ahead of the first query().
 
-    The first query() otherwise compiles it (about 10 s, once per machine and compiler) and
+    The first query() otherwise compiles it (a few seconds, once per machine and compiler) and
     loads it (a few ms) before answering; later calls take only their own time.  Call it at
     start-up, outside anything you time.  Returns the library's path.  Safe to call again
     (and from several threads): the library is built and loaded once per process.
@@ -211,7 +211,7 @@ def query(
     the arrays they are given.  After the call the floating-point environment is checked:
     RuntimeError if it changed.
 
-    The first call builds (once per machine and compiler, about 10 s) and loads that library,
+    The first call builds (once per machine and compiler, a few seconds) and loads that library,
     said once on the "sectorbench" logger; call sectorbench.prepare() at start-up to do it
     ahead of time.  Then a call costs its own work only.
     max_hits bounds the answer's memory (4 bytes a hit): ValueError naming max_hits if there
