@@ -129,11 +129,13 @@ void bp_point_bounds(const float *px, const float *py, int64_t m, int threads, d
 /* Up to 2^this many cells the direct scatter (every open line fits the caches). */
 #define BP_DIRECT_BITS 12
 /* Above, the low digit takes half the key's bits, or more (up to BP_LOW_BITS) so that the high
- * digit spans at most 2^BP_HIGH_BITS buckets: 3 x 256 open lines in pass 2.  Halves of 18 bits
- * left pass 2 3 x 500 lines, and it took 8.9 ms against 4.0 with 10 + 8 on the same 2^18 cells
- * (game's points in cells of 0.18 x the median radius); a low digit of 11 or 12 bits, 2048 or
- * 4096 open records in pass 1, was as slow the other way. */
-#define BP_HIGH_BITS 8
+ * digit spans at most 2^BP_HIGH_BITS buckets: 3 x 128 open lines in pass 2, against 2^low
+ * records' lines in pass 1.  Game 10 000 x 1 000 000 (33 124 cells, 16 bits) built in 5.88 ms
+ * with 9 + 7 against 6.22 with 8 + 8, and 5.94 against 6.22 in cells of 0.35 x the median
+ * radius (17 bits: 10 + 7 against 9 + 8; medians of 8 alternations).  Halves of 18 bits left
+ * pass 2 3 x 500 lines: 13.8 against 9.4 ms with 10 + 8 on 256 036 cells.  A low digit of 11 or
+ * 12 bits, 2048 or 4096 open records in pass 1, was as slow the other way. */
+#define BP_HIGH_BITS 7
 #define BP_LOW_BITS 10
 
 /* The low digit's width for a key of key_bits bits; 0: the direct scatter. */
