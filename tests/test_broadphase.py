@@ -469,7 +469,8 @@ def uniform_scene(rng, n, radii, points=40_000):
 
 
 def dense_scene(rng):
-    """Thousands of hits per sector: the sort's partition path (above 64 ids), not only its network."""
+    """Thousands of hits per sector: the sort's partition path (above 128 ids with AVX2, 256 with
+    AVX-512), not only its networks."""
     return uniform_scene(rng, 120, (5, 40))
 
 

@@ -69,7 +69,7 @@ static int sort_hits_portable(int32_t *v, int64_t n, bp_scratch *sc) {
 
 #if defined(SB_X86)
 /* The SIMD sorts: a bitonic network in registers for a few hundred ids (AVX-512: up to 16 zmm,
- * 256 ids; AVX2: up to 8 ymm, 64), above that an out-of-place compress partition around a
+ * 256 ids; AVX2: up to 16 ymm, 128), above that an out-of-place compress partition around a
  * median of 3 (ids of one sector are distinct, so it always splits).
  *
  * The network is the bitonic sort's "flip" form: each merge stage first compares place i with
