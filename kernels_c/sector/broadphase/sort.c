@@ -129,7 +129,8 @@ static inline uint16_t lane_bits(int j) {
         FL_ALL(FL_HALF_INTRA, 2, k, __VA_ARGS__);                                                   \
         FL_ALL(FL_HALF_INTRA, 1, k, __VA_ARGS__);                                                   \
     }
-/* Stage of kr registers a block: across registers, then within each */
+/* Stage of kr registers a block: across registers, then within each (at every distance: the
+ * 32 stands for any stage wider than a register) */
 #define FL_STAGE_X(kr, ...)                                                                          \
     if ((kr) / 2 < R) {                                                                             \
         FL_ALL(FL_FLIP_INTER, kr, __VA_ARGS__);                                                     \
