@@ -117,11 +117,11 @@ void bp_point_bounds(const float *px, const float *py, int64_t m, int threads, d
  *   direct      one scatter of (x, y, id) straight into the cells.  Each cell holds three
  *               open write positions, one cache line apiece; beyond a few thousand cells they
  *               no longer fit in L1/L2 and nearly every write waits for a line from L3.
- *   two digits  a least-significant-digit radix sort on the cell key's two halves: pass 1
+ *   two digits  a least-significant-digit radix sort on two digits of the cell key: pass 1
  *               writes each point as one 16-byte record into 2^low buckets by the key's low
  *               digit, pass 2 reads the records in order and writes (x, y, id) into the cells
- *               by its high digit.  Twice the passes, but each writes to at most 3 x 4096
- *               open lines.  Stable, so the result is the direct sort's, bit for bit.
+ *               by its high digit.  Twice the passes, but each writes to a few hundred open
+ *               lines (the split below).  Stable, so the result is the direct sort's, bit for bit.
  *
  * Measured on game 10 000 x 1 000 000 (33 124 cells, 16 key bits: 8 + 8), the scatter alone,
  * one thread, in one throwaway program: direct 6.4-8.5 ms, two digits 4.7-5.0 ms (docs/game-scale.md). */
