@@ -65,13 +65,14 @@ int bp_parallel(int parts, bp_job job, void *arg);
 /* [0, n) in `parts` contiguous shares, as model/split.py's shape_ranges cuts them. */
 static inline int64_t bp_share(int64_t n, int part, int parts) { return n * part / parts; }
 
-/* ---- sort.c: v[0 .. n) ascending (ids of one sector: distinct).  0, or -1 out of memory. */
+/* ---- sort.c: from[0 .. n) into to[0 .. n) ascending (ids of one sector: distinct; `to` the same
+ * place as `from` or apart from it).  0, or -1 out of memory. */
 typedef struct bp_scratch {
     int32_t *tmp, *cnt;
     int64_t cap;
 } bp_scratch;
 /* simd: 3 the AVX-512 sort, 2 the AVX2 one, else the portable bucket sort. */
-int bp_sort_hits(int32_t *v, int64_t n, bp_scratch *sc, int simd);
+int bp_sort_hits(const int32_t *from, int32_t *to, int64_t n, bp_scratch *sc, int simd);
 void bp_scratch_free(bp_scratch *sc);
 
 /* ---- index.c */

@@ -162,15 +162,16 @@ static inline uint16_t lane_bits(int j) {
 /* The ids the largest count holds: longer lists are partitioned first */
 #define FL_MOST16 (16 * 16)
 
-/* NAME_sort(a, n): n ids (1 <= n <= the largest count's) through NAME_RR, the network of the
- * fewest registers that hold them, RR from COUNTS. */
+/* NAME_sort(from, to, n): n ids (1 <= n <= the largest count's) from `from` sorted into `to`
+ * (the same place or apart) through NAME_RR, the network of the fewest registers that hold
+ * them, RR from COUNTS. */
 #define FL_PICK(RR, NAME)                                                                            \
     if (regs <= RR) {                                                                                \
-        NAME##_##RR(a, n);                                                                           \
+        NAME##_##RR(from, to, n);                                                                    \
         return;                                                                                      \
     }
 #define FL_SORT(ATTR, NAME, LANES, COUNTS)                                                           \
-    ATTR static void NAME##_sort(int32_t *a, int64_t n) {                                            \
+    ATTR static void NAME##_sort(const int32_t *from, int32_t *to, int64_t n) {                      \
         const int64_t regs = (n + (LANES) - 1) / (LANES);                                            \
         COUNTS(FL_PICK, NAME)                                                                        \
     }
@@ -201,32 +202,34 @@ SB_AVX512_ATTR static inline __attribute__((always_inline)) void network16(__m51
 }
 
 #define NETWORK16_CASE(RR, _)                                                                        \
-    SB_AVX512_ATTR static void network16_##RR(int32_t *a, int64_t n) {                               \
+    SB_AVX512_ATTR static void network16_##RR(const int32_t *from, int32_t *to, int64_t n) {         \
         __m512i v[RR];                                                                               \
         const __m512i big = _mm512_set1_epi32(INT32_MAX);                                            \
         for (int r = 0; r < RR; r++) {                                                               \
             const int64_t left = n - 16 * r;                                                         \
             const __mmask16 m = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u); \
-            v[r] = _mm512_mask_loadu_epi32(big, m, a + 16 * r);                                      \
+            v[r] = _mm512_mask_loadu_epi32(big, m, from + 16 * r);                                   \
         }                                                                                            \
         network16(v, RR);                                                                            \
         for (int r = 0; r < RR; r++) {                                                               \
             const int64_t left = n - 16 * r;                                                         \
             const __mmask16 m = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u); \
-            _mm512_mask_storeu_epi32(a + 16 * r, m, v[r]);                                           \
+            _mm512_mask_storeu_epi32(to + 16 * r, m, v[r]);                                          \
         }                                                                                            \
     }
 FL_COUNTS16(NETWORK16_CASE, _)
 FL_SORT(SB_AVX512_ATTR, network16, 16, FL_COUNTS16)
 
 
-SB_AVX512_ATTR static int simd_sort(int32_t *v, int64_t n, int depth, bp_scratch *sc) {
+SB_AVX512_ATTR static int simd_sort(const int32_t *from, int32_t *to, int64_t n, int depth, bp_scratch *sc) {
     while (n > FL_MOST16) {
         if (depth-- <= 0) {
-            qsort(v, (size_t)n, sizeof *v, cmp_i32);
+            if (from != to)
+                memcpy(to, from, (size_t)n * sizeof *to);
+            qsort(to, (size_t)n, sizeof *to, cmp_i32);
             return 0;
         }
-        const int32_t a = v[0], b = v[n / 2], c = v[n - 1];
+        const int32_t a = from[0], b = from[n / 2], c = from[n - 1];
         const int32_t p = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
         const __m512i pv = _mm512_set1_epi32(p);
         if (sc->cap < 2 * n + 64) {
@@ -242,7 +245,7 @@ SB_AVX512_ATTR static int simd_sort(int32_t *v, int64_t n, int depth, bp_scratch
         int64_t nl = 0, nh = 0;
         for (int64_t i = 0; i < n; i += 16) {
             const __mmask16 live = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
-            const __m512i x = _mm512_maskz_loadu_epi32(live, v + i);
+            const __m512i x = _mm512_maskz_loadu_epi32(live, from + i);
             const __mmask16 m = _mm512_mask_cmplt_epi32_mask(live, x, pv);
             const __mmask16 mh = live & (__mmask16)~m;
             _mm512_storeu_si512(lo + nl, _mm512_maskz_compress_epi32(m, x));
@@ -250,21 +253,23 @@ SB_AVX512_ATTR static int simd_sort(int32_t *v, int64_t n, int depth, bp_scratch
             nl += __builtin_popcount(m);
             nh += __builtin_popcount(mh);
         }
-        memcpy(v, lo, (size_t)nl * sizeof *v);
-        memcpy(v + nl, hi, (size_t)nh * sizeof *v);
+        memcpy(to, lo, (size_t)nl * sizeof *to);
+        memcpy(to + nl, hi, (size_t)nh * sizeof *to);
+        /* both sides are in `to` now: the rest sorts in place */
         if (nl < nh) {
-            if (simd_sort(v, nl, depth, sc))
+            if (simd_sort(to, to, nl, depth, sc))
                 return -1;
-            v += nl;
+            to += nl;
             n = nh;
         } else {
-            if (simd_sort(v + nl, nh, depth, sc))
+            if (simd_sort(to + nl, to + nl, nh, depth, sc))
                 return -1;
             n = nl;
         }
+        from = to;
     }
-    if (n > 1)
-        network16_sort(v, n);
+    if (n > 0)
+        network16_sort(from, to, n);
     return 0;
 }
 
@@ -321,29 +326,31 @@ SB_AVX2_ATTR static inline __m256i live8(int64_t left) {
 #define FL_MOST8 (16 * 8)
 
 #define NETWORK8_CASE(RR, _)                                                                         \
-    SB_AVX2_ATTR static void network8_##RR(int32_t *a, int64_t n) {                                  \
+    SB_AVX2_ATTR static void network8_##RR(const int32_t *from, int32_t *to, int64_t n) {            \
         __m256i v[RR];                                                                               \
         const __m256i big = _mm256_set1_epi32(INT32_MAX);                                            \
         for (int r = 0; r < RR; r++) {                                                               \
             const __m256i live = live8(n - 8 * r);                                                   \
-            v[r] = _mm256_blendv_epi8(big, _mm256_maskload_epi32(a + 8 * r, live), live);            \
+            v[r] = _mm256_blendv_epi8(big, _mm256_maskload_epi32(from + 8 * r, live), live);         \
         }                                                                                            \
         network8(v, RR);                                                                             \
         for (int r = 0; r < RR; r++)                                                                 \
-            _mm256_maskstore_epi32(a + 8 * r, live8(n - 8 * r), v[r]);                               \
+            _mm256_maskstore_epi32(to + 8 * r, live8(n - 8 * r), v[r]);                              \
     }
 FL_COUNTS8(NETWORK8_CASE, _)
 FL_SORT(SB_AVX2_ATTR, network8, 8, FL_COUNTS8)
 
 
-SB_AVX2_ATTR static int avx2_sort(int32_t *v, int64_t n, int depth, bp_scratch *sc) {
+SB_AVX2_ATTR static int avx2_sort(const int32_t *from, int32_t *to, int64_t n, int depth, bp_scratch *sc) {
     const __m256i spread = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
     while (n > FL_MOST8) {
         if (depth-- <= 0) {
-            qsort(v, (size_t)n, sizeof *v, cmp_i32);
+            if (from != to)
+                memcpy(to, from, (size_t)n * sizeof *to);
+            qsort(to, (size_t)n, sizeof *to, cmp_i32);
             return 0;
         }
-        const int32_t a = v[0], b = v[n / 2], c = v[n - 1];
+        const int32_t a = from[0], b = from[n / 2], c = from[n - 1];
         const int32_t p = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
         const __m256i pv = _mm256_set1_epi32(p);
         if (sc->cap < 2 * n + 32) {
@@ -360,7 +367,7 @@ SB_AVX2_ATTR static int avx2_sort(int32_t *v, int64_t n, int depth, bp_scratch *
         for (int64_t i = 0; i < n; i += 8) {
             const int64_t left = n - i;
             const unsigned live = left >= 8 ? 0xFFu : (1u << left) - 1u;
-            const __m256i x = _mm256_maskload_epi32(v + i, live8(left));
+            const __m256i x = _mm256_maskload_epi32(from + i, live8(left));
             const unsigned below = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(pv, x))) & live;
             const unsigned above = live & ~below;
             const __m256i pl = _mm256_srlv_epi32(_mm256_set1_epi32((int)bp_compress_lanes[below]), spread);
@@ -370,34 +377,38 @@ SB_AVX2_ATTR static int avx2_sort(int32_t *v, int64_t n, int depth, bp_scratch *
             nl += SB_POPCOUNT8(below);
             nh += SB_POPCOUNT8(above);
         }
-        memcpy(v, lo, (size_t)nl * sizeof *v);
-        memcpy(v + nl, hi, (size_t)nh * sizeof *v);
+        memcpy(to, lo, (size_t)nl * sizeof *to);
+        memcpy(to + nl, hi, (size_t)nh * sizeof *to);
+        /* both sides are in `to` now: the rest sorts in place */
         if (nl < nh) {
-            if (avx2_sort(v, nl, depth, sc))
+            if (avx2_sort(to, to, nl, depth, sc))
                 return -1;
-            v += nl;
+            to += nl;
             n = nh;
         } else {
-            if (avx2_sort(v + nl, nh, depth, sc))
+            if (avx2_sort(to + nl, to + nl, nh, depth, sc))
                 return -1;
             n = nl;
         }
+        from = to;
     }
-    if (n > 1)
-        network8_sort(v, n);
+    if (n > 0)
+        network8_sort(from, to, n);
     return 0;
 }
 #endif
 
-int bp_sort_hits(int32_t *v, int64_t n, bp_scratch *sc, int simd) {
+int bp_sort_hits(const int32_t *from, int32_t *to, int64_t n, bp_scratch *sc, int simd) {
 #if defined(SB_X86)
     if (simd == 3)
-        return simd_sort(v, n, 64, sc);
+        return simd_sort(from, to, n, 64, sc);
     if (simd == 2)
-        return avx2_sort(v, n, 64, sc);
+        return avx2_sort(from, to, n, 64, sc);
 #endif
     (void)simd;
-    return sort_hits_portable(v, n, sc);
+    if (from != to)
+        memcpy(to, from, (size_t)n * sizeof *to);
+    return sort_hits_portable(to, n, sc);
 }
 
 void bp_scratch_free(bp_scratch *sc) {
@@ -408,30 +419,43 @@ void bp_scratch_free(bp_scratch *sc) {
 }
 
 /* Sorts n distinct pseudo-random ids with the `simd` sort (3 AVX-512, 2 AVX2, 0 portable; the
- * ids arrive as ascending runs of random lengths, as one sector's hits do) and checks the result
- * against an insertion sort of the same ids: 0 when they agree, 1 when not, -1 when the CPU lacks
- * that sort or memory ran out.  For the tests: a query uses the best sort its CPU has, so only
- * this reaches the others. */
+ * ids arrive as ascending runs of random lengths, as one sector's hits do) twice, into a buffer
+ * apart (as the query's join does; the ids sorted from must be left as they were) and in place,
+ * and checks each result against an insertion sort of the same ids: 0 when all agree, 1 when
+ * not, -1 when the CPU lacks that sort or memory ran out.  For the tests: a query uses the best
+ * sort its CPU has, so only this reaches the others. */
 int sb_bp_selftest_sort(int simd, int64_t n, uint64_t seed) {
     if ((simd == 3 && !sb_bp_isa_supported(3)) || (simd == 2 && !sb_bp_isa_supported(2)) || n < 0)
         return -1;
     if (simd == 2)
         bp_compress_init();
-    int32_t *v = malloc((size_t)(n + 16) * sizeof *v), *ref = malloc((size_t)(n + 16) * sizeof *ref);
-    int status = v && ref ? 0 : -1;
+    const size_t bytes = (size_t)(n + 16) * sizeof(int32_t);
+    int32_t *v = malloc(bytes), *kept = malloc(bytes), *apart = malloc(bytes), *ref = malloc(bytes);
+    int status = v && kept && apart && ref ? 0 : -1;
     /* i K + seed mod the prime 2^31 - 1: distinct for distinct i, below INT32_MAX (the padding) */
     for (int64_t i = 0; i < n && !status; i++)
         v[i] = (int32_t)(((uint64_t)i * 2654435761u + seed) % 2147483647u);
     for (int64_t i = 0, run = 1; i < n && !status; i += run, run = 1 + (v[i - 1] >> 3) % 24)
         isort(v + i, i + run <= n ? run : n - i);
     if (!status) {
-        memcpy(ref, v, (size_t)n * sizeof *v);
+        const size_t used = (size_t)n * sizeof *v;
+        memcpy(ref, v, used);
         isort(ref, n);
+        memcpy(kept, v, used);
         bp_scratch sc = {0};
-        status = bp_sort_hits(v, n, &sc, simd) ? -1 : memcmp(v, ref, (size_t)n * sizeof *v) != 0;
+        if (bp_sort_hits(v, apart, n, &sc, simd))
+            status = -1;
+        else
+            status = memcmp(apart, ref, used) != 0 || memcmp(v, kept, used) != 0;
+        if (!status && bp_sort_hits(kept, kept, n, &sc, simd))
+            status = -1;
+        else if (!status)
+            status = memcmp(kept, ref, used) != 0;
         bp_scratch_free(&sc);
     }
     free(v);
+    free(kept);
+    free(apart);
     free(ref);
     return status;
 }
