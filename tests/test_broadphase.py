@@ -261,13 +261,15 @@ def test_bit_tricks_match_plain_loops():
 def test_each_sort_orders_every_size_of_a_sectors_hits(simd):
     """The query sorts with the best sort its CPU has; the others are reached only here.  Every
     size up to 600 (every register count of each network, 1 to 256 ids, and the partition above) and a few
-    large ones, ids in ascending runs as a sector's hits arrive; each sorted into a buffer apart
-    (as the query's join does, the source left as it was) and in place."""
+    large ones, ids in ascending runs as a sector's hits arrive, spread over their range (seeds 1
+    and 977) or in two dense clusters far apart (seed 0: the partition's pivot is the middle of
+    the range); each sorted into a buffer apart (as the query's join does, the source left as it
+    was) and in place."""
     lib = engine().lib
     if lib.sb_bp_selftest_sort(simd, 1, 1) == -1:
         pytest.skip(f"this CPU has no {'AVX-512' if simd == 3 else 'AVX2'}")
     sizes = [*range(0, 600), 1023, 1024, 1025, 4099, 20_000]
-    wrong = [n for n in sizes for seed in (1, 977) if lib.sb_bp_selftest_sort(simd, n, seed) != 0]
+    wrong = [n for n in sizes for seed in (1, 977, 0) if lib.sb_bp_selftest_sort(simd, n, seed) != 0]
     assert not wrong
 
 
