@@ -84,7 +84,8 @@ struct sb_bp_index {
     int pdep;           /* morton: codes by BMI2 pdep */
     int64_t m, kept;    /* points, finite points (the others are never inside) */
     int64_t nx, ny;     /* grid: cells per axis */
-    float x0, y0, inv;  /* cell of v: bp_cell_of(v, origin, inv, cells on the axis) */
+    float x0, y0;       /* cell of v: bp_cell_of(v, origin, inv_x or inv_y, cells on the axis) */
+    float inv_x, inv_y; /* 1 / the cell's width, height (the same for the Morton table) */
     int64_t cells;
     float *xs, *ys;     /* the finite points, sorted by cell (stable: ids ascend within a cell) */
     int32_t *ids;

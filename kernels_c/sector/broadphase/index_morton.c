@@ -60,8 +60,8 @@ static void morton_keys(const sb_bp_index *t, const float *px, const float *py, 
             key[j] = UINT32_MAX;
             continue;
         }
-        const uint32_t qx = (uint32_t)bp_cell_of(x, t->x0, t->inv, side);
-        const uint32_t qy = (uint32_t)bp_cell_of(y, t->y0, t->inv, side);
+        const uint32_t qx = (uint32_t)bp_cell_of(x, t->x0, t->inv_x, side);
+        const uint32_t qy = (uint32_t)bp_cell_of(y, t->y0, t->inv_y, side);
 #if defined(SB_X86)
         key[j] = use_pdep ? morton2_pdep(qx, qy) : morton2(qx, qy);
 #else
@@ -97,7 +97,8 @@ sb_bp_index *sb_bp_morton_build(const float *px, const float *py, int64_t m, dou
     t->x0 = (float)bd[0]; /* exact: the bounds are float32 values */
     t->y0 = (float)bd[2];
     const int64_t side = 1ll << qbits;
-    t->inv = bp_inverse32((double)side / ext); /* the maximum lands near `side`, clamped to side - 1 */
+    /* square cells; the maximum lands near `side`, clamped to side - 1 */
+    t->inv_x = t->inv_y = bp_inverse32((double)side / ext);
     t->cells = side * side;
 #if defined(SB_X86)
     t->pdep = pdep < 0 ? sb_bp_fast_pdep() : pdep && __builtin_cpu_supports("bmi2");
@@ -155,10 +156,10 @@ int64_t sb_bp_selftest_bits(int64_t count) {
 
 int bp_morton_runs(const sb_bp_index *t, const double *b, int64_t *a, int64_t *e) {
     const int64_t side = 1ll << t->q;
-    const uint32_t qx0 = (uint32_t)bp_cell_of(bp_to32(b[0]), t->x0, t->inv, side);
-    const uint32_t qx1 = (uint32_t)bp_cell_of(bp_to32(b[1]), t->x0, t->inv, side);
-    const uint32_t qy0 = (uint32_t)bp_cell_of(bp_to32(b[2]), t->y0, t->inv, side);
-    const uint32_t qy1 = (uint32_t)bp_cell_of(bp_to32(b[3]), t->y0, t->inv, side);
+    const uint32_t qx0 = (uint32_t)bp_cell_of(bp_to32(b[0]), t->x0, t->inv_x, side);
+    const uint32_t qx1 = (uint32_t)bp_cell_of(bp_to32(b[1]), t->x0, t->inv_x, side);
+    const uint32_t qy0 = (uint32_t)bp_cell_of(bp_to32(b[2]), t->y0, t->inv_y, side);
+    const uint32_t qy1 = (uint32_t)bp_cell_of(bp_to32(b[3]), t->y0, t->inv_y, side);
     const uint32_t w = (qx1 - qx0) > (qy1 - qy0) ? qx1 - qx0 : qy1 - qy0;
     /* the level whose cells are wider than the box: at most 2 cells per axis */
     const int lv = msb_smear(w) + 1;

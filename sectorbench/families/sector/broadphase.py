@@ -25,7 +25,8 @@ INDEXED = ("grid", "morton")
 FASTEST = "grid"
 #: Cell side = this x the median radius.  The prototype's sweep on game 20k x 200k found a flat
 #: optimum from 0.3x to 2x the median r; half of it sits in the middle.  The C side raises it to
-#: about one point per cell (sqrt(area / M)), below which smaller cells only add runs.
+#: about one point per cell (sqrt(area / M)), below which smaller cells only add runs; the grid
+#: keeps the square's area in cells twice as tall and half as wide (index_grid.c).
 CELL_PER_RADIUS = 0.5
 #: The shape arrays the narrow phase reads (sb_bp_sectors), in its order.
 SECTOR_COLUMNS = ("cx", "cy", "ux", "uy", "r2", "cos_theta")
@@ -66,7 +67,8 @@ class Hits:
 
 
 def cell_size(r2: np.ndarray) -> float:
-    """The index's cell side: CELL_PER_RADIUS x the median radius of the sectors that can hold a point."""
+    """The index's cell side (the grid's cells have its square's area): CELL_PER_RADIUS x the median
+    radius of the sectors that can hold a point."""
     with np.errstate(all="ignore"):
         r = np.sqrt(r2[np.isfinite(r2) & (r2 > 0)].astype(np.float64))
     return max(CELL_PER_RADIUS * float(np.median(r)), 1e-30) if len(r) else 1.0
