@@ -62,6 +62,10 @@ typedef void (*bp_job)(void *arg, int part, int parts);
  * this runs on, and fixed arrays of this size live on the stack). */
 #define BP_MAX_PARTS 64
 int bp_parallel(int parts, bp_job job, void *arg);
+/* bp_hold(parts, 1) before a call's first phase on `parts` threads, bp_hold(parts, 0) after its
+ * last: meanwhile the kept threads wait for the next phase spinning (up to ~1 ms), not asleep.
+ * Nothing on one part. */
+void bp_hold(int parts, int on);
 /* [0, n) in `parts` contiguous shares, as model/split.py's shape_ranges cuts them. */
 static inline int64_t bp_share(int64_t n, int part, int parts) { return n * part / parts; }
 

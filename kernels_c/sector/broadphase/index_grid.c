@@ -100,6 +100,7 @@ sb_bp_index *sb_bp_grid_build(const float *px, const float *py, int64_t m, doubl
         return NULL;
     double bd[4];
     int64_t finite;
+    bp_hold(threads, 1);
     bp_point_bounds(px, py, m, threads, bd, &finite);
     t->kind = BP_KIND_GRID;
     t->m = m;
@@ -116,7 +117,9 @@ sb_bp_index *sb_bp_grid_build(const float *px, const float *py, int64_t m, doubl
     t->inv_x = bp_inverse32(1.0 / width);
     t->inv_y = bp_inverse32(1.0 / height);
     t->cells = t->nx * t->ny;
-    if (bp_index_sort(t, px, py, grid_keys, threads)) {
+    const int failed = bp_index_sort(t, px, py, grid_keys, threads);
+    bp_hold(threads, 0);
+    if (failed) {
         sb_bp_index_free(t);
         return NULL;
     }

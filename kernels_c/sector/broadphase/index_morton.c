@@ -84,6 +84,7 @@ sb_bp_index *sb_bp_morton_build(const float *px, const float *py, int64_t m, dou
         return NULL;
     double bd[4];
     int64_t finite;
+    bp_hold(threads, 1);
     bp_point_bounds(px, py, m, threads, bd, &finite);
     double ext = fmax(bd[1] - bd[0], bd[3] - bd[2]);
     if (!(ext > 0))
@@ -105,7 +106,9 @@ sb_bp_index *sb_bp_morton_build(const float *px, const float *py, int64_t m, dou
 #else
     (void)pdep;
 #endif
-    if (bp_index_sort(t, px, py, morton_keys, threads)) {
+    const int failed = bp_index_sort(t, px, py, morton_keys, threads);
+    bp_hold(threads, 0);
+    if (failed) {
         sb_bp_index_free(t);
         return NULL;
     }

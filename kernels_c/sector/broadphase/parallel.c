@@ -6,8 +6,14 @@
  * The threads are kept between phases and calls (a pool): a thread created for each phase
  * started its part ~50-80 us late, measured on the 2-vCPU VM (2 000 calls of a 66 us part:
  * 146 us a call on two threads against 66 on one), seven phases a query.  A kept thread waits
- * for the next phase by spinning a short while (phases come back to back), then sleeping on a
- * condition variable.  One caller at a time uses the pool; a second
+ * for the next phase by spinning a short while, then sleeping on a condition variable.  Within a
+ * call of several phases (an index build, a query: bp_hold), waits spin for longer: between its
+ * phases the caller runs serial steps (prefix sums, allocations) and a part may finish before
+ * the other, and a sleeping thread woke ~80 us after the broadcast here (a throwaway program,
+ * medians of 200 phases) - in the game query on two threads, 195 of 217 phase starts found the
+ * other thread asleep (31 build + query calls).  sectorbench.query on two threads, calls with and
+ * without the longer spin interleaved in one process, busy host: 11.12 against 11.55 ms and
+ * 11.49 against 11.92 (medians of 100 calls each).  One caller at a time uses the pool; a second
  * one, concurrently (two Python threads each in a query), creates threads as before.  After a
  * fork the child has none of the parent's threads: it starts its own.  A kept thread takes the
  * caller's floating-point environment (rounding, flush-to-zero) for each phase, as a thread
@@ -26,6 +32,9 @@
  * the other vCPU, 4 000 lost 0.5 ms (its spins took the CPU the other part waited for), 400
  * nothing against threads created per phase (6.32 + 11.00 against 6.34 + 11.16 ms). */
 #define BP_SPINS 400
+/* Pauses of a wait inside a held call (~1 ms): more than its serial steps take, bounded so that
+ * a long one (a large first allocation) does not keep a CPU busy for nothing. */
+#define BP_HELD_SPINS 40000
 
 #if defined(SB_X86)
 #define BP_PAUSE() __builtin_ia32_pause()
@@ -73,6 +82,7 @@ static struct {
     pthread_cond_t done;   /* the phase's last part finished */
     int threads;           /* kept threads: parts 1 .. threads */
     int spin;              /* whether waits spin first: not when there are more threads than CPUs */
+    int held;              /* calls inside bp_hold (atomic): waits spin BP_HELD_SPINS */
     /* The phase: its number << 8 | its parts, one atomic word, so that a thread reads whether it
      * takes part in the phase it sees, never the parts of the next (job and arg, written before
      * the word, stay put while the phase waits for its parts). */
@@ -100,6 +110,7 @@ static void team_after_fork(void) {
     pthread_cond_init(&team.done, NULL);
     team.threads = 0;
     team.remaining = 0;
+    team.held = 0; /* the caller that held the pool is not in the child */
 }
 
 static long team_cpus = 1;
@@ -109,12 +120,20 @@ static void team_init(void) {
     pthread_atfork(NULL, NULL, team_after_fork);
 }
 
+/* Pauses a wait spins before it sleeps: none when the threads outnumber the CPUs (a spinning
+ * thread would take the CPU another one needs). */
+static int wait_spins(void) {
+    if (!__atomic_load_n(&team.spin, __ATOMIC_RELAXED))
+        return 0;
+    return __atomic_load_n(&team.held, __ATOMIC_RELAXED) ? BP_HELD_SPINS : BP_SPINS;
+}
+
 static void *team_thread(void *p) {
     const int part = (int)(intptr_t)p;
     uint64_t seen = team_born[part];
     for (;;) {
         uint64_t now = __atomic_load_n(&team.phase, __ATOMIC_ACQUIRE);
-        for (int spin = 0; spin < BP_SPINS && __atomic_load_n(&team.spin, __ATOMIC_RELAXED) && now == seen; spin++) {
+        for (int spin = 0; spin < wait_spins() && now == seen; spin++) {
             BP_PAUSE();
             now = __atomic_load_n(&team.phase, __ATOMIC_ACQUIRE);
         }
@@ -181,7 +200,7 @@ int bp_parallel(int parts, bp_job job, void *arg) {
     pthread_cond_broadcast(&team.wake);
     pthread_mutex_unlock(&team.lock);
     job(arg, 0, parts);
-    for (int spin = 0; spin < BP_SPINS && team.spin && __atomic_load_n(&team.remaining, __ATOMIC_ACQUIRE); spin++)
+    for (int spin = 0; spin < wait_spins() && __atomic_load_n(&team.remaining, __ATOMIC_ACQUIRE); spin++)
         BP_PAUSE();
     if (__atomic_load_n(&team.remaining, __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&team.lock);
@@ -191,4 +210,9 @@ int bp_parallel(int parts, bp_job job, void *arg) {
     }
     pthread_mutex_unlock(&team.use);
     return 0;
+}
+
+void bp_hold(int parts, int on) {
+    if (parts > 1) /* one part runs on the caller alone: no thread to keep awake */
+        __atomic_add_fetch(&team.held, on ? 1 : -1, __ATOMIC_RELAXED);
 }

@@ -294,6 +294,7 @@ static int run_query(query_job *job, int isa, int threads, sb_bp_hits *out) {
     threads = threads < 1 ? 1 : threads > BP_MAX_PARTS ? BP_MAX_PARTS : threads;
     if (threads > n)
         threads = n > 0 ? (int)n : 1;
+    bp_hold(threads, 1);
     int status = job->t ? query_bounds(job, threads) : 0;
     if (!status) {
         bp_parallel(threads, share_part, job);
@@ -324,6 +325,7 @@ static int run_query(query_job *job, int isa, int threads, sb_bp_hits *out) {
             out->runs += job->part[p].runs;
         }
     }
+    bp_hold(threads, 0);
     for (int p = 0; p < threads; p++) { /* a part that failed freed its own; NULLs are no-ops */
         sb_bp_hits_free(&job->part[p]);
         bp_free(job->at[p]);
