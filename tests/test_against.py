@@ -184,6 +184,38 @@ def test_in_a_sectorbench_checkout_kernels_c_is_compared_at_the_ref(tmp_path, mo
     assert nosqrt["base"]["hits"] == nosqrt["head"]["hits"]
 
 
+def _clone_with_abi_change(tmp_path: Path, old: str, new: str) -> Path:
+    """A clone of this repository whose last commit edits the sector family's abi.h."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, capture_output=True)
+    abi = clone / "kernels_c" / "sector" / "abi.h"
+    text = abi.read_text()
+    assert old in text
+    abi.write_text(text.replace(old, new, 1))
+    commit_all(clone, "abi.h edited")
+    return clone
+
+
+def test_a_ref_whose_abi_differs_in_comments_only_is_compared(tmp_path, monkeypatch):
+    """cffi reads declarations, not comments: a new comment (and a line broken anew) at the ref
+    keeps its kernels loadable, so the A/B runs."""
+    old = "int64_t sb_bp_pool_release(void);"
+    clone = _clone_with_abi_change(tmp_path, old, "/* reworded */\n\n" + old.replace(" ", "\n    "))
+    monkeypatch.chdir(clone)
+    out = tmp_path / "ab.json"
+    result = invoke("run", *SMALL, "--kernels", "basic", "--against", "HEAD", "--json", str(out))
+    assert result.exit_code in (0, 1), result.output
+    assert set(rows_by_side(out, "basic")) == {"base", "head"}
+
+
+def test_a_ref_whose_abi_declares_otherwise_is_refused(tmp_path, monkeypatch):
+    old = "int64_t sb_bp_pool_release(void);"
+    clone = _clone_with_abi_change(tmp_path, old, old + "\nint sb_bp_only_at_the_ref(void);")
+    monkeypatch.chdir(clone)
+    result = invoke("run", *SMALL, "--kernels", "basic", "--against", "HEAD")
+    assert_one_line_error(result, "--against HEAD", "ABI", "differs")
+
+
 def _row(kernel: str, verdict: str, ratio: float, p: float = 0.001) -> GateRow:
     return GateRow(kernel, "cc", "-O2", "inline", 1.0, ratio, ratio, ratio, ratio, p, 1 - p, verdict, 0.1)
 

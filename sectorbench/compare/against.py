@@ -12,6 +12,7 @@ same run (RunConfig.base_builds).
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import tarfile
 from collections.abc import Callable
@@ -83,11 +84,19 @@ def _kernels_at(commit: str, root: Path, scratch: Path) -> Path:
     return target / "kernels_c"
 
 
+#: C comments, which say nothing to cffi: a ref whose ABI headers differ only in them is comparable.
+_C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)
+
+
 def _abi_text(kernels_dir: Path) -> str:
-    """What the worker's cffi declares (sb_abi.h and each family's abi.h), to check both sides share it."""
+    """What the worker's cffi declares (sb_abi.h and each family's abi.h), comments and spacing
+    aside, to check both sides share it."""
     family_abis = sorted(p for p in kernels_dir.glob(f"*/{FAMILY_ABI}") if p.parent.name != HARNESS_DIR.name)
     abi = kernels_dir / HARNESS_DIR.name / ABI_HEADER.name
-    return "\n".join(p.read_text() for p in (abi, *family_abis)) if abi.is_file() else ""
+    if not abi.is_file():
+        return ""
+    text = "\n".join(p.read_text() for p in (abi, *family_abis))
+    return " ".join(_C_COMMENT.sub(" ", text).split())
 
 
 def against_ref(ref: str, head_builds: tuple[BuildConfig, ...], sources: tuple[Path, ...], scratch: Path, cwd: Path):
