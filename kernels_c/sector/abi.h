@@ -25,8 +25,9 @@ typedef struct sb_bp_hits {
 /* A point index: a uniform grid (row-major cells) or a Morton (Z-order) table. */
 typedef struct sb_bp_index sb_bp_index;
 
-/* cell: the wanted cell side (raised to about one point per cell); threads: the build's threads (the
- * index is the same for every count); NULL when out of memory. */
+/* cell: the side of the square whose area a cell has (raised to about one point per cell; a cell
+ * is twice as tall and half as wide); threads: the build's threads (the index is the same for
+ * every count); NULL when out of memory. */
 sb_bp_index *sb_bp_grid_build(const float *px, const float *py, int64_t m, double cell, int threads);
 /* cell: the finest cell's wanted side; pdep: -1 where the CPU's is fast, 0 never, 1 if it has BMI2. */
 sb_bp_index *sb_bp_morton_build(const float *px, const float *py, int64_t m, double cell, int pdep, int threads);
