@@ -30,7 +30,8 @@ SB_AVX512_ATTR static inline __m512i cells16(__m512 v, __m512 o, __m512 inv, __m
 
 SB_AVX512_ATTR static int64_t grid_keys_avx512(const sb_bp_index *t, const float *px, const float *py, int64_t a,
                                                int64_t e, uint32_t *key) {
-    const __m512 x0 = _mm512_set1_ps(t->x0), y0 = _mm512_set1_ps(t->y0), inv_x = _mm512_set1_ps(t->inv_x), inv_y = _mm512_set1_ps(t->inv_y);
+    const __m512 x0 = _mm512_set1_ps(t->x0), y0 = _mm512_set1_ps(t->y0);
+    const __m512 inv_x = _mm512_set1_ps(t->inv_x), inv_y = _mm512_set1_ps(t->inv_y);
     const __m512 xlast = _mm512_set1_ps((float)(t->nx - 1)), ylast = _mm512_set1_ps((float)(t->ny - 1));
     const __m512i nx = _mm512_set1_epi32((int)t->nx), exponent = _mm512_set1_epi32(0x7f800000);
     int64_t j = a;
@@ -55,7 +56,8 @@ SB_AVX2_ATTR static inline __m256i cells8(__m256 v, __m256 o, __m256 inv, __m256
 
 SB_AVX2_ATTR static int64_t grid_keys_avx2(const sb_bp_index *t, const float *px, const float *py, int64_t a,
                                            int64_t e, uint32_t *key) {
-    const __m256 x0 = _mm256_set1_ps(t->x0), y0 = _mm256_set1_ps(t->y0), inv_x = _mm256_set1_ps(t->inv_x), inv_y = _mm256_set1_ps(t->inv_y);
+    const __m256 x0 = _mm256_set1_ps(t->x0), y0 = _mm256_set1_ps(t->y0);
+    const __m256 inv_x = _mm256_set1_ps(t->inv_x), inv_y = _mm256_set1_ps(t->inv_y);
     const __m256 xlast = _mm256_set1_ps((float)(t->nx - 1)), ylast = _mm256_set1_ps((float)(t->ny - 1));
     const __m256i nx = _mm256_set1_epi32((int)t->nx), exponent = _mm256_set1_epi32(0x7f800000);
     int64_t j = a;
@@ -109,9 +111,9 @@ sb_bp_index *sb_bp_grid_build(const float *px, const float *py, int64_t m, doubl
     const double w = bd[1] - bd[0], h = bd[3] - bd[2];
     if (finite > 0 && sqrt(w * h / (double)finite) > cell)
         cell = sqrt(w * h / (double)finite);
-    while ((floor(w / (cell / BP_CELL_STRETCH)) + 1) * (floor(h / (cell * BP_CELL_STRETCH)) + 1) > (double)SB_BP_MAX_CELLS)
-        cell *= 2;
-    const double width = cell / BP_CELL_STRETCH, height = cell * BP_CELL_STRETCH;
+    double width = cell / BP_CELL_STRETCH, height = cell * BP_CELL_STRETCH;
+    while ((floor(w / width) + 1) * (floor(h / height) + 1) > (double)SB_BP_MAX_CELLS)
+        width *= 2, height *= 2;
     t->nx = (int64_t)floor(w / width) + 1;
     t->ny = (int64_t)floor(h / height) + 1;
     t->inv_x = bp_inverse32(1.0 / width);

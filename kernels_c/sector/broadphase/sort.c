@@ -229,7 +229,8 @@ FL_COUNTS16(NETWORK16_CASE, _)
 FL_SORT(SB_AVX512_ATTR, network16, 16, FL_COUNTS16)
 
 
-SB_AVX512_ATTR static int simd_sort_in(const int32_t *from, int32_t *to, int64_t n, bp_scratch *sc, int32_t lo, int32_t hi) {
+SB_AVX512_ATTR static int simd_sort_in(const int32_t *from, int32_t *to, int64_t n, bp_scratch *sc, int32_t lo,
+                                       int32_t hi) {
     while (n > FL_MOST16) {
         if (lo >= hi) { /* only with equal ids, which one sector's hits never are */
             if (from != to)
@@ -365,7 +366,8 @@ FL_COUNTS8(NETWORK8_CASE, _)
 FL_SORT(SB_AVX2_ATTR, network8, 8, FL_COUNTS8)
 
 
-SB_AVX2_ATTR static int avx2_sort_in(const int32_t *from, int32_t *to, int64_t n, bp_scratch *sc, int32_t lo, int32_t hi) {
+SB_AVX2_ATTR static int avx2_sort_in(const int32_t *from, int32_t *to, int64_t n, bp_scratch *sc, int32_t lo,
+                                     int32_t hi) {
     const __m256i spread = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
     while (n > FL_MOST8) {
         if (lo >= hi) { /* only with equal ids, which one sector's hits never are */
@@ -471,6 +473,17 @@ void bp_scratch_free(bp_scratch *sc) {
     sc->cap = 0;
 }
 
+/* The self-test's ids, distinct for distinct i and below INT32_MAX (the padding).  Spread:
+ * i K + seed mod the prime 2^31 - 1.  Clustered: odd i near 2^30, even i near 0, each cluster
+ * dense (i / 2 permuted within blocks of the prime 65 521), so the ids are far from evenly
+ * spread over their range (the partitions' pivot is the range's middle). */
+static int32_t spread_id(uint64_t i, uint64_t seed) { return (int32_t)((i * 2654435761u + seed) % 2147483647u); }
+
+static int32_t clustered_id(uint64_t i) {
+    const uint64_t j = i >> 1;
+    return (int32_t)((i & 1) << 30 | (j * 7919u % 65521u + j / 65521u * 65521u));
+}
+
 /* Sorts n distinct pseudo-random ids with the `simd` sort (3 AVX-512, 2 AVX2, 0 portable; the
  * ids arrive as ascending runs of random lengths, as one sector's hits do) twice, into a buffer
  * apart (as the query's join does; the ids sorted from must be left as they were) and in place,
@@ -485,12 +498,8 @@ int sb_bp_selftest_sort(int simd, int64_t n, uint64_t seed) {
     const size_t bytes = (size_t)(n + 16) * sizeof(int32_t);
     int32_t *v = malloc(bytes), *kept = malloc(bytes), *apart = malloc(bytes), *ref = malloc(bytes);
     int status = v && kept && apart && ref ? 0 : -1;
-    /* i K + seed mod the prime 2^31 - 1: distinct for distinct i, below INT32_MAX (the padding);
-     * seed 0: two dense clusters, near 0 and 2^30, the ids far from evenly spread over their
-     * range (the partitions' pivot is the range's middle) */
     for (int64_t i = 0; i < n && !status; i++)
-        v[i] = seed ? (int32_t)(((uint64_t)i * 2654435761u + seed) % 2147483647u)
-                    : (int32_t)((i & 1) << 30 | (((uint64_t)i >> 1) * 7919u % 65521u + (uint64_t)(i >> 1) / 65521u * 65521u));
+        v[i] = seed ? spread_id((uint64_t)i, seed) : clustered_id((uint64_t)i);
     for (int64_t i = 0, run = 1; i < n && !status; i += run, run = 1 + (v[i - 1] >> 3) % 24)
         isort(v + i, i + run <= n ? run : n - i);
     if (!status) {
