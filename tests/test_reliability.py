@@ -189,6 +189,12 @@ def test_flags_that_redirect_the_compilers_output_are_refused_with_a_reason(flag
         BuildConfig.parse(f"-O1 {flags}")
 
 
+@pytest.mark.parametrize("flags", ["''", '-O2 ""'])
+def test_an_empty_quoted_flag_is_refused_before_the_compiler_sees_it(flags):
+    with pytest.raises(BuildError, match="empty quoted argument"):
+        BuildConfig.parse(flags)
+
+
 @pytest.mark.parametrize("flags", ALLOWED_FLAGS)
 def test_ordinary_flags_are_allowed(flags):
     assert refused(tuple(flags.split())) is None

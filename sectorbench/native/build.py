@@ -106,6 +106,10 @@ class BuildConfig:
             words = tuple(shlex.split(flags))
         except ValueError as exc:
             raise BuildError(f"cannot parse --flags {flags!r}: {exc}") from None
+        if "" in words:  # cc would look for an input file named "" and fail after the scene is made
+            raise BuildError(
+                f"--flags {flags!r}: an empty quoted argument ('' or \"\") reaches the compiler as a file name"
+            )
         bad = refused(words)
         if bad is not None:
             raise BuildError(f"--flags {flags!r}: {bad[0]} is refused: it {bad[1]}")
