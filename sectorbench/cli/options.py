@@ -118,7 +118,7 @@ def build_options(default_flags: tuple[str, ...]):
             multiple=True,
             callback=unique,
             type=click.Path(exists=True, dir_okay=False, path_type=Path),
-            help="Your own C file of kernels to link in (repeatable; see the README) [default: none].",
+            help="Your own C file of kernels to link in (repeatable; docs/extending.md) [default: none].",
         )(command)
         command = click.option(
             "--disable-isa",
@@ -186,7 +186,7 @@ def gate_options(command):
     command = click.option(
         "--thresholds",
         type=click.Path(exists=True, dir_okay=False, path_type=Path),
-        help="TOML file of per-kernel thresholds (see the README) [default: --threshold for all].",
+        help="TOML file of per-kernel thresholds (docs/gate.md) [default: --threshold for all].",
     )(command)
     command = click.option(
         "--normalize",

@@ -5,7 +5,8 @@ operations in the same order — D = p − c, s = dx·dx + dy·dy, a = dx·ux + 
 sign-aware squares (s < r2) & (a·|a| > s·(k·|k|)), boundary outside, NaN outside — so
 their answers match that kernel's pair for pair.
 
-Why they are written this way (measured on this machine, see the README):
+Why they are written this way (measured on this machine when they were written; the peers
+against the C kernels: docs/findings/2026-11-21-zen4.md):
  * numpy: one sector against all points, every ufunc writing into preallocated float32
    buffers (no temporaries, no float64 promotion: the sector's values are float32
    scalars); blocking the points or broadcasting N x M was slower.
