@@ -49,6 +49,7 @@ def workdir(tmp_path_factory, o2_library):
     (where / "existing.png").write_text("precious")
     (where / "file.txt").write_text("in the way")
     (where / "bad.toml").write_text("default = 25\n")
+    (where / "old.c").write_text((DATA / "missing_isa_kernel.c").read_text())
     (where / "adir").mkdir()
     os.mkfifo(where / "fifo.json")
     os.mkfifo(where / "fifo.png")
@@ -157,6 +158,21 @@ RUN_LIKE = [
     ("--source", "no-such-file.c"),
     ("--source", "adir"),
     ("--source", str(DATA / "broken_kernels.c"), "--source", str(DATA / "broken_kernels.c")),
+    ("--source", "fifo.json"),  # a FIFO would block the compiler, a device never end
+    ("--source", "/dev/zero"),
+    ("--against-source", "fifo.json"),
+    ("--against", ""),  # `--against "$(git merge-base ...)"` when there is no merge base
+    (
+        "--source",
+        str(DATA / "missing_isa_kernel.c"),
+        "--against-source",
+        "old.c",
+        "--json",
+        "old.c",
+        "--force",
+        "--repeat",
+        "5",
+    ),  # enough rounds for the A/B's alpha: refused only because old.c is an input
     # outputs
     ("--json", "/dev/null", "--force"),
     ("--json", "fifo.json", "--force"),
@@ -245,6 +261,8 @@ ROWS = (
         ("verify", "--input", "liar.npz"),
         ("verify", "--input", "fifo.json"),
         ("verify", "--flags", "-O2 -Wl,-o,s.json"),
+        ("verify", "--source", "fifo.json"),
+        ("verify", "--cases", "100", "--source", str(DATA / "shadowing_kernel.c"), "--kernels", "basic"),
         # kernels
         ("kernels", "--flags", "-O2 -c"),
         ("kernels", "--cc", "/bin/true"),
@@ -262,6 +280,7 @@ ROWS = (
         ("regress", "ok.json", "ok.json", "--alpha", "0"),
         ("regress", "ok.json", "ok.json", "--threshold", "-1"),
         ("regress", "ok.json", "ok.json", "--thresholds", "bad.toml"),
+        ("regress", "ok.json", "ok.json", "--thresholds", "fifo.json"),
         ("regress", "ok.json", "ok.json", "--markdown", "/dev/null", "--force"),
         ("regress", "ok.json", "ok.json", "--markdown", "existing.json"),
         ("regress", "ok.json", "ok.json", "--markdown", "file.txt/gate.md"),
@@ -285,6 +304,11 @@ ROWS = (
         ("query", "--world", "inf", "--out", "q.npz"),
         ("query", "--threads", "100000", "--out", "q.npz"),
         ("query", "--max-hits", "0", "--out", "q.npz"),
+        ("query", "--max-hits", "99999999999999999999", "--out", "q.npz"),
+        # export
+        ("export", "ok.json", "--format", "pyperf", "--out", "ok.json", "--force"),
+        ("export", "ok.json", "--format", "bmf", "--out", "sym-ok.md", "--force"),
+        ("export", "ok.json", "--format", "gha", "--out", "hard-ok.md", "--force"),
         ("query", "-n", "500", "-m", "20000", "--rmax", "1e6", "--max-hits", "1000", "--out", "q.npz"),
         ("query", "--out", "fifo.json", "--force"),
         ("plot", "ok.json"),

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 import sectorbench
 from sectorbench.cli import main
 from sectorbench.families import scene_kinds as scenes
+from sectorbench.measure.runner import available_cpus
 from sectorbench.measure.server import fp_environment
 from sectorbench.oracle.exact import check_fp_environment
 
@@ -200,3 +201,13 @@ def test_cli_query_writes_hits_and_refuses_to_overwrite(tmp_path, game):
     assert out.read_bytes() == before
     forced = CliRunner().invoke(main, [*args, "--force", "--broadphase", "morton"])
     assert forced.exit_code == 0
+    every_cpu = CliRunner().invoke(main, [*args, "--force", "--threads", "all"])  # as run's --threads takes it
+    assert every_cpu.exit_code == 0, every_cpu.output
+    with np.load(out) as data:
+        assert np.array_equal(data["indices"], expected.indices)
+        assert json.loads(str(data["meta"]))["threads"] == available_cpus()
+
+
+def test_max_hits_beyond_an_int64_bound_is_a_value_error(game):
+    with pytest.raises(ValueError, match="max_hits must be an integer from 1 to 2\\^62"):
+        sectorbench.query(game, game, max_hits=2**63)

@@ -27,6 +27,6 @@ from .options import check_outputs
 @click.option("--force", is_flag=True, help="Replace an existing file (a regular file only) [default: refuse].")
 def export_command(result, fmt, out, force):
     """Write RESULT (a saved run or compare) as pyperf, bmf (Bencher), gbench (Google Benchmark) or gha JSON."""
-    check_outputs(force, out)
+    check_outputs(force, out, inputs=(result,))
     text = render(load(result), fmt)
     note(f"saved {write_text_atomic(out, text, overwrite=force)}")

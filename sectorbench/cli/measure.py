@@ -31,6 +31,7 @@ from .options import (
     make_gate_config,
     output_options,
     refuse_unused_gate_options,
+    regular_files,
     scene_option,
     threads_option,
     unique,
@@ -149,6 +150,7 @@ def size_options(command):
 @click.option(
     "--against-source",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    callback=regular_files,
     help="Same-job A/B against this old copy of the one --source file (a file outside git) [default: none].",
 )
 @click.option(
@@ -194,6 +196,10 @@ def run_command(
     **scene_values,
 ):
     """Time kernels over a seeded scene, NoOperation overhead subtracted."""
+    if against is not None and not against.strip():
+        # what `--against "$(git merge-base origin/main HEAD)"` passes when the merge base is
+        # missing (a shallow clone): silently running without the gate would pass every change
+        raise click.UsageError("--against needs a git ref, and got an empty one (did git merge-base fail?)")
     if against and against_source:
         raise click.UsageError("give --against or --against-source, not both")
     if baseline and (against or against_source):
@@ -205,7 +211,7 @@ def run_command(
         markdown_path,
         *(path for _, path in exports),
         save=save_to_results,
-        inputs=(baseline, thresholds, *sources),
+        inputs=(baseline, thresholds, against_source, *sources),
     )
     gate_config = make_gate_config(alpha, threshold, thresholds, normalize)
     config = RunConfig(

@@ -10,7 +10,7 @@ import click
 from ..compare.gate import GateConfig, load_thresholds
 from ..errors import SectorbenchError
 from ..families import all_families, scene_options
-from ..model.results import RESULTS_DIR, check_directory, check_output, same_file
+from ..model.results import RESULTS_DIR, check_directory, check_output, regular_file, same_file
 from ..native.build import DEFAULT_CC, BuildConfig
 
 
@@ -71,6 +71,22 @@ def unique(ctx, param, values) -> tuple:
     return tuple(values)
 
 
+def regular_files(ctx, param, value):
+    """Files read whole (a C source, a TOML): regular ones only, refused before any work.  A
+    FIFO would block its reader, and the compiler or a parser would read a device for ever."""
+    for path in value if isinstance(value, tuple) else (value,):
+        if path is not None:
+            try:
+                regular_file(path)
+            except SectorbenchError as exc:
+                raise click.BadParameter(str(exc), ctx, param) from None
+    return value
+
+
+def unique_regular_files(ctx, param, values) -> tuple:
+    return unique(ctx, param, regular_files(ctx, param, values))
+
+
 #: A seed: any integer numpy's SeedSequence takes, which is any integer >= 0.
 SEED = click.IntRange(min=0)
 
@@ -116,7 +132,7 @@ def build_options(default_flags: tuple[str, ...]):
             "--source",
             "sources",
             multiple=True,
-            callback=unique,
+            callback=unique_regular_files,
             type=click.Path(exists=True, dir_okay=False, path_type=Path),
             help="Your own C file of kernels to link in (repeatable; docs/extending.md) [default: none].",
         )(command)
@@ -186,6 +202,7 @@ def gate_options(command):
     command = click.option(
         "--thresholds",
         type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        callback=regular_files,
         help="TOML file of per-kernel thresholds (docs/gate.md) [default: --threshold for all].",
     )(command)
     command = click.option(
@@ -259,9 +276,12 @@ def max_threads() -> int:
 
 
 def checked_threads(value, option: str = "--threads") -> int:
-    """A thread count as given (an integer), within 1..max_threads(); else SectorbenchError."""
+    """A thread count as given (an integer, or 'all': the CPUs this process may use), within
+    1..max_threads(); else SectorbenchError."""
+    from ..measure.runner import ALL_THREADS, available_cpus
+
     try:
-        count = int(str(value).strip())
+        count = available_cpus() if str(value).strip() == ALL_THREADS else int(str(value).strip())
     except ValueError:
         raise SectorbenchError(f"{option} must be a whole number or 'all' (got {value!r})") from None
     if not 1 <= count <= max_threads():

@@ -52,12 +52,12 @@ def _query_families():
     default="1",
     show_default=True,
     callback=lambda ctx, param, value: checked_threads(value),
-    help="Threads, each taking a range of shapes.",
+    help="Threads, each taking a range of shapes (N, or all: the CPUs this process may use).",
 )
 @click.option(
     "--max-hits",
     default=None,
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=2**62),  # a query's bound is an int64 in C
     help="Stop with an error past this many hits (4 bytes each): the answer's memory bound "
     "[default: the family's, 2^28 hits for sectors].",
 )

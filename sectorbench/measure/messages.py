@@ -95,6 +95,7 @@ class Described:
     counters: dict  # {"available": bool, "reason": str | None}
     cpus: int
     cpu_features: list[str]
+    name_clashes: list[str]  # rows named as an earlier row of the build: "name (a.c:L and b.c:L)"
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,8 @@ class Server:
         self.lib.sb_fpenv_save(self.fpenv)
         self.disabled = disabled_features()
         self.loops: dict[str, TimedLoop] = {}
+        #: rows whose name an earlier row of the build already has ("name (first.c:L and second.c:L)")
+        self.name_clashes: list[str] = []
         if peers:
             for peer in (p for family in all_families() for p in family.peers()):
                 self.loops[peer.name] = PeerLoop(self, peer)
@@ -98,6 +100,10 @@ class Server:
             rows = sorted((table[i] for i in range(count[0])), key=lambda r: (self.ffi.string(r.source), r.line))
             for row in rows:
                 loop = CRowLoop(self, row)
+                if loop.kernel.name in self.loops:  # a --source row named as another: said, not shadowed
+                    first = self.loops[loop.kernel.name].kernel
+                    self.name_clashes.append(f"{first.name} ({first.source} and {loop.kernel.source})")
+                    continue
                 self.loops[loop.kernel.name] = self._checked(loop)
             for family in all_families():
                 for name in family.broadphases():
@@ -277,6 +283,7 @@ class Server:
             },
             cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
             cpu_features=[f for f in self.ffi.string(self.lib.sb_cpu_features()).decode().split(",") if f],
+            name_clashes=self.name_clashes,
         )
 
     def load(self, request: messages.LoadScene) -> messages.SceneLoaded:

@@ -245,6 +245,10 @@ class Worker:
 
         SectorbenchError if a --disable-isa feature is not one the build knows."""
         reply = self.ask(messages.Describe(), STARTUP_S)
+        if reply.name_clashes:  # the second row would be silently replaced by the first: its results with it
+            raise SectorbenchError(
+                f"two kernels are named {reply.name_clashes[0]}: each kernel needs a name of its own (rename yours)"
+            )
         unknown = sorted(self.disabled - set(reply.cpu_features))
         if unknown:
             raise SectorbenchError(

@@ -25,6 +25,8 @@ QUERY_BUILD = BuildConfig(("-O2",))
 #: most this many candidates (the points their boxes touch), so a query whose answer would not
 #: fit stops with a clear error after about this much memory, not when the machine runs out.
 MAX_HITS = 2**28
+#: The largest max_hits taken: the bound goes to C as an int64, and 2^62 hits are 16 EiB.
+MAX_HITS_LIMIT = 2**62
 #: kernel= names: the narrow phase's predicate, as the brute-force kernels are named.
 KERNELS = {"auto": "auto", **{ISA_NAMES[code]: isa for isa, code in ISA_CODES.items() if code}}
 
@@ -227,8 +229,8 @@ def query(
         raise ValueError(f"kernel must be one of {', '.join(KERNELS)} (got {kernel!r})")
     if not isinstance(threads, int | np.integer) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"threads must be an integer >= 1 (got {threads!r})")
-    if not isinstance(max_hits, int | np.integer) or isinstance(max_hits, bool) or max_hits < 1:
-        raise ValueError(f"max_hits must be an integer >= 1 (got {max_hits!r})")
+    if not isinstance(max_hits, int | np.integer) or isinstance(max_hits, bool) or not 1 <= max_hits <= MAX_HITS_LIMIT:
+        raise ValueError(f"max_hits must be an integer from 1 to 2^62 (got {max_hits!r})")
     columns = sector_columns(sectors)
     # An index counts the points' NaN and infinities while it reads them anyway: checked here
     # too, they cost a second pass over memory (0.5 ms at 1 000 000 points, the arrays having
