@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..measure.instructions import METRICS
-from .app import note, run_gate, stdout, write_exports, write_json
+from .app import note, result_json, run_gate, stdout, write_exports, write_json
 
 TIME, INSTRUCTIONS = METRICS
 
@@ -141,4 +141,14 @@ def run_ab(
         for line in removed:
             note(line)
         revise = gate_revision(config, base, head, gate_config, confirm, metric, ab.label)
-        run_gate(base, head, gate_config, markdown, force, f"base {ab.label}", "head", revise)
+        run_gate(
+            base,
+            head,
+            gate_config,
+            markdown,
+            force,
+            f"base {ab.label}",
+            "head",
+            rescue=result_json(result),
+            revise=revise,
+        )

@@ -208,6 +208,7 @@ def run_gate(
     force,
     baseline_label,
     current_label,
+    *,  # by name: a positional revise once landed in rescue's place
     rescue: Callable[[], str] | None = None,
     revise=None,
 ) -> None:

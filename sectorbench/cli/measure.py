@@ -277,8 +277,8 @@ def run_command(
             force,
             str(baseline),
             "this run",
-            result_json(result),
-            revise,
+            rescue=result_json(result),
+            revise=revise,
         )
 
 
