@@ -732,7 +732,7 @@ def test_an_output_that_appears_during_the_run_leaves_it_and_rescues_the_results
 
 @pytest.fixture
 def full_disk(tmp_path):
-    """A 64 KiB tmpfs, nearly full (needs root, as this VM's tests run)."""
+    """A 64 KiB tmpfs, full: not even a small file fits (needs root, as this VM's tests run)."""
     where = tmp_path / "full"
     where.mkdir()
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True)
@@ -740,10 +740,10 @@ def full_disk(tmp_path):
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     try:
         filler = where / "filler"
-        with open(filler, "wb") as stream:
+        with open(filler, "wb", buffering=0) as stream:  # unbuffered: closing it has nothing left to fail on
             try:
-                stream.write(bytes(60 * 1024))
-                stream.flush()
+                for _ in range(64):  # 64 KiB in pages, and more than that: to the last page
+                    stream.write(bytes(4096))
             except OSError:
                 pass
         yield where
@@ -763,6 +763,82 @@ def test_a_full_disk_after_measuring_rescues_the_results(full_disk, tmp_path):
     assert rescue.parent == scratch  # the output's directory was full too
     assert {r.kernel for r in load(rescue).results} == {"basic", "sse2"}
     assert not out.exists() and [p.name for p in full_disk.iterdir()] == ["filler"]
+
+
+@pytest.fixture(scope="module")
+def saved_run(tmp_path_factory):
+    """A small run's results, for the commands that work on saved results."""
+    path = tmp_path_factory.mktemp("saved") / "run.json"
+    result = sectorbench("run", *TINY, "--kernels", "basic", "--json", path)
+    assert result.code == 0, result.stderr
+    return path
+
+
+def _pyperf_of(saved):
+    from sectorbench.compare.export import render
+
+    return json.loads(render(load(saved), "pyperf"))
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "rescued"),
+    [
+        pytest.param(
+            "v.json",
+            ["verify", "--cases", "100", "--kernels", "basic", "--json", "{out}"],
+            lambda rescue, saved: [k["kernel"] for k in json.loads(rescue.read_text())["kernels"]] == ["basic"],
+            id="verify --json",
+        ),
+        pytest.param(  # the run's results are rescued, from which `export` makes the file again
+            "p.json",
+            ["run", *TINY, "--kernels", "basic,sse2", "--json", "{roomy}/r.json", "--export", "pyperf={out}"],
+            lambda rescue, saved: {r.kernel for r in load(rescue).results} == {"basic", "sse2"},
+            id="run --export",
+        ),
+        pytest.param(
+            "q.npz",
+            ["query", "-n", "10", "-m", "1000", "--out", "{out}"],
+            lambda rescue, saved: set(np.load(rescue)) == {"offsets", "indices", "counts", "meta"},
+            id="query --out",
+        ),
+        pytest.param(
+            "e.json",
+            ["export", "{saved}", "--format", "pyperf", "--out", "{out}"],
+            lambda rescue, saved: json.loads(rescue.read_text()) == _pyperf_of(saved),
+            id="export --out",
+        ),
+        pytest.param(
+            "m.md",
+            ["regress", "{saved}", "{saved}", "--markdown", "{out}"],
+            lambda rescue, saved: "| basic |" in rescue.read_text(),
+            id="regress --markdown",
+        ),
+        pytest.param(
+            "c.png",
+            ["plot", "{saved}", "--out", "{out}"],
+            lambda rescue, saved: rescue.read_bytes().startswith(b"\x89PNG"),
+            id="plot --out",
+        ),
+    ],
+)
+def test_a_full_disk_rescues_every_output(full_disk, tmp_path, saved_run, name, args, rescued):
+    """Whichever output fails after the work, the one line names it and a rescue copy of what
+    was computed; an output written before it stays."""
+    scratch, roomy = tmp_path / "tmp", tmp_path / "roomy"
+    scratch.mkdir()
+    roomy.mkdir()
+    out = full_disk / name
+    result = sectorbench(*(a.format(out=out, saved=saved_run, roomy=roomy) for a in args), env={"TMPDIR": scratch})
+    line = result.stderr.strip().splitlines()[-1]
+    assert result.code == 2 and line.startswith("sectorbench: error: "), result.stderr
+    assert f"{out}: cannot write (No space left on device)" in line
+    rescue = Path(line.rsplit("the results are saved in ", 1)[1].strip())
+    assert rescue.parent == scratch and rescue.name.startswith("rescued-results-")  # the output's directory is full
+    assert rescue.suffix == out.suffix
+    assert rescued(rescue, saved_run)
+    assert [p.name for p in full_disk.iterdir()] == ["filler"]
+    for kept in roomy.iterdir():
+        assert load(kept).results == load(rescue).results
 
 
 def test_no_internal_error_anywhere_in_this_file():

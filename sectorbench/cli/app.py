@@ -24,7 +24,16 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from ..errors import SectorbenchError
 from ..families import all_families
 from ..measure.timing import duration
-from ..model.results import RESULTS_DIR, save, save_new, write_rescue, write_text_atomic
+from ..model.results import (
+    RESCUE_SUFFIX,
+    RESULTS_DIR,
+    WriteFailed,
+    save,
+    save_new,
+    text_writer,
+    write_rescue,
+    write_text_atomic,
+)
 from ..version import __version__
 
 #: Tables going to a file or pipe are not squeezed into 80 columns.
@@ -75,7 +84,8 @@ class OneLineErrors(click.Group):
                 # A warning (numpy's RuntimeWarning, a DeprecationWarning) is not a result: it
                 # would be an extra, unexplained line; the code avoids their causes instead.
                 warnings.simplefilter("ignore")
-                code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+                with rescuing():  # an output that could not be written leaves a rescue copy
+                    code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Abort:
             click.echo("sectorbench: interrupted", err=True)
             code = 130
@@ -180,17 +190,28 @@ class OutputFailed(SectorbenchError):
 
 
 @contextmanager
-def rescuing(results_json: Callable[[], str] | None, near: Path | None):
-    """Writes of outputs after measuring: if one fails, the results (`results_json()`) are
-    written to a rescue file and the error names both paths; exit status 2, as for any
-    output error.  Nothing measured is lost to a full disk or a file that appeared meanwhile."""
+def rescuing(results_json: Callable[[], str] | None = None, near: Path | None = None):
+    """Writes of outputs after the work: if one fails, a rescue file is written and the error
+    names both paths; exit status 2, as for any output error.  Nothing computed is lost to a
+    full disk or a file that appeared meanwhile.
+
+    With `results_json`, any error inside is rescued with the results (`results_json()`,
+    beside `near`): a run's every output can be remade from them.  Without, a failed
+    write_atomic (WriteFailed) is rescued with what that output would have held, beside it
+    and with its suffix; OneLineErrors wraps every command in this, so no output is left out."""
     try:
         yield
+    except OutputFailed:
+        raise
     except SectorbenchError as exc:
-        if results_json is None or isinstance(exc, OutputFailed):
+        if results_json is not None:
+            write, suffix = text_writer(results_json()), RESCUE_SUFFIX
+        elif isinstance(exc, WriteFailed):
+            write, near, suffix = exc.write, exc.path, exc.path.suffix
+        else:
             raise
         try:
-            where = write_rescue(results_json(), near)
+            where = write_rescue(write, near, suffix)
         except SectorbenchError as lost:
             raise OutputFailed(f"{exc}; {lost}") from None
         raise OutputFailed(f"{exc}; the results are saved in {where}") from None
@@ -238,11 +259,13 @@ def run_gate(
 
 
 def write_exports(result, exports, force: bool) -> None:
-    """Each --export FORMAT=PATH, atomically (its path was checked before the run)."""
+    """Each --export FORMAT=PATH, atomically (its path was checked before the run); one that
+    fails leaves the results in a rescue file, from which `export` makes it again."""
     from ..compare.export import render
 
     for fmt, path in exports:
-        note(f"saved {write_text_atomic(path, render(result, fmt), overwrite=force)} ({fmt})")
+        with rescuing(result_json(result), path):
+            note(f"saved {write_text_atomic(path, render(result, fmt), overwrite=force)} ({fmt})")
 
 
 def write_json(result, json_path: Path | None, force: bool, save_to_results: bool = False, label: str = "run"):

@@ -10,7 +10,7 @@ import click
 from ..check.verify import VerifyConfig, resolve
 from ..model.results import write_text_atomic
 from ..native.build import BuildConfig
-from .app import Reporter, main, note, rescuing, stdout
+from .app import Reporter, main, note, stdout
 from .measure import kernel_timeout_option
 from .options import SEED, build_configs, build_options, check_outputs, comma_list, family_option, output_options
 
@@ -155,9 +155,7 @@ def _coverage_command(family, cases, seed, input_path, kernels, json_path, force
     console = stdout()
     console.print(fit(coverage_table(result), console.width, ()))
     if json_path is not None:
-        text = json.dumps(result.to_dict(), indent=1) + "\n"
-        with rescuing(lambda: text, json_path):
-            write_text_atomic(json_path, text, overwrite=force)
+        write_text_atomic(json_path, json.dumps(result.to_dict(), indent=1) + "\n", overwrite=force)
         note(f"saved {json_path}")
     click.get_current_context().exit(0 if result.passed else 1)
 

@@ -198,7 +198,20 @@ def save(result: RunResult, path: Path, overwrite: bool = False) -> Path:
 
 
 def write_text_atomic(path: Path, text: str, overwrite: bool = False) -> Path:
-    return write_atomic(path, lambda stream: stream.write(text.encode()), overwrite)
+    return write_atomic(path, text_writer(text), overwrite)
+
+
+def text_writer(text: str) -> Callable[[BinaryIO], object]:
+    return lambda stream: stream.write(text.encode())
+
+
+class WriteFailed(SectorbenchError):
+    """write_atomic could not write `path`; `write` writes what it would have held, so that
+    the caller can leave a rescue copy (see write_rescue) instead of losing it."""
+
+    def __init__(self, message: str, path: Path, write: Callable[[BinaryIO], object]):
+        super().__init__(message)
+        self.path, self.write = Path(path), write
 
 
 def write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: bool = False) -> Path:
@@ -208,8 +221,16 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: boo
     with `overwrite` (otherwise a hard link claims the name, which fails if it exists, even
     if the file appeared while we were writing); a replaced file keeps its permission
     bits, a new one gets 0666 less the umask, as any program's new file does.  A symbolic
-    link is written through: its target is what gets replaced.
+    link is written through: its target is what gets replaced.  Any failure is a
+    WriteFailed, carrying `write` for a rescue copy.
     """
+    try:
+        return _write_atomic(Path(path), write, overwrite)
+    except SectorbenchError as exc:
+        raise WriteFailed(str(exc), path, write) from None
+
+
+def _write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: bool) -> Path:
     path = check_output(path, overwrite, create_dir=True)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -312,24 +333,25 @@ def check_directory(directory: Path, create: bool = False, what: str = "") -> No
 
 
 #: A rescue file's name: results that could not be written where asked go to a new file
-#: like this, beside the intended output, else in the temporary directory.
+#: like this (with the failed output's suffix when it holds that output's own content),
+#: beside the intended output, else in the temporary directory.
 RESCUE_PREFIX, RESCUE_SUFFIX = "rescued-results-", ".json"
 
 
-def write_rescue(text: str, near: Path | None) -> Path:
-    """Write `text` to a new rescue file (see RESCUE_PREFIX); its path, or SectorbenchError
-    if neither the output's directory nor the temporary directory takes it."""
+def write_rescue(write: Callable[[BinaryIO], object], near: Path | None, suffix: str = RESCUE_SUFFIX) -> Path:
+    """Write with `write` (as write_atomic's) to a new rescue file (see RESCUE_PREFIX); its
+    path, or SectorbenchError if neither the output's directory nor the temporary directory takes it."""
     places = [Path(near).parent] if near is not None else []
     failures = []
     for directory in [*places, Path(tempfile.gettempdir())]:
         try:
-            fd, rescue = tempfile.mkstemp(prefix=RESCUE_PREFIX, suffix=RESCUE_SUFFIX, dir=directory)
+            fd, rescue = tempfile.mkstemp(prefix=RESCUE_PREFIX, suffix=suffix, dir=directory)
         except OSError as exc:
             failures.append(f"{directory}: {exc.strerror or exc}")
             continue
         try:
             with os.fdopen(fd, "wb") as stream:
-                stream.write(text.encode())
+                write(stream)
                 stream.flush()
                 os.fsync(stream.fileno())
             return Path(rescue)
