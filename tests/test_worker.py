@@ -29,6 +29,7 @@ from sectorbench.model.split import shape_ranges
 from sectorbench.native.build import BuildConfig, build
 
 UNRULY = DATA / "unruly_kernels.c"
+FPENV_AT_LOAD = DATA / "fpenv_at_load.c"
 FAST = TimingConfig(repeat=2, min_sample_s=0.001)
 #: A generous wait for something that must happen on its own (never a timing assertion).
 PATIENCE_S = 120
@@ -250,6 +251,44 @@ def test_a_fast_math_build_records_its_own_environment(private_cache):
     env = result.env["builds"][0]["fp_environment"]
     assert env["flush_to_zero"] and env["denormals_are_zero"]  # gcc's crtfastmath, set at load
     assert result.results[0].fp_environment_change is None  # the build's environment is no kernel's change
+
+
+@pytest.mark.parametrize(
+    "flags, change",
+    [("-O2", "rounding upward, flush-to-zero on"), ("-O2 -ffast-math", "rounding upward")],  # FTZ: crtfastmath's
+)
+def test_a_constructor_that_changes_the_fp_environment_at_load_is_undone_and_noted(private_cache, flags, change):
+    note = (
+        "loading this build changed the floating-point environment (a constructor in a --source file?): "
+        f"{change}; restored before any kernel ran"
+    )
+    plain, with_file = BuildConfig.parse(flags), BuildConfig.parse(flags, extra_sources=(FPENV_AT_LOAD,))
+
+    def verdicts(build_config, kernels):
+        result = verify(VerifyConfig(kernels=kernels, builds=(build_config,), cases=2000, seed=3))
+        return {v.kernel: v for v in result.kernels}
+
+    alone = verdicts(plain, ("basic",))["basic"]
+    beside = verdicts(with_file, ("basic", "loaded_beside"))
+    for verdict in beside.values():
+        assert (verdict.mismatches, verdict.worst_margin, verdict.cases) == (
+            alone.mismatches,
+            alone.worst_margin,
+            alone.cases,
+        ), verdict.kernel
+        assert note in verdict.notes and verdict.fp_environment_change == f"at load: {change}"
+    assert alone.fp_environment_change is None and not any("loading this build" in n for n in alone.notes)
+
+    result = run(small_run(with_file, ("basic", "loaded_beside")))
+    for row in result.results:
+        assert row.status == "ok" and note in row.warnings and row.fp_environment_change == f"at load: {change}"
+    fast = "-ffast-math" in flags
+    assert result.env["builds"][0]["fp_environment"] == {
+        "denormals_are_zero": fast,
+        "flush_to_zero": fast,
+        "rounding": "to nearest",
+        "traps": [],
+    }
 
 
 # ---------------------------------------------------------------- the fork server

@@ -38,7 +38,15 @@ from ..measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S, Deadlines
 from ..measure.messages import LoopRef
 from ..measure.runner import PEER_BUILD, row_build
 from ..measure.selection import check_names, infer_family, known_kernels, select, split_names
-from ..measure.worker import BuildSession, WorkerCrashed, WorkerError, WorkerTimedOut, clock_session, save_scene
+from ..measure.worker import (
+    BuildSession,
+    WorkerCrashed,
+    WorkerError,
+    WorkerTimedOut,
+    clock_session,
+    row_fp_change,
+    save_scene,
+)
 from ..model import cases
 from ..model.cases import BATCH_ROWS
 from ..model.kernels import Kernel
@@ -161,6 +169,8 @@ class _Tally:
     any_failure: bool = False
     fp_change: str | None = None
     printed: str | None = None
+    fp_change_at_load: str | None = None  # how loading its build changed the FP environment (restored)
+    load_notes: list = field(default_factory=list)  # its build's note saying so (BuildSession.fp_change_notes)
 
     def fail(self, exc: Exception) -> None:
         """Its worker crashed or was killed at a deadline: the kernel is left out from now on."""
@@ -190,14 +200,15 @@ class _Tally:
         self.fp_change = self.fp_change or part.fp_change
 
     def verdict(self) -> KernelVerdict:
-        notes = [f"changes the FP environment: {self.fp_change}"] if self.fp_change else []
+        notes = list(self.load_notes)
+        notes += [f"changes the FP environment: {self.fp_change}"] if self.fp_change else []
         notes += [self.printed] if self.printed else []
         base = dict(
             kernel=self.kernel.name,
             flags=self.flags,
             cc=self.cc,
             rounding_bound=self.bound,
-            fp_environment_change=self.fp_change,
+            fp_environment_change=row_fp_change(self.fp_change, self.fp_change_at_load),
             notes=notes,
         )
         if self.status != "ok":
@@ -341,6 +352,7 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
             for (session_id, name), tally in tallies.items():
                 session = next(s for s in sessions if id(s) == session_id)
                 tally.printed = session.printed_note(name)
+                tally.fp_change_at_load, tally.load_notes = session.info.fp_change_at_load, session.fp_change_notes()
         finally:
             for session in [*sessions, clock]:
                 if session is not None:

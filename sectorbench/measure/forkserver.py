@@ -9,10 +9,11 @@ state, never with anything of another worker's (no library has been loaded, no k
 run, the floating-point environment is the default one).
 
 Protocol, on a private SOCK_SEQPACKET pair: the parent sends one request per worker (JSON:
-the library, --peers, the parent's environment and working directory) with four file
-descriptors (the worker's channel, stdout, stderr, and the write end of a status pipe); the
-fork server forks, answers the worker's pid, and when the worker ends writes its wait status
-into that pipe: the parent's `WorkerProcess` reads it (poll/wait), as it would a child's.
+the library, --peers, the reference library (server.main), the parent's environment and
+working directory) with four file descriptors (the worker's channel, stdout, stderr, and the
+write end of a status pipe); the fork server forks, answers the worker's pid, and when the
+worker ends writes its wait status into that pipe: the parent's `WorkerProcess` reads it
+(poll/wait), as it would a child's.
 The fork server dies with its parent, and each worker with the fork server (PR_SET_PDEATHSIG),
 so a parent killed by SIGKILL leaves nothing behind.  Each worker runs in its own process
 group, as before.  See docs/worker.md.
@@ -119,13 +120,21 @@ class ForkServer:
         return self._owner == os.getpid() and self._process.poll() is None
 
     def spawn(
-        self, library: str, peers: bool, channel_fd: int, stdout_fd: int, stderr_fd: int, env: dict[str, str]
+        self,
+        library: str,
+        peers: bool,
+        channel_fd: int,
+        stdout_fd: int,
+        stderr_fd: int,
+        env: dict[str, str],
+        reference: str | None = None,
     ) -> WorkerProcess:
         status_read, status_write = os.pipe()
         try:
             with self._lock:
                 self._requests += 1
-                request = {"id": self._requests, "library": library, "peers": peers, "env": env, "cwd": _cwd()}
+                request = {"id": self._requests, "library": library, "peers": peers, "reference": reference}
+                request |= {"env": env, "cwd": _cwd()}
                 try:
                     fds = [channel_fd, stdout_fd, stderr_fd, status_write]
                     socket.send_fds(self._control, [json.dumps(request).encode()], fds)
@@ -260,7 +269,9 @@ def _serve(control: socket.socket) -> int:
                 os.environ.clear()
                 os.environ.update(request["env"])
                 options = ["--channel", str(channel_fd), "--parent", str(fork_server_pid)]
-                code = server.main([request["library"], *options, *(["--peers"] if request["peers"] else [])])
+                options += ["--peers"] if request["peers"] else []
+                options += ["--reference", request["reference"]] if request["reference"] else []
+                code = server.main([request["library"], *options])
             except BaseException:
                 traceback.print_exc()
             finally:

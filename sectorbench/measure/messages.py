@@ -96,6 +96,7 @@ class Described:
     cpus: int
     cpu_features: list[str]
     name_clashes: list[str]  # rows named as an earlier row of the build: "name (a.c:L and b.c:L)"
+    fp_change_at_load: str | None = None  # how loading the library changed it (restored at once)
 
 
 @dataclass(frozen=True)

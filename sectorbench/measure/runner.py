@@ -38,7 +38,15 @@ from .timing import (
     run_rounds,
     sample_s,
 )
-from .worker import BUILD_OUTPUT, BuildSession, WorkerCrashed, WorkerTimedOut, clock_session, save_scene
+from .worker import (
+    BUILD_OUTPUT,
+    BuildSession,
+    WorkerCrashed,
+    WorkerTimedOut,
+    clock_session,
+    row_fp_change,
+    save_scene,
+)
 
 #: --threads all: the CPUs this process may run on.
 ALL_THREADS = "all"
@@ -515,10 +523,10 @@ def _result(
         return KernelResult(status="skipped", reason=kernel.skip_reason or _missing_mode(kernel, mode), **base)
     mine = series[(session.config, kernel.name, mode, threads, session.peers)]
     printed = session.printed_note(kernel.name)
+    warnings = session.fp_change_notes()
     if mine.failure is not None:
-        warnings = [printed] if printed else []
+        warnings += [printed] if printed else []
         return KernelResult(status=mine.failure_status, reason=mine.failure, warnings=warnings, **base)
-    warnings = []
     if len(set(mine.hits)) > 1:
         warnings.append(f"hit count changed between samples: {sorted(set(mine.hits))}")
     if mine.fp_change:
@@ -544,7 +552,7 @@ def _result(
         median_s=summary.median,
         min_s=summary.min,
         spread=summary.spread,
-        fp_environment_change=mine.fp_change,
+        fp_environment_change=row_fp_change(mine.fp_change, session.info.fp_change_at_load),
         **extras,
         **_cycles(mine, clock_mhz, scene.tests, loop, threads, per_test),
     )

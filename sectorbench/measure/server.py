@@ -1,13 +1,14 @@
 """The worker process: loads one build's library and runs its timed loops on request.
 
 Forked by the fork server (measure/forkserver.py) for worker.Worker, which runs
-main([LIBRARY, "--channel", FD, "--parent", PID, ("--peers")]) in the new process: it reads
-typed requests (measure/messages.py) from the private channel FD and answers each there.
-Its stdout and stderr are files the parent reads for the rows' notes: whatever a
-kernel prints is never taken for a reply.  Whatever a kernel does to this process (FTZ/DAZ
-from a fast-math library, a crash, a hang) stays here: the parent kills it at a deadline,
-and it dies with the fork server, which dies with the parent (PR_SET_PDEATHSIG).  See
-docs/worker.md.
+main([LIBRARY, "--channel", FD, "--parent", PID, ("--peers"), ("--reference", REFERENCE)])
+in the new process: it reads typed requests (measure/messages.py) from the private channel
+FD and answers each there.  REFERENCE, given for a build with --source files, is the same
+build without them: the FP environment its loading leaves is the build's.  Its stdout and
+stderr are files the parent reads for the rows' notes: whatever a kernel prints is never
+taken for a reply.  Whatever a kernel does to this process (FTZ/DAZ from a fast-math
+library, a crash, a hang) stays here: the parent kills it at a deadline, and it dies with
+the fork server, which dies with the parent (PR_SET_PDEATHSIG).  See docs/worker.md.
 """
 
 from __future__ import annotations
@@ -75,18 +76,31 @@ def interface():
 class Server:
     """One build's timed loops (its C rows and its families' broadphases), or, with peers=True,
     the families' peers (the library then only serves the clock and counters: a plain -O2
-    build, never fast-math)."""
+    build, never fast-math).  `reference`: the library of the same build without its --source
+    files, loaded first (and closed) to read the build's FP environment from."""
 
-    def __init__(self, library: str, peers: bool = False):
+    def __init__(self, library: str, peers: bool = False, reference: str | None = None):
         from ..families import all_families
 
         self.ffi = interface()
+        self.fpenv = self.ffi.new("sb_fpenv *")
+        #: How loading the library changed the build's FP environment (None: it did not); restored.
+        self.fp_change_at_load: str | None = None
+        if reference is not None:
+            # The build's FP environment is the one its flags make at load (a gcc fast-math
+            # library's crtfastmath constructor sets FTZ/DAZ), read from the same build without
+            # the --source files: their constructors run in the library's dlopen, before any
+            # kernel, and cannot be told apart from crtfastmath's there.
+            probe = self.ffi.dlopen(reference, self.ffi.RTLD_NOW)
+            probe.sb_fpenv_save(self.fpenv)
+            self.ffi.dlclose(probe)
         # never unmapped, not even at exit: the broadphase keeps threads parked in it (Engine)
         self.lib = self.ffi.dlopen(library, self.ffi.RTLD_NOW | self.ffi.RTLD_NODELETE)
-        # The build's FP environment is the one its library left at load (a fast-math build's
-        # constructor sets FTZ/DAZ): every kernel starts from it.
-        self.fpenv = self.ffi.new("sb_fpenv *")
-        self.lib.sb_fpenv_save(self.fpenv)
+        if reference is None:  # no --source file: whatever the library left at load is the build's
+            self.lib.sb_fpenv_save(self.fpenv)
+        else:
+            self.fp_change_at_load = self._fp_change()
+            self.lib.sb_fpenv_restore(self.fpenv)  # every kernel starts from the build's environment
         self.disabled = disabled_features()
         self.loops: dict[str, TimedLoop] = {}
         #: rows whose name an earlier row of the build already has ("name (first.c:L and second.c:L)")
@@ -277,6 +291,7 @@ class Server:
         return messages.Described(
             kernels=[loop.kernel.to_dict() for loop in self.loops.values()],
             fp_environment=fp_environment_of(self.fpenv),
+            fp_change_at_load=self.fp_change_at_load,
             counters={
                 "available": self.counters_error == 0,
                 "reason": None if self.counters_error == 0 else f"perf_event_open: {os.strerror(self.counters_error)}",
@@ -381,7 +396,8 @@ def main(argv: list[str]) -> int:
     die_with_parent(int(options[options.index("--parent") + 1]))
     channel = Connection(channel_fd)
     try:
-        server = Server(library, peers="--peers" in options)
+        reference = options[options.index("--reference") + 1] if "--reference" in options else None
+        server = Server(library, peers="--peers" in options, reference=reference)
     except Exception as exc:  # one line for the parent's report, not a traceback
         print(f"cannot load {Path(library).name}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 3

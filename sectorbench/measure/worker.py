@@ -19,7 +19,7 @@ import signal
 import socket
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -116,6 +116,7 @@ class Worker:
         peers: bool = False,
         deadlines: Deadlines = DEFAULT_DEADLINES,
         budget: Budget = NO_BUDGET,
+        reference: Path | None = None,
     ):
         self.library = Path(library)
         self.disabled = disabled_features(disable_isa)
@@ -132,7 +133,8 @@ class Worker:
         ours, theirs = socket.socketpair()
         try:  # forked in its own process group: killed as one, never by the terminal's ^C first
             files = (theirs.fileno(), self._stdout.file.fileno(), self._stderr.file.fileno())
-            self._process = fork_server(env).spawn(str(self.library), peers, *files, env)
+            reference = None if reference is None else str(reference)  # see reference_library
+            self._process = fork_server(env).spawn(str(self.library), peers, *files, env, reference)
         except BaseException:
             ours.close()
             raise
@@ -309,6 +311,7 @@ class BuildSession:
         self.worker: Worker | None = None
         self.kernels: list[Kernel] = []
         self.info: messages.Described | None = None  # fp_environment, counters, cpus: see server.Server.describe
+        self.reference = reference_library(config)
         #: What each kernel printed over every worker of this session (BUILD_OUTPUT: start-up).
         self.printed: dict[str, Printed] = {}
         self.restart()
@@ -318,7 +321,7 @@ class BuildSession:
         if self.worker is not None:
             self._keep_printed()
             self.worker.close()
-        self.worker = Worker(self.library, self.disable_isa, self.peers, self.deadlines, self.budget)
+        self.worker = Worker(self.library, self.disable_isa, self.peers, self.deadlines, self.budget, self.reference)
         self.kernels, self.info = self.worker.describe()
         if self.scene_path is not None:
             self.worker.use_scene(self.scene_path)
@@ -350,6 +353,34 @@ class BuildSession:
 
     def kernel(self, name: str) -> Kernel:
         return next(k for k in self.kernels if k.name == name)
+
+    def fp_change_notes(self) -> list[str]:
+        """The note every row of this build carries when loading it changed the FP environment."""
+        change = self.info.fp_change_at_load
+        if not change:
+            return []
+        return [
+            "loading this build changed the floating-point environment (a constructor in a --source file?): "
+            f"{change}; restored before any kernel ran"
+        ]
+
+
+def row_fp_change(kernel_change: str | None, at_load: str | None) -> str | None:
+    """A row's fp_environment_change: how its kernel changed the FP environment, else how
+    loading its build did ("at load: rounding upward"), else None."""
+    return kernel_change or (f"at load: {at_load}" if at_load else None)
+
+
+def reference_library(config) -> Path | None:
+    """The library of `config` without its --source files, for a build that has some: the FP
+    environment loading it leaves is the build's (a gcc -ffast-math library sets FTZ/DAZ at
+    load), so a change beyond it in the build's own library is a --source file's constructor's.
+    None without --source files (their library's environment at load is the build's)."""
+    from ..native.build import build
+
+    if not config.extra_sources:
+        return None
+    return build(replace(config, extra_sources=()))
 
 
 #: The clock's reference loop (sb_dependent_adds) is read in a library built with these flags
