@@ -163,3 +163,19 @@ def test_run_with_baseline_refuses_rounds_that_cannot_reach_alpha(saved_runs, tm
     assert result.exit_code == 2
     assert "8 vs 1 samples cannot reach alpha = 0.01" in result.output and "rounds against" in result.output
     assert not cache.exists()  # refused before anything was built
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("compare", "--quick", "--kernels", "basic", "--family", "triangle"),
+        ("run", *SMALL, "--kernels", "orient", "--scene", "game"),
+        ("verify", "--kernels", "basic", "--family", "triangle"),
+    ],
+)
+def test_a_kernel_of_another_family_is_refused_before_anything_is_built(args, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SECTORBENCH_CACHE", str(cache))
+    result = invoke(*args)
+    assert result.exit_code == 2 and "is not of the" in result.output
+    assert not cache.exists()  # compare --quick used to build three flag sets first

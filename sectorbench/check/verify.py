@@ -37,7 +37,7 @@ from ..families.scene_kinds import make_scene
 from ..measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S, Deadlines
 from ..measure.messages import LoopRef
 from ..measure.runner import PEER_BUILD, row_build
-from ..measure.selection import check_names, infer_family, known_kernels, select, split_names
+from ..measure.selection import check_family, check_names, infer_family, known_kernels, select, split_names
 from ..measure.worker import (
     BuildSession,
     WorkerCrashed,
@@ -242,6 +242,8 @@ def resolve(config: VerifyConfig) -> VerifyConfig:
     if known is not None:
         check_names(config.kernels, known)
     family = config.family or (infer_family(config.kernels, known) if known else None)
+    if family is not None and known is not None:
+        check_family(config.kernels, known, family)
     if family is None and config.kernels and known:
         owners = sorted({known[name] for name in config.kernels})
         raise SectorbenchError(f"--kernels names kernels of several families ({', '.join(owners)}): choose one")

@@ -25,7 +25,7 @@ from ..native.build import sources as build_sources
 from . import validity
 from .deadlines import DEFAULT_KERNEL_TIMEOUT_S, Budget, Deadlines
 from .messages import LoopExtras, LoopRef
-from .selection import check_names, known_kernels, select, split_names
+from .selection import check_family, check_names, known_kernels, select, split_names
 from .timing import (
     CALIBRATION_SAMPLES,
     MODES,
@@ -247,8 +247,9 @@ def run(
     config = replace(config, broadphases=tuple(broadphases))
     check_time(config)
     known = known_kernels(config.builds[0]) if config.kernels else None
-    if known is not None:  # a misspelt name costs no build
+    if known is not None:  # a misspelt name, or one of another family, costs no build
         check_names(config.kernels, known)
+        check_family(config.kernels, known, family.name)
     scene = scene_kinds.generate(config.scene, config.sectors, config.points, config.seed, config.scene_options)
     c_names, peer_names = split_names(config.kernels, family)
     indexed = [b for b in broadphases if b != "none"]

@@ -32,13 +32,19 @@ def select(kernels: list[Kernel], names: list[str] | None, family: str) -> list[
         known = ", ".join(k.name for k in kernels)
         raise SectorbenchError(f"unknown kernel {', '.join(unknown)}; known kernels: {known}")
     chosen = [by_name[n] for n in dict.fromkeys(names)]
-    wrong_family = [k.name for k in chosen if k.family != family]
+    check_family([k.name for k in chosen], {k.name: k.family for k in chosen}, family)
+    return chosen
+
+
+def check_family(names, known: dict[str, str], family: str) -> None:
+    """Refuse named kernels of another family than the run's (known: name -> family; names
+    it does not hold are left to check_names)."""
+    wrong_family = [name for name in dict.fromkeys(names) if known.get(name, family) != family]
     if wrong_family:
         raise SectorbenchError(
             f"kernel {', '.join(wrong_family)} is not of the {family} family "
             f"(choose the family with --family or a scene of that family)"
         )
-    return chosen
 
 
 def check_names(names, known: dict[str, str]) -> None:
