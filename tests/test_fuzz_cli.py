@@ -98,6 +98,12 @@ BAD_RESULTS = {
     "samples-inf": _first_row(samples_s=[float("inf")]),
     "samples-null": _first_row(samples_s=[None]),
     "net-inf": _first_row(net_samples_s=[float("inf")]),
+    # the parts of env the gate, tables and exports walk (they raised TypeError, AttributeError)
+    "env-compilers-list": lambda data: data["env"].update(compilers=[1]),
+    "env-compiler-int": lambda data: data["env"].update(compilers={"cc": 5}),
+    "env-machine-list": lambda data: data["env"].update(machine=[1]),
+    "env-cpu-str": lambda data: data["env"]["machine"].update(cpu="fast"),
+    "env-builds-ints": lambda data: data["env"].update(builds=[1]),
     "no-rows": lambda data: data.update(results=[]),
     "all-crashed": lambda data: [row.update(status="crashed", samples_s=[]) for row in data["results"]],
 }
@@ -307,6 +313,7 @@ ROWS = (
         ("query", "--max-hits", "99999999999999999999", "--out", "q.npz"),
         # export
         ("export", "ok.json", "--format", "pyperf", "--out", "ok.json", "--force"),
+        *[("export", f"{name}.json", "--format", "gbench", "--out", "x.json") for name in BAD_RESULTS if "env" in name],
         ("export", "ok.json", "--format", "bmf", "--out", "sym-ok.md", "--force"),
         ("export", "ok.json", "--format", "gha", "--out", "hard-ok.md", "--force"),
         ("query", "-n", "500", "-m", "20000", "--rmax", "1e6", "--max-hits", "1000", "--out", "q.npz"),

@@ -31,6 +31,9 @@ SAMPLE_RULES = {
 }
 #: Single times that must be real numbers when present (a median of NaN would poison tables).
 FINITE_FIELDS = ("median_s", "min_s", "overhead_s", "net_s", "ns_per_test")
+#: The parts of `env` that the gate, the tables and the exports walk, when present: their
+#: types, and their items' (the rest of env is a free-form description of the machine).
+ENV_PARTS = {"machine": (dict, None), "compilers": (dict, dict), "builds": (list, dict), "counters": (dict, None)}
 
 
 def _describe(value) -> str:
@@ -109,5 +112,23 @@ def check_run(data) -> None:
     from .results import KernelResult, RunResult
 
     check_object(data, RunResult, "")
+    _check_env(data.get("env") or {})
     for i, row in enumerate(data["results"]):
         check_object(row, KernelResult, f"results[{i}]")
+
+
+def _check_env(env: dict) -> None:
+    for part, (kind, item_kind) in ENV_PARTS.items():
+        value = env.get(part)
+        if value is None:
+            continue
+        if not _matches(value, kind):
+            raise SectorbenchError(f"env.{part} is {_describe(value)}, not {_type_name(kind)}")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items if item_kind else ():
+            if not _matches(item, item_kind):
+                place = f"env.{part}.{key}" if isinstance(value, dict) else f"env.{part}[{key}]"
+                raise SectorbenchError(f"{place} is {_describe(item)}, not {_type_name(item_kind)}")
+    cpu = (env.get("machine") or {}).get("cpu")
+    if cpu is not None and not isinstance(cpu, dict):
+        raise SectorbenchError(f"env.machine.cpu is {_describe(cpu)}, not an object")
