@@ -162,7 +162,9 @@ class Worker:
             self._take_output(who)
             if left < deadline_s:
                 raise WorkerTimedOut(f"the run's --max-minutes {self.budget.minutes:g} ran out during this request")
-            raise WorkerTimedOut(f"no answer within {deadline_s:.3g} s (--kernel-timeout sets the floor): killed")
+            # start-up (the library's load, its constructors included) has its own allowance
+            why = "the start-up allowance" if deadline_s == STARTUP_S else "--kernel-timeout sets the floor"
+            raise WorkerTimedOut(f"no answer within {deadline_s:.3g} s ({why}): killed")
         try:
             data = self._channel.recv_bytes(MAX_REPLY_BYTES)
         except (EOFError, ConnectionResetError):  # reset: it died before reading the request
