@@ -127,6 +127,14 @@ def test_a_kernel_that_never_returns_is_timed_out_and_the_others_are_measured(un
     assert rows["naive"].net_s is not None and rows["basic"].overhead_s is not None
 
 
+def test_a_constructor_that_crashes_names_its_build_and_file(private_cache):
+    config = BuildConfig.parse("-O2", extra_sources=(DATA / "crashing_constructor.c",))
+    with pytest.raises(
+        WorkerCrashed, match=r"signal 11 while loading the -O2 build \(a constructor in crashing_constructor"
+    ):
+        run(small_run(config, ("basic",)))
+
+
 def test_verify_times_out_a_kernel_that_never_returns_and_checks_the_others(unruly_build):
     result = verify(VerifyConfig(kernels=("hangs", "basic"), builds=(unruly_build,), cases=300, kernel_timeout=1.0))
     verdicts = {v.kernel: v for v in result.kernels}

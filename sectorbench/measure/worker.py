@@ -324,7 +324,12 @@ class BuildSession:
             self._keep_printed()
             self.worker.close()
         self.worker = Worker(self.library, self.disable_isa, self.peers, self.deadlines, self.budget, self.reference)
-        self.kernels, self.info = self.worker.describe()
+        try:
+            self.kernels, self.info = self.worker.describe()
+        except (WorkerCrashed, WorkerTimedOut) as exc:  # no kernel has run yet: the load itself failed
+            sources = ", ".join(Path(s).name for s in getattr(self.config, "extra_sources", ()))
+            hint = f" (a constructor in {sources}?)" if sources else ""
+            raise type(exc)(f"{exc} while loading the {self.config.label} build{hint}") from None
         if self.scene_path is not None:
             self.worker.use_scene(self.scene_path)
 
