@@ -861,3 +861,24 @@ def test_the_kernel_names_of_a_build_are_kept_beside_its_library_and_a_damaged_l
     build_module.kernel_index.cache_clear()
     assert build_module.kernel_index(config) == first and json.loads(saved.read_text()) == first
     build_module.kernel_index.cache_clear()
+
+
+def test_an_output_swapped_for_a_link_to_an_input_while_the_command_ran_is_not_written_through(tmp_path):
+    """check_outputs refuses an output that is an input before the work; the output may become
+    one while the command runs (a symbolic link put in its place): the write refuses it too,
+    and what would have been written is rescued, the input untouched."""
+    from sectorbench.model.results import WriteFailed, protect_inputs, write_text_atomic
+
+    source, out = tmp_path / "kernel.c", tmp_path / "out.json"
+    source.write_text("/* the user's kernel */\n")
+    out.write_text("{}")
+    protect_inputs([source])
+    try:
+        out.unlink()
+        out.symlink_to(source)  # meanwhile
+        with pytest.raises(WriteFailed, match="is now the same file as the input"):
+            write_text_atomic(out, '{"results": []}\n', overwrite=True)
+    finally:
+        protect_inputs(())
+    assert source.read_text() == "/* the user's kernel */\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kernel.c", "out.json"]  # no partial file left

@@ -14,6 +14,7 @@ Schema history:
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import stat
@@ -230,6 +231,23 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: boo
         raise WriteFailed(str(exc), path, write) from None
 
 
+#: The running command's inputs (protect_inputs): an output is checked against them before the
+#: command's work and, here, again just before it is renamed into place, so an output swapped
+#: for a link to an input while the command ran does not replace that input.
+_inputs: contextvars.ContextVar[tuple[Path, ...]] = contextvars.ContextVar("inputs", default=())
+
+
+def protect_inputs(paths) -> None:
+    """The files write_atomic must never replace from now on (the command's inputs)."""
+    _inputs.set(tuple(Path(p) for p in paths if p is not None))
+
+
+def _refuse_inputs(path: Path) -> None:
+    for source in _inputs.get():
+        if same_file(path, source):
+            raise SectorbenchError(f"{path} is now the same file as the input {source}: outputs never replace inputs")
+
+
 def _write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: bool) -> Path:
     path = check_output(path, overwrite, create_dir=True)
     try:
@@ -244,6 +262,7 @@ def _write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: bo
             existing = _regular_or_none(path, overwrite)
             os.fchmod(stream.fileno(), stat.S_IMODE(existing.st_mode) if existing else 0o666 & ~_umask())
             os.fsync(stream.fileno())
+        _refuse_inputs(path)
         if overwrite:
             _regular_or_none(path, overwrite)  # what sits there now, just before the rename
             os.replace(partial, path)
