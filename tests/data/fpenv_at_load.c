@@ -5,6 +5,7 @@
 #include <fenv.h>
 
 #include "sb_common.h"
+#include "basic_predicate.h"
 
 __attribute__((constructor)) static void fpenv_at_load_changed(void) {
     fesetround(FE_UPWARD);
@@ -15,11 +16,7 @@ __attribute__((constructor)) static void fpenv_at_load_changed(void) {
 
 static inline int loaded_beside(float cx, float cy, float ux, float uy, float r2, float cos_theta, float px,
                                 float py) {
-    const float dx = px - cx, dy = py - cy;
-    const float squared_length = dx * dx + dy * dy;
-    if (!(squared_length < r2))
-        return 0;
-    return dx * ux + dy * uy > sqrtf(squared_length) * cos_theta;
+    return basic_predicate(cx, cy, ux, uy, r2, cos_theta, px, py);
 }
 
 SB_KERNEL(loaded_beside, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .rounding_bound = 8,

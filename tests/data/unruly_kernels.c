@@ -8,24 +8,15 @@
 #include <unistd.h>
 
 #include "sb_common.h"
+#include "basic_predicate.h"
 
 #define UNRULY_TAKES (cx, cy, ux, uy, r2, cos_theta)
-
-/* basic's predicate (kernels_c/sector/scalar.c): a neighbour's answers are what these wrap. */
-static inline int unruly_basic(float cx, float cy, float ux, float uy, float r2, float cos_theta, float px,
-                               float py) {
-    const float dx = px - cx, dy = py - cy;
-    const float squared_length = dx * dx + dy * dy;
-    if (!(squared_length < r2))
-        return 0;
-    return dx * ux + dy * uy > sqrtf(squared_length) * cos_theta;
-}
 
 /* Each test kernel's predicate is basic's, under its own name (the loop templates name it). */
 #define UNRULY_PREDICATE(kname)                                                              \
     static inline int kname(float cx, float cy, float ux, float uy, float r2, float cos_theta, float px, \
                             float py) {                                                      \
-        return unruly_basic(cx, cy, ux, uy, r2, cos_theta, px, py);                          \
+        return basic_predicate(cx, cy, ux, uy, r2, cos_theta, px, py);                       \
     }
 UNRULY_PREDICATE(chatty)
 UNRULY_PREDICATE(hangs)
