@@ -327,6 +327,9 @@ ROWS = (
         ("plot", "--out", "x.png", "--chart", "trend"),
         ("plot", "garbage.json", "--out", "x.png"),
         ("plot", "ok.json", "--out", "x.png", "--chart", "pie"),
+        ("plot", "ok.json", "--out", "x.png", "--chart", "bar", "--kernel", "basic"),  # a trend's options
+        ("plot", "ok.json", "--out", "x.png", "--flags", "-O2"),
+        ("plot", "ok.json", "--out", "x.png", "--chart", "heatmap", "--mode", "inline"),
         # the group
         ("no-such-command",),
         ("--no-such-option",),

@@ -70,6 +70,11 @@ def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
             raise SectorbenchError(f"no saved results under {RESULTS_DIR}")
         path = plot.trend_chart(loaded, kernel, out, flags=flags_filter, mode=mode_filter, overwrite=force)
     else:
+        unused = [
+            name for name, value in (("--kernel", kernel), ("--flags", flags_filter), ("--mode", mode_filter)) if value
+        ]
+        if unused:  # they would be silently ignored: the chart drawn would not be the one asked for
+            raise click.UsageError(f"{', '.join(unused)} only appl{'y' if len(unused) > 1 else 'ies'} to --chart trend")
         if len(results) != 1:
             raise click.UsageError("bar and heatmap charts take exactly one RESULT file")
         result = load(results[0])
