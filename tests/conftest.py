@@ -102,3 +102,14 @@ def seeded_cache(private_cache):
         return path
 
     return seed
+
+
+#: A user kernel as a --source file holds it (run --against tests, the A/B on counts).
+USER_KERNEL = """#include "sb_common.h"
+static inline int mine(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    const float dx = px - cx, dy = py - cy;
+    const float s = dx * dx + dy * dy, a = dx * ux + dy * uy;
+    return (s < r2) & (a > 0.0f) & (a * a > s * (k * k));
+}
+SB_KERNEL(mine, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "user kernel");
+"""

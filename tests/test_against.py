@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import USER_KERNEL
 
 from sectorbench.cli import main
 from sectorbench.compare.against import confirm
@@ -28,15 +29,7 @@ SMALL = ["-n", "32", "-m", "1000", "--repeat", "3", "--min-time", "0.001", "--fl
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
-#: A user kernel; NARROWER replaces its radius test so the head answers differently from the base.
-USER_KERNEL = """#include "sb_common.h"
-static inline int mine(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
-    const float dx = px - cx, dy = py - cy;
-    const float s = dx * dx + dy * dy, a = dx * ux + dy * uy;
-    return (s < r2) & (a > 0.0f) & (a * a > s * (k * k));
-}
-SB_KERNEL(mine, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "user kernel");
-"""
+#: NARROWER replaces USER_KERNEL's radius test so the head answers differently from the base.
 NARROWER = ("(s < r2)", "(s < 0.5f * r2)")
 
 

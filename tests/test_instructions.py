@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import USER_KERNEL
 
 from sectorbench.cli import main
 from sectorbench.compare.gate import GateRow
@@ -135,26 +136,16 @@ def test_count_gate_has_no_statistics():
     assert flagged.low == flagged.high == flagged.ratio and math.isnan(flagged.p_slower)
 
 
-PROBE = """#include "sb_common.h"
-static inline int probe(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
-    const float dx = px - cx, dy = py - cy;
-    const float s = dx * dx + dy * dy, a = dx * ux + dy * uy;
-    return (s < r2) & (a > 0.0f) & (a * a > s * (k * k));
-}
-SB_KERNEL(probe, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "A/B probe");
-"""
-
-
 def test_the_same_job_ab_gates_on_counts_with_metric_instructions(tmp_path):
     """run --against-source --metric instructions: the verdict comes from valgrind's counts
     (head does one more multiply and add a test: ~17 % more net instructions), whatever the
     timing says.  A positional argument once sent the counts' revision to the wrong parameter
     of the gate, which then judged the A/B on time alone."""
     old, new = tmp_path / "old.c", tmp_path / "new.c"
-    old.write_text(PROBE)
-    new.write_text(PROBE.replace("dx * dx + dy * dy,", "dx * dx + dy * dy + 0.0f * dx,"))
+    old.write_text(USER_KERNEL)
+    new.write_text(USER_KERNEL.replace("dx * dx + dy * dy,", "dx * dx + dy * dy + 0.0f * dx,"))
     options = ["--repeat", "3", "--min-time", "0.01", "--threshold", "0.05", "--metric", "instructions"]
-    scene = ["-n", "32", "-m", "1000", "--flags", "-O2", "--kernels", "probe"]
+    scene = ["-n", "32", "-m", "1000", "--flags", "-O2", "--kernels", "mine"]
     result = CliRunner().invoke(main, ["run", *scene, *options, "--source", str(new), "--against-source", str(old)])
     assert result.exit_code == 1, result.output
     assert "1 row(s) gated on valgrind's counts" in result.output
