@@ -372,3 +372,14 @@ def test_the_checks_let_good_input_through(args, workdir, monkeypatch):
     result = CliRunner().invoke(main, list(args))
     assert result.exit_code == 0, (result.stdout, result.stderr)
     assert snapshot(workdir) == before
+
+
+@pytest.mark.parametrize("command", ["run", "verify"])
+def test_a_program_that_is_no_compiler_is_named_as_such(command, workdir, monkeypatch):
+    """--cc /bin/true preprocesses to nothing: the kernels it "holds" are none, which once read as
+    "unknown kernel basic"; the build's own check says what is wrong."""
+    monkeypatch.chdir(workdir)
+    args = [*TINY, "--cc", "/bin/true", "--kernels", "basic"] if command == "run" else ["--cc", "/bin/true"]
+    result = CliRunner().invoke(main, [command, *args] + (["--kernels", "basic"] if command == "verify" else []))
+    assert result.exit_code == 2
+    assert "is it a C compiler?" in result.stderr and "unknown kernel" not in result.stderr

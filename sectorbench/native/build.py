@@ -683,7 +683,8 @@ def kernel_index(config: BuildConfig) -> dict[str, str] | None:
     saved = library_path(config).with_suffix(".kernels.json")
     try:
         known = json.loads(saved.read_text())
-        if isinstance(known, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in known.items()):
+        named = isinstance(known, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in known.items())
+        if named and known:  # an empty index (an older version's, of a non-compiler) is read again
             return known
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         pass  # absent or damaged: preprocess again, and rewrite it
@@ -713,7 +714,9 @@ def _preprocessed_index(config: BuildConfig) -> dict[str, str] | None:
         name, family = re.search(_FIELD.format("name"), row.group(1)), re.search(_FIELD.format("family"), row.group(1))
         if name:
             index[name.group(1)] = family.group(1) if family else ""
-    return index
+    # kernels_c/ always has rows: none means the "compiler" printed nothing (--cc /bin/true),
+    # and the build, not a list of no known kernels, should say what is wrong with it
+    return index or None
 
 
 def _intact(library: Path) -> bool:
