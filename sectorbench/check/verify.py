@@ -44,6 +44,7 @@ from ..measure.worker import (
     WorkerError,
     WorkerTimedOut,
     clock_session,
+    load_notes,
     row_fp_change,
     save_scene,
 )
@@ -170,7 +171,6 @@ class _Tally:
     fp_change: str | None = None
     printed: str | None = None
     fp_change_at_load: str | None = None  # how loading its build changed the FP environment (restored)
-    load_notes: list = field(default_factory=list)  # its build's note saying so (BuildSession.fp_change_notes)
 
     def fail(self, exc: Exception) -> None:
         """Its worker crashed or was killed at a deadline: the kernel is left out from now on."""
@@ -200,7 +200,7 @@ class _Tally:
         self.fp_change = self.fp_change or part.fp_change
 
     def verdict(self) -> KernelVerdict:
-        notes = list(self.load_notes)
+        notes = load_notes(self.fp_change_at_load)
         notes += [f"changes the FP environment: {self.fp_change}"] if self.fp_change else []
         notes += [self.printed] if self.printed else []
         base = dict(
@@ -354,7 +354,7 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
             for (session_id, name), tally in tallies.items():
                 session = next(s for s in sessions if id(s) == session_id)
                 tally.printed = session.printed_note(name)
-                tally.fp_change_at_load, tally.load_notes = session.info.fp_change_at_load, session.fp_change_notes()
+                tally.fp_change_at_load = session.info.fp_change_at_load
         finally:
             for session in [*sessions, clock]:
                 if session is not None:

@@ -260,8 +260,13 @@ def refuse_unused_gate_options(ctx: click.Context, baseline) -> None:
         for name in ("markdown_path", "normalize", "thresholds", "alpha", "threshold")
         if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
     ]
+    refuse_unused(given, "with --baseline")
+
+
+def refuse_unused(given: list[str], where: str) -> None:
+    """Options that mean nothing here are refused, not silently ignored: "--x, --y only apply `where`"."""
     if given:
-        raise click.UsageError(f"{', '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} with --baseline")
+        raise click.UsageError(f"{', '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} {where}")
 
 
 #: --threads (run, compare, query) at most this many times the CPUs this process may use:
@@ -294,11 +299,10 @@ def checked_threads(value, option: str = "--threads") -> int:
 
 
 def _parse_threads(ctx, param, values):
-    from ..measure.runner import ALL_THREADS, parse_threads
+    from ..measure.runner import parse_threads
 
     for value in values:
-        if str(value) != ALL_THREADS:
-            checked_threads(value)
+        checked_threads(value)
     return parse_threads(values)
 
 

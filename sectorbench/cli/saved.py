@@ -10,7 +10,7 @@ from ..errors import SectorbenchError
 from ..measure.timing import MODES
 from ..model.results import load
 from .app import main, note, run_gate
-from .options import check_outputs, gate_options, make_gate_config
+from .options import check_outputs, gate_options, make_gate_config, refuse_unused
 
 
 @main.command("regress")
@@ -70,11 +70,8 @@ def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
             raise SectorbenchError(f"no saved results under {RESULTS_DIR}")
         path = plot.trend_chart(loaded, kernel, out, flags=flags_filter, mode=mode_filter, overwrite=force)
     else:
-        unused = [
-            name for name, value in (("--kernel", kernel), ("--flags", flags_filter), ("--mode", mode_filter)) if value
-        ]
-        if unused:  # they would be silently ignored: the chart drawn would not be the one asked for
-            raise click.UsageError(f"{', '.join(unused)} only appl{'y' if len(unused) > 1 else 'ies'} to --chart trend")
+        trend_only = (("--kernel", kernel), ("--flags", flags_filter), ("--mode", mode_filter))
+        refuse_unused([name for name, value in trend_only if value], "to --chart trend")
         if len(results) != 1:
             raise click.UsageError("bar and heatmap charts take exactly one RESULT file")
         result = load(results[0])

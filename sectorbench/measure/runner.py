@@ -44,6 +44,7 @@ from .worker import (
     WorkerCrashed,
     WorkerTimedOut,
     clock_session,
+    load_notes,
     row_fp_change,
     save_scene,
 )
@@ -524,7 +525,7 @@ def _result(
         return KernelResult(status="skipped", reason=kernel.skip_reason or _missing_mode(kernel, mode), **base)
     mine = series[(session.config, kernel.name, mode, threads, session.peers)]
     printed = session.printed_note(kernel.name)
-    warnings = session.fp_change_notes()
+    warnings = load_notes(session.info.fp_change_at_load)
     if mine.failure is not None:
         warnings += [printed] if printed else []
         return KernelResult(status=mine.failure_status, reason=mine.failure, warnings=warnings, **base)

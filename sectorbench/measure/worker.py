@@ -327,7 +327,7 @@ class BuildSession:
         try:
             self.kernels, self.info = self.worker.describe()
         except (WorkerCrashed, WorkerTimedOut) as exc:  # no kernel has run yet: the load itself failed
-            sources = ", ".join(Path(s).name for s in getattr(self.config, "extra_sources", ()))
+            sources = ", ".join(Path(s).name for s in self.config.extra_sources)
             hint = f" (a constructor in {sources}?)" if sources else ""
             raise type(exc)(f"{exc} while loading the {self.config.label} build{hint}") from None
         if self.scene_path is not None:
@@ -361,15 +361,16 @@ class BuildSession:
     def kernel(self, name: str) -> Kernel:
         return next(k for k in self.kernels if k.name == name)
 
-    def fp_change_notes(self) -> list[str]:
-        """The note every row of this build carries when loading it changed the FP environment."""
-        change = self.info.fp_change_at_load
-        if not change:
-            return []
-        return [
-            "loading this build changed the floating-point environment (a constructor in a --source file?): "
-            f"{change}; restored before any kernel ran"
-        ]
+
+def load_notes(at_load: str | None) -> list[str]:
+    """The note every row of a build carries when loading it changed the FP environment
+    (`at_load`: BuildSession.info.fp_change_at_load)."""
+    if not at_load:
+        return []
+    return [
+        "loading this build changed the floating-point environment (a constructor in a --source file?): "
+        f"{at_load}; restored before any kernel ran"
+    ]
 
 
 def row_fp_change(kernel_change: str | None, at_load: str | None) -> str | None:
