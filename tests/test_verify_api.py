@@ -65,8 +65,17 @@ def test_sectorbench_verify_is_the_api_after_the_module_is_imported():
         ({"flags": []}, "flags"),
         ({"flags": "-O2 '"}, "flags"),
         ({"jobs": 0}, "jobs"),
+        ({"kernel_timeout": 0}, "kernel_timeout"),
+        ({"kernel_timeout": float("nan")}, "kernel_timeout"),
     ],
 )
 def test_bad_arguments_raise_value_error_naming_them(arguments, name):
     with pytest.raises(ValueError, match=rf"^{name}\b"):
         sectorbench.verify(**arguments)
+
+
+def test_a_kernel_that_hangs_does_not_pass(private_cache):
+    """Its verdict is timed-out after kernel_timeout, and neither it nor the report passes."""
+    report = sectorbench.verify(source=DATA / "unruly_kernels.c", kernels="hangs,basic", cases=300, kernel_timeout=1.0)
+    assert report.kernel("hangs").verdict == "timed-out" and not report.kernel("hangs").passed
+    assert report.kernel("basic").passed and not report.passed

@@ -127,12 +127,56 @@ def test_a_kernel_that_never_returns_is_timed_out_and_the_others_are_measured(un
     assert rows["naive"].net_s is not None and rows["basic"].overhead_s is not None
 
 
-def test_a_constructor_that_crashes_names_its_build_and_file(private_cache):
-    config = BuildConfig.parse("-O2", extra_sources=(DATA / "crashing_constructor.c",))
-    with pytest.raises(
-        WorkerCrashed, match=r"signal 11 while loading the -O2 build \(a constructor in crashing_constructor"
-    ):
-        run(small_run(config, ("basic",)))
+@pytest.mark.parametrize(
+    ("how", "status", "reason"),
+    [
+        ("crash", "crashed", "worker killed by signal 11 while loading the -O2 build"),
+        ("exit", "crashed", "worker exited with status 3 while loading the -O2 build"),
+        ("hang", "timed-out", "no answer within 5 s (the start-up allowance): killed while loading the -O2 build"),
+    ],
+)
+def test_a_constructor_that_fails_costs_its_own_rows_not_the_build(private_cache, monkeypatch, how, status, reason):
+    """A --source constructor that crashes, exits or hangs while the build loads: its kernel's
+    row fails, saying so; the build's built-in kernels run in the same build without the file."""
+    import sectorbench.measure.worker as worker_module
+
+    monkeypatch.setenv("SB_TEST_CONSTRUCTOR", how)
+    monkeypatch.setattr(worker_module, "STARTUP_S", 5.0)  # the start-up allowance, short for the hang
+    config = BuildConfig.parse("-O2", extra_sources=(DATA / "unruly_constructor.c",))
+    result = run(small_run(config, ("naive", "never_reached", "basic")))
+    rows = {r.kernel: r for r in result.results}
+    assert rows["never_reached"].status == status
+    assert rows["never_reached"].reason.startswith(reason)
+    assert rows["never_reached"].reason.endswith("(a constructor in unruly_constructor.c?)")
+    assert rows["naive"].status == rows["basic"].status == "ok"
+    assert rows["naive"].hits == rows["basic"].hits > 0
+    assert result.env["builds"][0]["load_failure"] == rows["never_reached"].reason
+    checked = verify(VerifyConfig(kernels=("never_reached", "basic"), builds=(config,), cases=300))
+    verdicts = {v.kernel: v for v in checked.kernels}
+    assert (verdicts["never_reached"].status, verdicts["never_reached"].verdict) == (status, "FAIL")
+    assert verdicts["basic"].status == "ok" and verdicts["basic"].verdict != "FAIL"
+
+
+def test_every_listing_of_a_build_names_the_kernels_its_failed_load_cost(private_cache):
+    """The commands that only list a build's kernels (kernels, the Python API's verify, the
+    instruction counts) start its worker too: a crashing constructor is a row there as well."""
+    import sectorbench
+
+    source = DATA / "unruly_constructor.c"
+    listing = subprocess.run(
+        [sys.executable, "-m", "sectorbench", "kernels", "--flags", "-O2", "--source", str(source)],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE_S,
+    )
+    assert listing.returncode == 0, listing.stderr
+    rows = {line.split("│")[1].strip(): line for line in listing.stdout.splitlines() if line.count("│") > 2}
+    assert "no: worker killed by signal 11" in rows["never_reached"] and "unruly_constructor.c?" in listing.stdout
+    assert "│ yes " in rows["basic"]
+    report = sectorbench.verify(source=source, kernels="never_reached,basic", cases=300)
+    assert not report.passed
+    assert report.kernel("never_reached").verdict == "crashed" and not report.kernel("never_reached").passed
+    assert report.kernel("basic").passed
 
 
 def test_verify_times_out_a_kernel_that_never_returns_and_checks_the_others(unruly_build):

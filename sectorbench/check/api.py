@@ -13,22 +13,26 @@ built; a kernel that does not compile raises SectorbenchError with the compiler'
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SectorbenchError
+from ..measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S, Deadlines
 
 #: Failing rows kept per kernel in a report (its str() shows them all).
 DEFAULT_SHOW = 3
 #: The build when none is named: what `sectorbench verify` checks by default.
 DEFAULT_FLAGS = "-O2"
+#: The verdicts a kernel passes with: a skipped one (its CPU feature missing) was not judged.
+PASSING = ("exact", "rounding-band", "skipped")
 
 
 @dataclass(frozen=True)
 class KernelReport:
-    """One kernel of one build: its verdict (exact | rounding-band | FAIL | skipped | crashed)."""
+    """One kernel of one build: its verdict (exact | rounding-band | FAIL | skipped | crashed | timed-out)."""
 
     kernel: str
     flags: str
@@ -41,7 +45,7 @@ class KernelReport:
 
     @property
     def passed(self) -> bool:
-        return self.verdict != "FAIL" and self.verdict != "crashed"
+        return self.verdict in PASSING
 
     def summary(self) -> str:
         head = f"{self.kernel} [{self.flags}]: {self.verdict}"
@@ -122,6 +126,7 @@ def verify(
     show: int = DEFAULT_SHOW,
     strict_special: bool = False,
     jobs: int | None = 1,
+    kernel_timeout: float = DEFAULT_KERNEL_TIMEOUT_S,
 ) -> Report:
     """Check kernels against the exact oracle, as `sectorbench verify` does, and return a Report.
 
@@ -130,10 +135,12 @@ def verify(
     or a list of builds; cases: rows per random generator (an int, default 20000) or the
     path of an .npz case file (`verify --input`); seed: of the generated cases; family:
     default the family of the named kernels (else "sector"); jobs: processes judging the
-    case batches (default 1: a test suite runs its own workers; None: one per CPU).
+    case batches (default 1: a test suite runs its own workers; None: one per CPU);
+    kernel_timeout: seconds a kernel may go without answering before it is killed and its
+    verdict is "timed-out" (the floor of every deadline, as `verify --kernel-timeout`).
     """
     from .. import families
-    from ..measure.worker import Worker
+    from ..measure.worker import BuildSession
     from ..native.build import DEFAULT_CC, BuildConfig, build
     from .verify import VerifyConfig
     from .verify import verify as run_verify
@@ -157,6 +164,10 @@ def verify(
         raise ValueError(f"show must be an integer >= 0 (got {show!r})")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise ValueError(f"jobs must be a positive integer or None (got {jobs!r})")
+    try:
+        Deadlines(kernel_timeout)
+    except SectorbenchError:
+        raise ValueError(f"kernel_timeout must be a number of seconds above 0 (got {kernel_timeout!r})") from None
     if family is not None:
         try:
             families.get(family)
@@ -167,8 +178,8 @@ def verify(
     except SectorbenchError as exc:
         raise ValueError(f"flags: {exc}") from None
     if names:  # known, and of one family (the one checked unless `family` says otherwise)
-        with Worker(build(builds[0])) as worker:
-            table = {k.name: k.family for k in worker.describe()[0]}
+        with contextlib.closing(BuildSession(builds[0], build(builds[0]))) as session:
+            table = {k.name: k.family for k in session.kernels}
         table.update({peer.name: f.name for f in families.all_families() for peer in f.peers()})
         unknown = [name for name in names if name not in table]
         if unknown:
@@ -188,6 +199,7 @@ def verify(
         show=show,
         input_path=input_path,
         jobs=jobs,
+        kernel_timeout=kernel_timeout,
     )
     result = run_verify(config)
     reports = tuple(

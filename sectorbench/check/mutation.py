@@ -8,10 +8,11 @@ in which class and by which generator; tools/mutation.py prints it (`make mutati
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..measure.worker import Worker
+from ..measure.worker import BuildSession
 from ..native.build import BuildConfig, build
 from .verify import VerifyConfig, verify
 
@@ -37,8 +38,8 @@ def score(
     """Every row defined in `sources`, verified at `cases` and `seed` with one build of `flags`."""
     config = BuildConfig.parse(flags, extra_sources=tuple(sources))
     names = {Path(source).name for source in sources}
-    with Worker(build(config)) as worker:
-        kernels, _ = worker.describe()
+    with contextlib.closing(BuildSession(config, build(config))) as session:
+        kernels = session.kernels
     mine = [k for k in kernels if k.source.split(":")[0] in names]
     results = []
     for family in dict.fromkeys(k.family for k in mine):

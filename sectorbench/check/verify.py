@@ -311,7 +311,8 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                 )
             names = {False: c_names, True: peer_names}
             chosen = {id(s): select(s.kernels, names[s.peers], config.family) for s in sessions}
-            if not any(k.runnable for kernels in chosen.values() for k in kernels):  # before any case is made
+            # Before any case is made.  A kernel whose build's load it crashed is no skip: it FAILs below.
+            if not any(k.runnable or k.unrun_status != "skipped" for kernels in chosen.values() for k in kernels):
                 skipped = [(k.name, _label(s), k.skip_reason) for s in sessions for k in chosen[id(s)]]
                 raise SectorbenchError(nothing_checked(skipped, config.family))
             clock = clock_session(sessions, config.builds[0].cc, progress)
@@ -322,7 +323,7 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                     bound = kernel.rounding_bound or family.default_rounding_bound
                     tally = _Tally(kernel, session.config, bound, flags, cc)
                     if not kernel.runnable:
-                        tally.status, tally.reason = "skipped", kernel.skip_reason
+                        tally.status, tally.reason = kernel.unrun_status, kernel.skip_reason
                     tallies[(id(session), kernel.name)] = tally
 
             def check_loops():

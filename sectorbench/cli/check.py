@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -165,14 +166,14 @@ def _coverage_command(family, cases, seed, input_path, kernels, json_path, force
 def kernels_command(flags, cc, sources, disable_isa):
     """List the kernels, what each needs, and whether this CPU has it (for every build given)."""
     from ..measure.runner import PEER_BUILD
-    from ..measure.worker import Worker
+    from ..measure.worker import BuildSession, Worker
     from ..native.build import build
     from ..present.report import fit, kernels_table
 
     listings: dict[tuple, list[str]] = {}  # identical listings are shown once, for all their builds
     for config in build_configs(flags, cc, sources):
-        with Worker(build(config), disable_isa) as worker:
-            kernels, _ = worker.describe()
+        with contextlib.closing(BuildSession(config, build(config), disable_isa=disable_isa)) as session:
+            kernels = session.kernels  # a --source file whose constructor fails: its rows say so
         listings.setdefault(tuple(kernels), []).append(config.label)
     with Worker(build(PEER_BUILD), disable_isa, peers=True) as worker:  # the peers: Python, flags do not apply
         peers, _ = worker.describe()

@@ -14,6 +14,7 @@ fast-math build against a strict one (docs/ci.md).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import subprocess
@@ -166,7 +167,7 @@ def annotate(
     problem = unavailable()
     if problem is not None:
         return _with_reason(result, lambda row: problem)
-    from .worker import Worker
+    from .worker import BuildSession
 
     host_avx512 = _host_has_avx512()
     rows = list(result.results)
@@ -184,9 +185,9 @@ def annotate(
             ]
             if not mine:
                 continue
-            library = build(config)
-            with Worker(library) as worker:
-                kernels = {k.name: k for k in worker.describe()[0]}
+            with contextlib.closing(BuildSession(config, build(config))) as session:
+                kernels = {k.name: k for k in session.kernels if k.runnable or k.unrun_status == "skipped"}
+                library = session.loaded_library  # without the --source files if their constructor failed
             reasons, jobs = {}, []
             for i in mine:
                 row = rows[i]

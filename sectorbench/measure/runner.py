@@ -521,8 +521,10 @@ def _result(
         overhead_kernel=kernel.overhead_key if has_noop else None,
         side=session.side,
     )
-    if not kernel.runnable or _missing_mode(kernel, mode):
-        return KernelResult(status="skipped", reason=kernel.skip_reason or _missing_mode(kernel, mode), **base)
+    if not kernel.runnable:
+        return KernelResult(status=kernel.unrun_status, reason=kernel.skip_reason, **base)
+    if _missing_mode(kernel, mode):
+        return KernelResult(status="skipped", reason=_missing_mode(kernel, mode), **base)
     mine = series[(session.config, kernel.name, mode, threads, session.peers)]
     printed = session.printed_note(kernel.name)
     warnings = load_notes(session.info.fp_change_at_load)
@@ -775,6 +777,8 @@ def _environment(sessions: list[BuildSession], clock_mhz: list[float], clock: Bu
             "library": s.library.name,
             "fp_environment": s.info.fp_environment,
         }
+        if s.load_failure:  # its --source kernels' rows failed with it; the built-in ones ran without them
+            build_entry["load_failure"] = s.load_failure
         printed = s.printed_note(BUILD_OUTPUT)
         if printed:  # library constructors or imported modules writing while the worker started
             build_entry["printed"] = printed

@@ -314,6 +314,11 @@ class BuildSession:
         self.kernels: list[Kernel] = []
         self.info: messages.Described | None = None  # fp_environment, counters, cpus: see server.Server.describe
         self.reference = reference_library(config)
+        #: Why the build's own library could not be loaded (a --source file's constructor crashed,
+        #: exited or hung), else None.  Its workers then load `reference` (the same build without
+        #: the --source files): the built-in kernels run, the --source kernels' rows fail with this.
+        self.load_failure: str | None = None
+        self._unloaded: list[Kernel] = []  # the --source files' kernels, when load_failure says why
         #: What each kernel printed over every worker of this session (BUILD_OUTPUT: start-up).
         self.printed: dict[str, Printed] = {}
         self.restart()
@@ -323,15 +328,53 @@ class BuildSession:
         if self.worker is not None:
             self._keep_printed()
             self.worker.close()
-        self.worker = Worker(self.library, self.disable_isa, self.peers, self.deadlines, self.budget, self.reference)
+            self.worker = None
         try:
-            self.kernels, self.info = self.worker.describe()
+            self.kernels, self.info = self._start(self.load_failure is None)
         except (WorkerCrashed, WorkerTimedOut) as exc:  # no kernel has run yet: the load itself failed
+            if self.load_failure is not None or self.reference is None:
+                raise type(exc)(f"{exc} while loading the {self.config.label} build{self._without}") from None
+            # Only the --source files' constructors can tell the two loads apart: their rows pay for it.
             sources = ", ".join(Path(s).name for s in self.config.extra_sources)
-            hint = f" (a constructor in {sources}?)" if sources else ""
-            raise type(exc)(f"{exc} while loading the {self.config.label} build{hint}") from None
+            self.load_failure = f"{exc} while loading the {self.config.label} build (a constructor in {sources}?)"
+            self._unloaded = self._unloaded_kernels("timed-out" if isinstance(exc, WorkerTimedOut) else "crashed")
+            self.restart()
+            return
+        self.kernels += self._unloaded
         if self.scene_path is not None:
             self.worker.use_scene(self.scene_path)
+
+    @property
+    def loaded_library(self) -> Path:
+        """The library this session's workers load: the build's own, or, when a --source
+        constructor failed in its load, the same build without the --source files."""
+        return self.reference if self.load_failure else self.library
+
+    @property
+    def _without(self) -> str:
+        return " without its --source files" if self.load_failure else ""
+
+    def _start(self, own_library: bool) -> tuple[list[Kernel], messages.Described]:
+        """A worker of the build's own library (own_library) or of its reference, described."""
+        # The reference's environment at load is the build's: loaded alone, nothing to compare it with.
+        library, reference = (self.library, self.reference) if own_library else (self.loaded_library, None)
+        self.worker = Worker(library, self.disable_isa, self.peers, self.deadlines, self.budget, reference)
+        return self.worker.describe()
+
+    def _unloaded_kernels(self, status: str) -> list[Kernel]:
+        """The --source files' kernels (the build's rows its reference lacks, read by the
+        preprocessor: kernel_index), each not runnable, with the load's failure as its reason."""
+        from ..native.build import kernel_index
+
+        own, built_in = kernel_index(self.config), kernel_index(replace(self.config, extra_sources=()))
+        if own is None or built_in is None:  # unreadable now: the rows cannot be named
+            return []
+        source = ", ".join(Path(s).name for s in self.config.extra_sources)
+        return [
+            Kernel(name, family, (), (), "", "", source, 1, 1, False, 0.0, 0.0, self.load_failure, status)
+            for name, family in own.items()
+            if name not in built_in
+        ]
 
     def _keep_printed(self) -> None:
         for who, printed in self.worker.printed.items():

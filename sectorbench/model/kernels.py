@@ -28,6 +28,9 @@ class Kernel:
     tolerance: float  # declared tolerance, 0 for a strict kernel
     #: Why this kernel cannot run here (a missing CPU feature), or None.
     skip_reason: str | None = None
+    #: The status of its rows when it cannot run: "skipped" (the CPU lacks a feature), or
+    #: "crashed" / "timed-out" (its --source file's constructor killed or hung the build's load).
+    unrun_status: str = "skipped"
     #: "C" for a row of the library, "python" for a peer (sectorbench/peers.py).
     language: str = "C"
     #: Preconditions beyond the family's (the row's .contract, e.g. "unit u"), which verify honours.
