@@ -142,6 +142,7 @@ def test_a_constructor_that_fails_costs_its_own_rows_not_the_build(private_cache
 
     monkeypatch.setenv("SB_TEST_CONSTRUCTOR", how)
     monkeypatch.setattr(worker_module, "STARTUP_S", 5.0)  # the start-up allowance, short for the hang
+    monkeypatch.setattr(worker_module, "FAILED_LOADS", {})  # each way fails afresh (one library for all three)
     config = BuildConfig.parse("-O2", extra_sources=(DATA / "unruly_constructor.c",))
     result = run(small_run(config, ("naive", "never_reached", "basic")))
     rows = {r.kernel: r for r in result.results}

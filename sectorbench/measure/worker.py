@@ -50,6 +50,12 @@ BUILD_OUTPUT = "(build)"
 WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1"}
 
 
+#: Libraries whose load failed in this process (a --source constructor crashed, exited or
+#: hung), with the rows' status and reason: later sessions of the build go straight to its
+#: reference, rather than crash or wait out the start-up allowance again.
+FAILED_LOADS: dict[Path, tuple[str, str]] = {}
+
+
 class WorkerCrashed(SectorbenchError):
     """The worker process died (a kernel crashed, or it was killed)."""
 
@@ -329,6 +335,8 @@ class BuildSession:
             self._keep_printed()
             self.worker.close()
             self.worker = None
+        if self.load_failure is None and self.library in FAILED_LOADS:  # said once a process, not waited for again
+            self._loaded_without_sources(*FAILED_LOADS[self.library])
         try:
             self.kernels, self.info = self._start(self.load_failure is None)
         except (WorkerCrashed, WorkerTimedOut) as exc:  # no kernel has run yet: the load itself failed
@@ -336,8 +344,9 @@ class BuildSession:
                 raise type(exc)(f"{exc} while loading the {self.config.label} build{self._without}") from None
             # Only the --source files' constructors can tell the two loads apart: their rows pay for it.
             sources = ", ".join(Path(s).name for s in self.config.extra_sources)
-            self.load_failure = f"{exc} while loading the {self.config.label} build (a constructor in {sources}?)"
-            self._unloaded = self._unloaded_kernels("timed-out" if isinstance(exc, WorkerTimedOut) else "crashed")
+            why = f"{exc} while loading the {self.config.label} build (a constructor in {sources}?)"
+            FAILED_LOADS[self.library] = ("timed-out" if isinstance(exc, WorkerTimedOut) else "crashed", why)
+            self._loaded_without_sources(*FAILED_LOADS[self.library])
             self.restart()
             return
         self.kernels += self._unloaded
@@ -361,17 +370,19 @@ class BuildSession:
         self.worker = Worker(library, self.disable_isa, self.peers, self.deadlines, self.budget, reference)
         return self.worker.describe()
 
-    def _unloaded_kernels(self, status: str) -> list[Kernel]:
-        """The --source files' kernels (the build's rows its reference lacks, read by the
-        preprocessor: kernel_index), each not runnable, with the load's failure as its reason."""
+    def _loaded_without_sources(self, status: str, why: str) -> None:
+        """From now on the workers load the reference; the --source files' kernels (the build's
+        rows its reference lacks, read by the preprocessor: kernel_index) are rows that cannot
+        run, with the load's failure as their reason and `status`."""
         from ..native.build import kernel_index
 
+        self.load_failure = why
         own, built_in = kernel_index(self.config), kernel_index(replace(self.config, extra_sources=()))
         if own is None or built_in is None:  # unreadable now: the rows cannot be named
-            return []
+            return
         source = ", ".join(Path(s).name for s in self.config.extra_sources)
-        return [
-            Kernel(name, family, (), (), "", "", source, 1, 1, False, 0.0, 0.0, self.load_failure, status)
+        self._unloaded = [
+            Kernel(name, family, (), (), "", "", source, 1, 1, False, 0.0, 0.0, why, status)
             for name, family in own.items()
             if name not in built_in
         ]
