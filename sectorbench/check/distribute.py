@@ -133,9 +133,12 @@ def _done(future, progress):
 _process_judge = None  # this pool process's LocalJudge
 
 
-def _open_process_judge(plan) -> None:
+def _open_process_judge(plan, failed_loads: dict) -> None:
     global _process_judge
+    from ..measure.worker import FAILED_LOADS
     from .verify import LocalJudge
+
+    FAILED_LOADS.update(failed_loads)  # the parent's: a failed load is not tried again here
 
     scratch = tempfile.TemporaryDirectory(prefix="sectorbench-verify-job-")
     _process_judge = LocalJudge.open(plan, Path(scratch.name))
@@ -150,7 +153,10 @@ def _judge_in_process(index: int, case_set, live: dict):
 def _in_processes(plan, numbered, live: dict, jobs: int, progress) -> Iterator:
     progress(f"judging batches in {jobs} processes")
     context = multiprocessing.get_context(START_METHOD)
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_open_process_judge, initargs=(plan,)) as pool:
+    from ..measure.worker import FAILED_LOADS
+
+    judges = dict(initializer=_open_process_judge, initargs=(plan, dict(FAILED_LOADS)))
+    with ProcessPoolExecutor(jobs, mp_context=context, **judges) as pool:
         try:
             yield from _in_order(
                 lambda index, case_set: pool.submit(_judge_in_process, index, case_set, live),
