@@ -190,6 +190,26 @@ def test_verify_times_out_a_kernel_that_never_returns_and_checks_the_others(unru
     assert verdicts["basic"].status == "ok" and verdicts["basic"].verdict != "FAIL"
 
 
+def _running(pid: int) -> bool:
+    """Whether `pid` is alive (a zombie, killed and awaiting its reaper, is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_process_a_kernel_leaves_behind_ends_with_its_worker(unruly_build, tmp_path, monkeypatch):
+    pidfile = tmp_path / "child.pid"
+    monkeypatch.setenv("SB_TEST_PIDFILE", str(pidfile))
+    result = run(small_run(unruly_build, ("forks", "basic")))
+    assert {r.kernel: r.status for r in result.results} == {"forks": "ok", "basic": "ok"}
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + PATIENCE_S
+    while _running(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(child)
+
+
 def test_max_minutes_holds_during_a_hang(unruly_build, tmp_path):
     """A kernel timeout longer than the run's limit: --max-minutes cuts the hang, the run ends."""
     out = tmp_path / "hang.json"

@@ -289,12 +289,19 @@ def _serve(control: socket.socket) -> int:
 
 def _reap(statuses: dict[int, int]) -> None:
     while statuses:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+        try:  # an ended worker, left unreaped for now (WNOWAIT)
+            ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return
-        if pid == 0:
+        if ended is None:
             return
+        pid = ended.si_pid
+        if pid in statuses:
+            # What a kernel started and left in the worker's process group (a system("... &"))
+            # ends with it.  Safe while the worker is unreaped: its pid, the group's id, is not reused.
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
         fd = statuses.pop(pid, None)
         if fd is not None:
             try:

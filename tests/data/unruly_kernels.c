@@ -1,10 +1,12 @@
 /* Test-only: kernels that misbehave the way real user kernels do, to prove each costs at most
  * its own row (docs/worker.md): one prints on every call and from a library constructor
  * (some lines look like the worker's replies), one never returns, two change the
- * floating-point environment (rounding upward; flush-to-zero).  All known-bad: run only when named. */
+ * floating-point environment (rounding upward; flush-to-zero), one leaves a child process
+ * behind.  All known-bad: run only when named. */
 #define _GNU_SOURCE
 #include <fenv.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "sb_common.h"
@@ -22,6 +24,7 @@ UNRULY_PREDICATE(chatty)
 UNRULY_PREDICATE(hangs)
 UNRULY_PREDICATE(rounds_up)
 UNRULY_PREDICATE(sets_ftz)
+UNRULY_PREDICATE(forks)
 
 /* ---------------------------------------------------------------- prints */
 
@@ -78,6 +81,31 @@ static const sb_kernel hangs_row = {
     .noop_inline = hangs_noop_inline, .noop_call = hangs_noop_call,
     .eval_grid = hangs_forever_eval, .eval_pairs = hangs_forever_eval};
 SB_REGISTER(hangs_row);
+
+/* ---------------------------------------------------------------- leaves a process behind */
+
+/* On its first call: a child that writes its pid to $SB_TEST_PIDFILE and sleeps for ever (as a
+ * kernel calling system("... &") for debugging would leave one), then basic's loop. */
+SB_KERNEL_LOOPS(forks, SCALAR, 1, UNRULY_TAKES)
+static void forks_once(void) {
+    static int forked;
+    if (forked++) return;
+    if (fork() == 0) {
+        const char *path = getenv("SB_TEST_PIDFILE");
+        FILE *file = path ? fopen(path, "w") : NULL;
+        if (file) fprintf(file, "%d\n", (int)getpid()), fclose(file);
+        for (;;) pause();
+    }
+}
+static uint64_t forks_inline(const sb_scene *s) { forks_once(); return forks_count_inline(s); }
+static uint64_t forks_call(const sb_scene *s) { forks_once(); return forks_count_call(s); }
+static const sb_kernel forks_row = {
+    SB_ROW_FIELDS(forks, SCALAR, 1, UNRULY_TAKES), .family = "sector", .known_bad = 1, .rounding_bound = 8,
+    .summary = "test only: basic, forking a child that never exits",
+    .count_inline = forks_inline, .count_call = forks_call,
+    .noop_inline = forks_noop_inline, .noop_call = forks_noop_call,
+    .eval_grid = forks_eval_grid, .eval_pairs = forks_eval_pairs};
+SB_REGISTER(forks_row);
 
 /* ---------------------------------------------------------------- changes the FP environment */
 
