@@ -502,6 +502,24 @@ def test_a_source_object_is_reused_until_a_file_it_read_changes(tmp_path, seeded
     assert mine.stat().st_mtime_ns != compiled and alone.read_bytes() != before  # the constant is in the code
 
 
+def test_a_source_file_is_c_whatever_its_name_ends_in(tmp_path, private_cache):
+    """gcc takes my_kernel.txt for a linker input (no object, "is it a C compiler?"), and its
+    preprocessor would not list its rows: a --source file is compiled and read as C."""
+    from sectorbench.measure.runner import RunConfig, run
+    from sectorbench.measure.selection import known_kernels
+    from sectorbench.measure.timing import TimingConfig
+
+    source = tmp_path / "my_kernel.txt"
+    shutil.copy(DATA / "correct_variants.c", source)
+    shutil.copy(DATA / "basic_predicate.h", tmp_path)
+    config = BuildConfig.parse("-O2", extra_sources=(source,))
+    assert known_kernels(config)["c_sector_fma"] == "sector"
+    timing = TimingConfig(repeat=2, min_sample_s=0.001)
+    result = run(RunConfig(sectors=12, points=300, kernels=("c_sector_fma", "basic"), builds=(config,), timing=timing))
+    rows = {r.kernel: r for r in result.results}
+    assert rows["c_sector_fma"].status == "ok" and rows["c_sector_fma"].hits == rows["basic"].hits
+
+
 def test_a_source_object_without_its_list_of_what_it_read_is_compiled_again(tmp_path, seeded_cache):
     source = tmp_path / "mine.c"
     source.write_text("float mine_scale(void) { return 1.0f; }\n")

@@ -399,7 +399,8 @@ def _compiled(config: BuildConfig, cc_path: str, keyed: list, private: Path) -> 
             continue
         source = files[0] if mine else _unit_file(private, name, files)
         fresh = private / f"{number}-{name}.o"
-        command = [cc_path, *config.compile_flags, "-fPIC", *_includes(config), "-c", str(source)]
+        # -x c: a --source file is C whatever its name ends in (gcc takes my.txt for a linker input)
+        command = [cc_path, *config.compile_flags, "-fPIC", *_includes(config), "-c", "-x", "c", str(source)]
         if mine:
             command += ["-MD", "-MF", str(fresh.with_suffix(".d")), "-MT", "object"]
         commands.append((sum(f.stat().st_size for f in files), len(objects), [*command, "-o", str(fresh)]))
@@ -702,7 +703,16 @@ def kernel_index(config: BuildConfig) -> dict[str, str] | None:
 
 def _preprocessed_index(config: BuildConfig) -> dict[str, str] | None:
     cc_path, _ = compiler_identity(config.cc)
-    command = [cc_path, *config.flags, "-E", "-P", "-DSB_ROWS_ONLY", *(f"-I{f}" for f in include_dirs(config))]
+    command = [
+        cc_path,
+        *config.flags,
+        "-E",
+        "-P",
+        "-DSB_ROWS_ONLY",
+        *(f"-I{f}" for f in include_dirs(config)),
+        "-x",
+        "c",
+    ]
     try:
         completed = run_compiler([*command, *map(str, sources(config))], timeout=120)
     except (OSError, subprocess.TimeoutExpired):
