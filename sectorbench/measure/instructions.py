@@ -186,7 +186,7 @@ def annotate(
             if not mine:
                 continue
             with contextlib.closing(BuildSession(config, build(config))) as session:
-                kernels = {k.name: k for k in session.kernels if k.runnable or k.unrun_status == "skipped"}
+                kernels = {k.name: k for k in session.kernels}
                 library = session.loaded_library  # without the --source files if their constructor failed
             reasons, jobs = {}, []
             for i in mine:
