@@ -209,6 +209,26 @@ def test_a_ref_whose_abi_declares_otherwise_is_refused(tmp_path, monkeypatch):
     assert_one_line_error(result, "--against HEAD", "ABI", "differs")
 
 
+def test_a_ref_whose_kernels_c_links_outside_is_refused(tmp_path, monkeypatch):
+    """tarfile's data filter refuses to extract a link out of the tree: one line, not an internal error."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, capture_output=True)
+    (clone / "kernels_c" / "sector" / "elsewhere").symlink_to("/etc")
+    commit_all(clone, "a link out of the tree")
+    monkeypatch.chdir(clone)
+    result = invoke("run", *SMALL, "--kernels", "basic", "--against", "HEAD")
+    assert_one_line_error(result, "--against: kernels_c/ at", "holds what is not extracted", "elsewhere")
+
+
+def test_against_from_a_removed_directory_is_refused(user_repo, monkeypatch):
+    gone = user_repo / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    result = invoke("run", *SMALL, "--source", str(user_repo / "kernels" / "mine.c"), "--against", "HEAD")
+    assert_one_line_error(result, "--against HEAD: the current directory no longer exists")
+
+
 def _row(kernel: str, verdict: str, ratio: float, p: float = 0.001) -> GateRow:
     return GateRow(kernel, "cc", "-O2", "inline", 1.0, ratio, ratio, ratio, ratio, p, 1 - p, verdict, 0.1)
 

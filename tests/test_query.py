@@ -126,6 +126,9 @@ def _with(columns, name, index, value, dtype=F32):
         (lambda g: _with(g, "ux", 3, 0.5), r"\[3\] is not a unit vector"),
         (lambda g: _with(g, "cos_theta", 9, 1.5), r"sectors\['cos_theta'\]\[9\]"),
         (lambda g: _with(g, "cy", 2, 0.1, np.float64), r"sectors\['cy'\]\[2\] = 0.1 is not exactly a float32"),
+        (lambda g: _with(g, "cy", 2, 2**53 + 1, np.int64), r"sectors\['cy'\]\[2\] = 9007199254740993 is not exactly"),
+        (lambda g: _with(g, "cx", 1, np.longdouble(0.5) + np.longdouble(2) ** -60, np.longdouble), r"\['cx'\]\[1\]"),
+        (lambda g: {**g, "cx": np.ma.array(g["cx"], mask=np.arange(len(g["cx"])) == 3)}, r"'cx'\] is a masked array"),
         (lambda g: {**g, "cx": g["cx"].astype("U8")}, r"sectors\['cx'\] has dtype"),
         (lambda g: {**g, "cy": g["cy"][:-1]}, r"differ in length"),
         (lambda g: {k: v for k, v in g.items() if k != "uy"}, r"sectors lacks column 'uy'"),
@@ -174,6 +177,19 @@ def test_bad_points_and_options_raise_named_value_errors(game):
         sectorbench.query(game, game, threads=0)
     with pytest.raises(ValueError, match="kernel must be"):
         sectorbench.query(game, game, kernel="naive")
+    with pytest.raises(ValueError, match="kernel must be"):
+        sectorbench.query(game, game, kernel=["auto"])
+    with pytest.raises(ValueError, match="broadphase must be"):
+        sectorbench.query(game, game, broadphase=["grid"])
+    with pytest.raises(ValueError, match=r"points as a list must hold \(x, y\) pairs"):
+        sectorbench.query(game, [[0.0, 1.0], [2.0]])
+
+
+def test_points_as_a_list_of_pairs_and_any_thread_count_give_the_same_hits(game):
+    pairs = [[float(x), float(y)] for x, y in zip(game["px"], game["py"])]
+    expected = sectorbench.query(game, game)
+    assert sectorbench.query(game, pairs).same_as(expected)
+    assert sectorbench.query(game, game, threads=2**40).same_as(expected)  # run as the C side's most
 
 
 def test_fp_environment_is_unchanged_after_query(game):

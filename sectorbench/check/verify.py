@@ -24,7 +24,6 @@ Cases are streamed in batches (cases.BATCH_ROWS rows), so memory stays bounded a
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -34,6 +33,7 @@ import numpy as np
 from .. import families
 from ..errors import SectorbenchError
 from ..families.scene_kinds import make_scene
+from ..interrupts import scratch_directory
 from ..measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S, Deadlines
 from ..measure.messages import LoopRef
 from ..measure.runner import PEER_BUILD, row_build
@@ -294,8 +294,7 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
     groups: dict[str, int] = {}
     workers: dict[str, dict] = {}  # where batches ran: fingerprints of the processes or cluster workers
     total = evaluable = 0
-    with tempfile.TemporaryDirectory(prefix="sectorbench-verify-") as scratch:
-        scratch = Path(scratch)
+    with scratch_directory("sectorbench-verify-") as scratch:
         try:
             c_names, peer_names = split_names(config.kernels, family)
             for build_config in config.builds if c_names or not config.kernels else ():

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 import click
 
+from ..errors import SectorbenchError
+from ..interrupts import scratch_directory
 from ..measure.instructions import METRICS
 from .app import note, result_json, run_gate, stdout, write_exports, write_json
 
@@ -122,9 +123,14 @@ def run_ab(
     from ..present.report import RUN_DROP, fit, run_table
     from .measure import measure
 
-    with tempfile.TemporaryDirectory(prefix="sectorbench-against-") as scratch:
+    if against:
+        try:
+            here = Path.cwd()
+        except FileNotFoundError:  # removed since the shell entered it
+            raise SectorbenchError(f"--against {against}: the current directory no longer exists") from None
+    with scratch_directory("sectorbench-against-") as scratch:
         if against:
-            ab = against_ref(against, config.builds, tuple(sources), Path(scratch), Path.cwd())
+            ab = against_ref(against, config.builds, tuple(sources), scratch, here)
         else:
             ab = against_file(against_source, config.builds, tuple(sources))
         for line in ab.notes:

@@ -41,25 +41,24 @@ from ..version import __version__
 PIPED_WIDTH = 160
 #: With stderr piped (a CI log), one progress line this often, so a long step is not silence.
 HEARTBEAT_S = 5.0
-#: Exit status after SIGTERM, the shell's convention (128 + 15); scratch files are removed first.
-SIGTERM_EXIT = 143
-#: Signals that end sectorbench the way SIGTERM does (unwinding, scratch files removed, exit
-#: 128 + the signal): a CI runner cancelling (TERM), a closed terminal or ssh session (HUP),
-#: Ctrl-\ (QUIT, whose default would dump core and leave /tmp/sectorbench-* behind).
-CLEAN_EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+#: The signals sectorbench ends on, each by unwinding (scratch files removed) to exit status
+#: 128 + the signal: Ctrl-C (INT, 130), a CI runner cancelling (TERM, 143), a closed terminal or
+#: ssh session (HUP), Ctrl-\ (QUIT, whose default would dump core and leave /tmp/sectorbench-*
+#: behind).  Ctrl-C too is caught here rather than as click's Abort, which prints an empty line first.
+ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 stderr = Console(stderr=True)
 
 
 class Terminated(BaseException):
-    """A signal of CLEAN_EXIT_SIGNALS arrived: unwind like Ctrl-C, cleaning up."""
+    """A signal of ENDING_SIGNALS arrived: unwind, cleaning up."""
 
     def __init__(self, signum: int = signal.SIGTERM):
         super().__init__(signum)
         self.signum = signum
 
 
-def _on_sigterm(signum, frame):
-    for other in CLEAN_EXIT_SIGNALS:  # a second one must not interrupt the cleanup
+def _on_ending_signal(signum, frame):
+    for other in ENDING_SIGNALS:  # a second one must not interrupt the cleanup
         signal.signal(other, signal.SIG_IGN)
     raise Terminated(signum)
 
@@ -79,7 +78,9 @@ class OneLineErrors(click.Group):
 
     def main(self, args=None, prog_name="sectorbench", complete_var=None, standalone_mode=True, **extra):
         in_main_thread = threading.current_thread() is threading.main_thread()
-        previous = {sig: signal.signal(sig, _on_sigterm) for sig in CLEAN_EXIT_SIGNALS} if in_main_thread else {}
+        # A signal the caller ignores (nohup's SIGHUP, a shell's SIGINT for a background job) stays ignored.
+        caught = [sig for sig in ENDING_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN]
+        previous = {sig: signal.signal(sig, _on_ending_signal) for sig in caught} if in_main_thread else {}
         try:
             with warnings.catch_warnings():
                 # A warning (numpy's RuntimeWarning, a DeprecationWarning) is not a result: it
@@ -88,12 +89,15 @@ class OneLineErrors(click.Group):
                 protect_inputs(())  # a command sets its own (check_outputs); none left from another
                 with rescuing():  # an output that could not be written leaves a rescue copy
                     code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.Abort:
+        except click.exceptions.Abort:  # an interrupt outside the main thread's handler (none expected)
             click.echo("sectorbench: interrupted", err=True)
-            code = 130
+            code = 128 + signal.SIGINT
         except Terminated as stop:
-            name = signal.Signals(stop.signum).name
-            click.echo(f"sectorbench: terminated ({name}); scratch files removed", err=True)
+            if stop.signum == signal.SIGINT:
+                click.echo("sectorbench: interrupted; scratch files removed", err=True)
+            else:
+                name = signal.Signals(stop.signum).name
+                click.echo(f"sectorbench: terminated ({name}); scratch files removed", err=True)
             code = 128 + stop.signum
         except click.ClickException as exc:
             click.echo(f"sectorbench: error: {exc.format_message()}", err=True)

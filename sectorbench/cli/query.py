@@ -74,7 +74,7 @@ def query_command(scene, shapes, points, seed, broadphase, threads, max_hits, ou
     family = family_of_scene(scene) if scene else answering[0]
     if not family.query_scene:
         names = ", ".join(f.name for f in answering)
-        raise click.UsageError(f"{scene!r} is a {family.name} scene; query answers scenes of: {names}")
+        raise click.UsageError(f"{scene!r} is a scene of the {family.name} family; query answers scenes of: {names}")
     made = generate(scene or family.query_scene, shapes, points, seed, given_scene_options(scene_values))
     columns = {name: made.column(name) for name in made.arrays}
     family.prepare_query()  # the library first, asked for: the query's own log is then the CLI's line below

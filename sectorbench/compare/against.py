@@ -79,8 +79,11 @@ def _kernels_at(commit: str, root: Path, scratch: Path) -> Path:
     if done.returncode != 0:
         raise SectorbenchError(f"--against: {commit[:12]} has no kernels_c/ in {root}")
     target = scratch / "kernels"
-    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
-        archive.extractall(target, filter="data")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
+            archive.extractall(target, filter="data")
+    except tarfile.FilterError as exc:  # a link out of the tree, a device: never written outside scratch
+        raise SectorbenchError(f"--against: kernels_c/ at {commit[:12]} holds what is not extracted: {exc}") from None
     return target / "kernels_c"
 
 

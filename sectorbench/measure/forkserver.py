@@ -169,8 +169,12 @@ class ForkServer:
             self._process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self._process.kill()
+        except BaseException:  # interrupted meanwhile: it is not left running
+            self._process.kill()
+            raise
+        finally:
             self._process.wait()
-        self._said.close()
+            self._said.close()
 
 
 def _cwd() -> str | None:
@@ -194,8 +198,15 @@ def fork_server(env: dict[str, str]) -> ForkServer:
             if _server is not None:
                 _server.close()  # a dead one's pipes (nothing, if another process started it)
             _server = ForkServer(env)
-            atexit.register(_server.close)
+            atexit.register(_close_at_exit, _server)
         return _server
+
+
+def _close_at_exit(server: ForkServer) -> None:
+    """The fork server, as the process exits: a Ctrl-C meanwhile (after the command's last
+    line: its work is done, its exit status stands) ends it at once, with no traceback."""
+    with contextlib.suppress(KeyboardInterrupt):
+        server.close()
 
 
 def close_fork_server() -> None:

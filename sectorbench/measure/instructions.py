@@ -18,7 +18,6 @@ import contextlib
 import math
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 
 from ..compare.gate import GateConfig, GateReport, GateRow
 from ..errors import SectorbenchError
+from ..interrupts import scratch_directory
 from ..model.results import KernelResult, RunResult
 from ..native.build import BuildConfig, build, build_driver, valgrind_include_dir
 
@@ -173,8 +173,8 @@ def annotate(
     rows = list(result.results)
     shapes = counted_shapes(scene.n_shapes, scene.n_points)
     tests = shapes * scene.n_points
-    with tempfile.TemporaryDirectory(prefix="sectorbench-instructions-") as scratch:
-        scene_path = write_scene(scene, Path(scratch) / "scene.bin", shapes)
+    with scratch_directory("sectorbench-instructions-") as scratch:
+        scene_path = write_scene(scene, scratch / "scene.bin", shapes)
         for counted in builds:
             config = counted.config
             flags = " ".join(config.flags)
@@ -207,15 +207,15 @@ def annotate(
                 f"counting instructions under valgrind: {config.label}" + (f" ({counted.side})" if counted.side else "")
             )
             try:
-                counts = count_loops(library, scene_path, jobs, config.cc, Path(scratch)) if jobs else {}
+                counts = count_loops(library, scene_path, jobs, config.cc, scratch) if jobs else {}
                 failures = {}
             except SectorbenchError:  # one kernel may be what valgrind cannot run: count each alone
                 counts, failures = {}, {}
                 for kernel_name in dict.fromkeys(job.split(":")[0] for job in jobs):
                     own = [job for job in jobs if job.split(":")[0] == kernel_name]
                     try:
-                        with tempfile.TemporaryDirectory(dir=scratch) as alone:
-                            counts.update(count_loops(library, scene_path, own, config.cc, Path(alone)))
+                        with scratch_directory("alone-", scratch) as alone:
+                            counts.update(count_loops(library, scene_path, own, config.cc, alone))
                     except SectorbenchError as exc:
                         failures[kernel_name] = str(exc)
             for i in mine:

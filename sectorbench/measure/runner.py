@@ -7,15 +7,14 @@ import math
 import os
 import statistics
 import subprocess
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from .. import families
 from ..compare.stats import summarize
 from ..errors import SectorbenchError
 from ..families import scene_kinds
+from ..interrupts import scratch_directory
 from ..model import scenes
 from ..model.kernels import Kernel
 from ..model.results import PEER_CC, KernelResult, RowKey, RunResult
@@ -191,7 +190,7 @@ def resolve(config: RunConfig) -> RunConfig:
     family = families.family_of_scene(config.scene)
     if config.family is not None and config.family != family.name:
         raise SectorbenchError(
-            f"--scene {config.scene} is a {family.name} scene, not one of the {config.family} family "
+            f"--scene {config.scene} is a scene of the {family.name} family, not of the {config.family} family "
             f"(its kinds: {', '.join(families.get(config.family).scenes)})"
         )
     kind, options = families.resolve_scene(config.scene, config.scene_options)
@@ -255,8 +254,8 @@ def run(
     c_names, peer_names = split_names(config.kernels, family)
     indexed = [b for b in broadphases if b != "none"]
     deadlines, budget = Deadlines(config.kernel_timeout), Budget.minutes_from_now(config.max_minutes)
-    with tempfile.TemporaryDirectory(prefix="sectorbench-") as scratch:
-        scene_path = save_scene(scene, Path(scratch))
+    with scratch_directory("sectorbench-") as scratch:
+        scene_path = save_scene(scene, scratch)
         sessions = []
         clock = None
         try:

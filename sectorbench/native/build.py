@@ -23,7 +23,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -31,6 +30,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import SectorbenchError
+from ..interrupts import signals_held
 from .compiler_flags import refused
 
 
@@ -494,7 +494,7 @@ def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig
                 number, command = waiting.pop(0)
                 log = private / f"compiler-{number}.log"
                 try:
-                    with open(log, "wb") as stream, _signals_held():  # it is in `running` before any signal acts
+                    with open(log, "wb") as stream, signals_held():  # it is in `running` before any signal acts
                         process = subprocess.Popen(
                             command,
                             cwd=private,
@@ -539,7 +539,7 @@ def run_compiler(
     every process it started (a `--cc` wrapper's children too).  OSError if it does not run."""
     process = None
     try:
-        with _signals_held():
+        with signals_held():
             process = subprocess.Popen(
                 command,
                 cwd=cwd,
@@ -557,32 +557,6 @@ def run_compiler(
             _kill_group(process)
         raise
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
-
-
-#: The signals sectorbench ends on (Ctrl-C, and those the CLI unwinds on like it).
-_ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-
-
-@contextlib.contextmanager
-def _signals_held():
-    """Hold the ending signals while a compiler is being started, then act on them.
-
-    A signal acting inside subprocess.Popen (after the fork, before it returns) would leave a
-    started compiler that nothing refers to, so nothing kills it: it ran on with its children
-    after sectorbench had exited.  Here a signal is noted and raised again when the block ends,
-    where the caller already holds the process.  Only the main thread receives signals."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in _ENDING_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if held:
-            signal.raise_signal(held[0])
 
 
 def _kill_group(process: subprocess.Popen) -> None:

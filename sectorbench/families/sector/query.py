@@ -27,6 +27,8 @@ QUERY_BUILD = BuildConfig(("-O2",))
 MAX_HITS = 2**28
 #: The largest max_hits taken: the bound goes to C as an int64, and 2^62 hits are 16 EiB.
 MAX_HITS_LIMIT = 2**62
+#: The most threads a query splits into (the C side's BP_MAX_PARTS, bp_internal.h): more run as this many.
+MAX_THREADS = 64
 #: kernel= names: the narrow phase's predicate, as the brute-force kernels are named.
 KERNELS = {"auto": "auto", **{ISA_NAMES[code]: isa for isa, code in ISA_CODES.items() if code}}
 
@@ -104,16 +106,17 @@ def float32_column(values, argument: str, finite: bool = True) -> np.ndarray:
     """values as contiguous float32 (no copy if they already are); ValueError naming the
     argument and the first index that float32 cannot hold exactly, or (unless finite=False,
     for a caller that counts them itself) a NaN or infinity."""
+    if isinstance(values, np.ma.MaskedArray):  # np.asarray would drop the mask, and the masked values count
+        raise ValueError(f"{argument} is a masked array: fill or drop its masked values first")
     array = np.asarray(values)
     if array.ndim != 1:
         raise ValueError(f"{argument} must be one-dimensional (got shape {array.shape})")
     if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
         raise ValueError(f"{argument} has dtype {array.dtype}, which does not convert to float32")
-    converted = np.ascontiguousarray(array, dtype=np.float32)
+    with np.errstate(over="ignore"):  # a value past float32's range is refused below, not warned of
+        converted = np.ascontiguousarray(array, dtype=np.float32)
     if array.dtype != np.float32:
-        with np.errstate(all="ignore"):
-            lossy = converted.astype(np.float64) != array.astype(np.float64)
-        lossy &= ~np.isnan(array.astype(np.float64))
+        lossy = _inexact(array, converted)
         if lossy.any():
             i = int(np.argmax(lossy))
             raise ValueError(
@@ -123,6 +126,21 @@ def float32_column(values, argument: str, finite: bool = True) -> np.ndarray:
         i = int(np.argmax(~np.isfinite(converted)))
         raise ValueError(f"{argument}[{i}] is {converted[i]} (NaN and infinities are not positions or sizes)")
     return converted
+
+
+def _inexact(array: np.ndarray, converted: np.ndarray) -> np.ndarray:
+    """Where float32 `converted` is not exactly `array` (NaN aside), compared in a type that
+    holds both exactly: a float type at least as wide as float32, else (integers, float16)
+    float64, and Python integers past 2^53, where float64 rounds too."""
+    with np.errstate(all="ignore"):
+        if np.issubdtype(array.dtype, np.floating) and array.dtype.itemsize >= 4:
+            lossy = converted.astype(array.dtype) != array
+            return lossy & ~np.isnan(array)
+        lossy = converted.astype(np.float64) != array.astype(np.float64)
+    if np.issubdtype(array.dtype, np.integer):
+        for i in np.flatnonzero(np.abs(converted.astype(np.float64)) >= 2.0**53):
+            lossy[i] = int(converted[i]) != int(array[i])
+    return lossy
 
 
 def _first(mask: np.ndarray) -> int:
@@ -174,6 +192,13 @@ def sector_columns(sectors) -> dict[str, np.ndarray]:
 def point_columns(points, finite: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(px, py) as float32 from a mapping or an (M, 2) array (the latter is copied: C reads
     columns); finite=False leaves NaN and infinities to the caller (the index counts them)."""
+    if isinstance(points, list | tuple):  # a list of (x, y) pairs: the (M, 2) array it spells
+        try:
+            points = np.asarray(points)
+        except ValueError:
+            raise ValueError("points as a list must hold (x, y) pairs of numbers") from None
+        if points.ndim != 2:
+            raise ValueError(f"points as a list must hold (x, y) pairs (got shape {points.shape})")
     if isinstance(points, np.ndarray) and points.dtype.names is None:
         if points.ndim != 2 or points.shape[1] != 2:
             raise ValueError(f"points as an array must have shape (M, 2) (got {points.shape})")
@@ -203,9 +228,10 @@ def query(
     broadphase: "auto" (grid, the measured fastest), "grid", "morton" or "none" (every pair);
     kernel: the narrow phase, "auto" (the best SIMD one here), "avx512_nosqrt", "avx2_nosqrt"
     or "sse2_nosqrt"; threads: the index build and the sectors split among this many C threads
-    (the GIL is released meanwhile).  The hits are the same for every choice: the answer of the
-    float32 kernel avx512_nosqrt and its twins, pair for pair.  Freed index and hit buffers are
-    kept for the next call (fresh pages cost a fault each); release_buffers() gives them back.
+    (the GIL is released meanwhile; at most 64, more run as 64).  The hits are the same for
+    every choice: the answer of the float32 kernel avx512_nosqrt and its twins, pair for pair.
+    Freed index and hit buffers are kept for the next call (fresh pages cost a fault each);
+    release_buffers() gives them back.
 
     It runs in this process, not in a worker: the library it loads is built with plain -O2,
     never with fast-math flags, so loading it cannot switch the process to flush-to-zero or
@@ -223,12 +249,13 @@ def query(
     """
     if broadphase == "auto":
         broadphase = FASTEST
-    if broadphase not in BROADPHASES:
+    if not isinstance(broadphase, str) or broadphase not in BROADPHASES:
         raise ValueError(f"broadphase must be one of auto, {', '.join(BROADPHASES)} (got {broadphase!r})")
-    if kernel not in KERNELS:
+    if not isinstance(kernel, str) or kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {', '.join(KERNELS)} (got {kernel!r})")
     if not isinstance(threads, int | np.integer) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"threads must be an integer >= 1 (got {threads!r})")
+    threads = min(int(threads), MAX_THREADS)
     if not isinstance(max_hits, int | np.integer) or isinstance(max_hits, bool) or not 1 <= max_hits <= MAX_HITS_LIMIT:
         raise ValueError(f"max_hits must be an integer from 1 to 2^62 (got {max_hits!r})")
     columns = sector_columns(sectors)

@@ -1,0 +1,58 @@
+"""What a signal must not cut in half: starting a process, and removing scratch files.
+
+sectorbench ends on Ctrl-C and on the signals the CLI unwinds on like it (cli/app.py): their
+handler raises, and the Python code running at that moment stops where it is.  Two things
+must not stop half-way: starting a process (one started and not yet returned would run on
+with nothing to kill it) and removing a scratch directory (an interrupted rmtree leaves it
+half deleted, while the exit line says "scratch files removed").  Here they run with those
+signals held: one that arrives meanwhile is raised again as soon as the step is whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+#: The signals sectorbench ends on (Ctrl-C, and those the CLI unwinds on like it).
+ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """The ending signals are noted while the block runs and raised again when it ends (only
+    the main thread receives signals: elsewhere this holds nothing)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {}
+    for sig in ENDING_SIGNALS:
+        handler = signal.getsignal(sig)
+        if handler is not signal.SIG_IGN:  # ignored (nohup): stays ignored
+            previous[sig] = signal.signal(sig, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            signal.raise_signal(held[0])
+
+
+@contextlib.contextmanager
+def scratch_directory(prefix: str, parent: Path | None = None) -> Iterator[Path]:
+    """A new temporary directory, removed whole when the block ends, however it ends."""
+    path = None
+    try:
+        with signals_held():
+            path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        yield path
+    finally:
+        if path is not None:
+            with signals_held():
+                shutil.rmtree(path, ignore_errors=True)
