@@ -150,3 +150,62 @@ def test_the_same_job_ab_gates_on_counts_with_metric_instructions(tmp_path):
     assert result.exit_code == 1, result.output
     assert "1 row(s) gated on valgrind's counts" in result.output
     assert "1 regression(s)" in result.output
+
+
+@needs_valgrind
+def test_a_damaged_driver_is_rebuilt_not_run(tmp_path):
+    """A truncated driver died of SIGBUS under valgrind on every run, and the gate silently
+    judged on time alone; it is checked against its checksum, like a library."""
+    from sectorbench.native import build as build_module
+
+    cache = tmp_path / "cache"
+    driver = build_module.build_driver("instructions", cache_dir=cache)
+    whole = driver.read_bytes()
+    with open(driver, "r+b") as stream:
+        stream.truncate(4000)
+    assert build_module.build_driver("instructions", cache_dir=cache) == driver
+    assert driver.read_bytes() == whole
+
+
+@needs_valgrind
+def test_valgrind_ends_with_a_killed_run(tmp_path):
+    """SIGKILL of sectorbench (no cleanup can run): the valgrind counting its loops goes too."""
+    import subprocess
+    import sys
+    import time
+
+    # 20 M tests: each loop counted whole, tens of seconds of valgrind in all
+    command = [sys.executable, "-m", "sectorbench", "run", "-n", "500", "-m", "40000", "--flags", "-O2"]
+    command += ["--kernels", "naive,basic", "--repeat", "2", "--min-time", "0.001", "--metric", "instructions"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    counting = None
+    try:
+        deadline = time.monotonic() + 300
+        while counting is None and process.poll() is None and time.monotonic() < deadline:
+            for stat in Path("/proc").glob("[0-9]*/stat"):
+                try:
+                    fields = stat.read_text().rsplit(")", 1)[1].split()
+                    if int(fields[1]) == process.pid and "valgrind" in stat.with_name("cmdline").read_text():
+                        counting = int(stat.parent.name)
+                except (OSError, IndexError, ValueError):
+                    continue
+            time.sleep(0.02)
+        assert counting is not None, "valgrind never started"
+        process.kill()
+        process.wait()
+        # Unaided it counts on until its first line to the dead parent's pipe ends it (SIGPIPE),
+        # after naive's first loop: seconds more.  The parent's death signal ends it at once.
+        deadline = time.monotonic() + 3
+        while _alive(counting) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(counting)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

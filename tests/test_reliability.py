@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -591,8 +592,32 @@ def test_a_library_whose_checksum_does_not_match_is_dropped(tmp_path, o2_library
     library = tmp_path / o2_library.name
     library.write_bytes(o2_library.read_bytes())
     (tmp_path / (library.name + ".sha256")).write_text("0" * 64 + "\n")
-    assert not build_module._intact(library)
+    assert not build_module._intact(library) and library.exists()  # outside a lock: only said
+    assert not build_module._intact(library, remove=True)
     assert not library.exists() and not (tmp_path / (library.name + ".sha256")).exists()
+
+
+def test_a_library_just_put_in_place_by_another_build_is_not_taken_for_a_damaged_one(tmp_path, seeded_cache):
+    """Another process's build renames its library into the cache, then writes its checksum,
+    holding the library's lock throughout: a build asking for it meanwhile waits for the lock
+    and takes that library; it once deleted it (no checksum yet), and the other run's worker
+    could not load it ("cannot open shared object file")."""
+    cache = seeded_cache(tmp_path / "cache", "-O0")
+    config = BuildConfig.parse("-O0")
+    library = build(config, cache)
+    built = library.stat().st_mtime_ns
+    checksum = Path(f"{library}{build_module.CHECKSUM_SUFFIX}")
+    written = checksum.read_text()
+    found = []
+    with build_module._locked(cache, [library.name]):  # the other build, between its rename and its checksum
+        checksum.unlink()
+        asking = threading.Thread(target=lambda: found.append(build(config, cache)))
+        asking.start()
+        asking.join(timeout=1.0)
+        assert asking.is_alive() and library.exists()  # waiting for the lock, the library untouched
+        checksum.write_text(written)
+    asking.join(timeout=120)
+    assert found == [library] and library.stat().st_mtime_ns == built  # taken, not built again
 
 
 @pytest.mark.parametrize("kind", ["a file", "under a file", "unwritable"])

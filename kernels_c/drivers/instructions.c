@@ -14,6 +14,7 @@
  * same library and scene give the same count, to the instruction.
  */
 #include <dlfcn.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +22,9 @@
 #include <string.h>
 
 #include <valgrind/callgrind.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 #include "sb_abi.h"
 
@@ -100,6 +104,14 @@ static int bind_shapes(const sb_kernel *kernel, sb_scene *scene) {
 }
 
 int main(int argc, char **argv) {
+#if defined(__linux__)
+    /* sectorbench killed outright (SIGKILL: no cleanup runs) takes this valgrind with it; if it
+     * died while valgrind started, before this, the parent is another already. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    const char *parent = getenv("SB_PARENT_PID");
+    if (parent && (long)getppid() != strtol(parent, NULL, 10))
+        return 3;
+#endif
     if (argc < 4) {
         fprintf(stderr, "usage: instructions LIBRARY SCENE KERNEL:MODE:LOOP ...\n");
         return 2;

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable
@@ -40,6 +41,8 @@ INSTALL_HINT = "valgrind is not installed: apt-get install valgrind (it brings t
 MAX_COUNTED_TESTS = 20_000_000
 #: The widest shape block of any kernel: a counted share of the shapes is a multiple of it.
 SHAPE_BLOCK = 16
+#: The driver's parent, as it should be (kernels_c/drivers/instructions.c): it dies with it.
+PARENT_PID_ENV = "SB_PARENT_PID"
 #: A whole build's loops in one valgrind process; past this, a loop is taken to hang.
 VALGRIND_TIMEOUT_S = 1800
 #: valgrind cannot run these instructions (3.19 to 3.23 decode no EVEX): their kernels are skipped.
@@ -121,7 +124,9 @@ def count_loops(library: Path, scene_path: Path, jobs: list[str], cc: str, scrat
         *jobs,
     ]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=VALGRIND_TIMEOUT_S)
+        # SB_PARENT_PID: the driver ends if this process died before it asked to die with it
+        environment = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
+        done = subprocess.run(command, capture_output=True, text=True, timeout=VALGRIND_TIMEOUT_S, env=environment)
     except subprocess.TimeoutExpired:
         raise SectorbenchError(f"valgrind took over {VALGRIND_TIMEOUT_S} s") from None
     counts = parse_dumps(Path(scratch), out.name)

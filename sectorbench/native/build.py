@@ -241,14 +241,16 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
     if _cached(library):
         return library
     with _locked(cache_dir, [library.name]):  # two processes asking for one library: one compiles it
-        if _cached(library):
+        if _cached(library, remove=True):  # a damaged one goes now: no other process is writing it
             return library
         return _build(config, cache_dir, library)
 
 
-def _cached(library: Path) -> bool:
-    """The library is in the cache, whole, and every file its --source files read is as it was."""
-    if not (library.exists() and _intact(library)):
+def _cached(library: Path, remove: bool = False) -> bool:
+    """The library is in the cache, whole, and every file its --source files read is as it was.
+    remove: a damaged library goes (only under its lock: without it, a library another build
+    has just put in place, its checksum not yet written, would be taken for a damaged one)."""
+    if not (library.exists() and _intact(library, remove)):
         return False
     listed = _dependencies(library)  # None: no --source file, or none listed; the name says it all
     return listed is None or _still_as_read(listed)
@@ -519,7 +521,7 @@ def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig
             for process, log in done:
                 running.remove((process, log))
                 if process.returncode != 0:
-                    failed.append(log.read_text(errors="replace").strip())
+                    failed.append(log.read_text(errors="replace").strip() or _silence(process.returncode, private))
             if failed:
                 break
     finally:
@@ -528,6 +530,23 @@ def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig
     if failed:
         raise BuildError(f"compiling with {config.label!r} failed:\n" + "\n".join(failed))
     return [(private / f"compiler-{number}.log").read_text(errors="replace") for number in range(len(commands))]
+
+
+#: Below this much free space where a compiler writes, a compiler failing without a word is
+#: said to have had a full disk (its own message went to a log on that disk, and was lost).
+LOW_SPACE_BYTES = 64 << 20
+
+
+def _silence(code: int, where: Path) -> str:
+    """What to say of a compiler that failed and said nothing."""
+    said = f"the compiler exited with status {code} and said nothing"
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return said
+    if free < LOW_SPACE_BYTES:
+        said += f"; the cache's filesystem ({where.parent}) has {free // 1024} KiB free: is it full?"
+    return said
 
 
 def run_compiler(
@@ -703,15 +722,15 @@ def _preprocessed_index(config: BuildConfig) -> dict[str, str] | None:
     return index or None
 
 
-def _intact(library: Path) -> bool:
-    """The cached library matches the checksum written with it; a damaged one (and its
-    checksum) is removed so that it is rebuilt."""
+def _intact(library: Path, remove: bool = False) -> bool:
+    """The cached library (or object) matches the checksum written with it; with `remove`, a
+    damaged one and its sidecars are removed (else a new one replaces it when written)."""
     try:
         intact = _sidecar(library, CHECKSUM_SUFFIX).read_text().strip() == _sha256(library)
     except (OSError, UnicodeDecodeError):
         intact = False
     intact = intact and compiler_warnings(library) is not None
-    if not intact:
+    if not intact and remove:
         for path in (library, *(_sidecar(library, suffix) for suffix in SIDECARS)):
             try:
                 path.unlink()
@@ -721,10 +740,11 @@ def _intact(library: Path) -> bool:
 
 
 def _remove_stale_builds(cache_dir: Path) -> None:
-    """Private build directories a killed run left behind (older than STALE_BUILD_S), and
-    the *.partial libraries of sectorbench versions that compiled into the cache itself."""
+    """Private build directories (a library's, a driver's) a killed run left behind (older
+    than STALE_BUILD_S), and the *.partial files of sectorbench versions that compiled into the
+    cache itself."""
     now = time.time()
-    for leftover in [*cache_dir.glob(f"sectorbench-*{BUILD_SUFFIX}"), *cache_dir.glob("sectorbench-*.partial")]:
+    for leftover in [*cache_dir.glob(f"*{BUILD_SUFFIX}"), *cache_dir.glob("*.partial")]:
         try:
             if now - leftover.lstat().st_mtime > STALE_BUILD_S:
                 if leftover.is_dir() and not leftover.is_symlink():
@@ -764,10 +784,37 @@ def build_driver(name: str, cc: str = DEFAULT_CC, cache_dir: Path | None = None)
         sha.update(part.encode())
         sha.update(b"\0")
     cache_dir = Path(cache_dir or default_cache_dir())
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    _usable_cache(cache_dir)
     program = cache_dir / f"driver-{name}-{sha.hexdigest()[:24]}"
-    if program.exists():
+    if _intact(program):  # with a checksum as a library has: a truncated driver dies of SIGBUS under valgrind
         return program
+    with _locked(cache_dir, [program.name]):
+        if _intact(program, remove=True):
+            return program
+        _remove_stale_builds(cache_dir)
+        try:
+            private = Path(tempfile.mkdtemp(prefix=f"{program.name}.", suffix=BUILD_SUFFIX, dir=cache_dir))
+        except OSError as exc:
+            raise _cache_error(cache_dir, exc) from None
+        try:  # in its private directory (cwd and TMPDIR), as a library is built: nothing left elsewhere
+            output = private / program.name
+            command = [cc_path, *DRIVER_FLAGS, f"-I{HARNESS_DIR}", f"-I{include}", str(source), "-o", str(output)]
+            environment = {**os.environ, "TMPDIR": str(private)}
+            completed = run_compiler([*command, "-ldl"], COMPILE_TIMEOUT_S, cwd=private, env=environment)
+            if completed.returncode != 0:
+                said = (completed.stderr or completed.stdout).strip() or _silence(completed.returncode, private)
+                raise BuildError(f"compiling the {name} driver failed:\n{said}")
+            os.chmod(output, 0o755)
+            digest = _sha256(output)
+            _sidecar(program, CHECKSUM_SUFFIX).unlink(missing_ok=True)
+            _write_sidecar(program, WARNINGS_SUFFIX, completed.stderr)
+            os.replace(output, program)
+            _write_checksum(program, digest)
+        except OSError as exc:
+            raise _cache_error(cache_dir, exc) from None
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
+    return program
     fd, partial = tempfile.mkstemp(prefix=program.name + ".", suffix=".partial", dir=cache_dir)
     os.close(fd)
     command = [cc_path, *DRIVER_FLAGS, f"-I{HARNESS_DIR}", f"-I{include}", str(source), "-o", partial, "-ldl"]
