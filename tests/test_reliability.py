@@ -865,6 +865,27 @@ def test_a_full_disk_after_measuring_rescues_the_results(full_disk, tmp_path):
     assert not out.exists() and [p.name for p in full_disk.iterdir()] == ["filler"]
 
 
+def test_a_build_on_a_nearly_full_disk_says_so(tmp_path):
+    """The compilers' messages go to logs in the build's private directory, on the same full
+    disk: the error was "compiling with '-O0' failed:" and nothing more."""
+    where = tmp_path / "small"
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        (where / "filler").write_bytes(bytes(800 << 10))
+        with pytest.raises(BuildError) as failed:
+            build(BuildConfig.parse("-O0"), where / "cache")
+        message = str(failed.value)
+        assert "free: is it full?" in message or "No space left on device" in message, message
+    finally:
+        deadline = time.monotonic() + 30  # the killed compilers' last processes may be ending still
+        while subprocess.run(["umount", str(where)], capture_output=True).returncode != 0:
+            assert time.monotonic() < deadline, "the tmpfs stayed busy"
+            time.sleep(0.1)
+
+
 @pytest.fixture(scope="module")
 def saved_run(tmp_path_factory):
     """A small run's results, for the commands that work on saved results."""
