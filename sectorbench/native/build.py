@@ -246,6 +246,23 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
         return _build(config, cache_dir, library)
 
 
+def _put_in_cache(output: Path, target: Path, said: str, read: dict | None = None) -> None:
+    """Rename a fresh library (or driver) into the cache as `target`, with its sidecars: the old
+    checksum goes first (this build's sidecars beside an old file never pass for whole), the
+    compiler's warnings before the file (never one without them), the files its --source files
+    read (`read`; none recorded: the name says it all), and the checksum last, the mark of a
+    whole one."""
+    digest = _sha256(output)
+    _sidecar(target, CHECKSUM_SUFFIX).unlink(missing_ok=True)
+    _write_sidecar(target, WARNINGS_SUFFIX, said)
+    if read:
+        _write_sidecar(target, DEPENDENCIES_SUFFIX, json.dumps(read))
+    else:
+        _sidecar(target, DEPENDENCIES_SUFFIX).unlink(missing_ok=True)
+    os.replace(output, target)
+    _write_checksum(target, digest)
+
+
 def _cached(library: Path, remove: bool = False) -> bool:
     """The library is in the cache, whole, and every file its --source files read is as it was.
     remove: a damaged library goes (only under its lock: without it, a library another build
@@ -281,18 +298,8 @@ def _build(config: BuildConfig, cache_dir: Path, library: Path) -> Path:
             is_elf = False
         if not is_elf:  # nothing, or not a shared library: never cache it
             raise BuildError(f"{config.cc!r} exited 0 but wrote no shared library: is it a C compiler?")
-        digest = _sha256(output)
-
         try:
-            # the old checksum goes first: sidecars of this build beside an old library never pass for whole
-            _sidecar(library, CHECKSUM_SUFFIX).unlink(missing_ok=True)
-            _write_sidecar(library, WARNINGS_SUFFIX, "".join(said))  # before the library: never one without it
-            if read:
-                _write_sidecar(library, DEPENDENCIES_SUFFIX, json.dumps(read))
-            else:  # none recorded (no --source file, or a compiler that wrote no list): the name says it all
-                _sidecar(library, DEPENDENCIES_SUFFIX).unlink(missing_ok=True)
-            os.replace(output, library)
-            _write_checksum(library, digest)
+            _put_in_cache(output, library, "".join(said), read)
         except OSError as exc:
             raise _cache_error(cache_dir, exc) from None
     finally:
@@ -805,26 +812,9 @@ def build_driver(name: str, cc: str = DEFAULT_CC, cache_dir: Path | None = None)
                 said = (completed.stderr or completed.stdout).strip() or _silence(completed.returncode, private)
                 raise BuildError(f"compiling the {name} driver failed:\n{said}")
             os.chmod(output, 0o755)
-            digest = _sha256(output)
-            _sidecar(program, CHECKSUM_SUFFIX).unlink(missing_ok=True)
-            _write_sidecar(program, WARNINGS_SUFFIX, completed.stderr)
-            os.replace(output, program)
-            _write_checksum(program, digest)
+            _put_in_cache(output, program, completed.stderr)
         except OSError as exc:
             raise _cache_error(cache_dir, exc) from None
         finally:
             shutil.rmtree(private, ignore_errors=True)
-    return program
-    fd, partial = tempfile.mkstemp(prefix=program.name + ".", suffix=".partial", dir=cache_dir)
-    os.close(fd)
-    command = [cc_path, *DRIVER_FLAGS, f"-I{HARNESS_DIR}", f"-I{include}", str(source), "-o", partial, "-ldl"]
-    try:
-        completed = run_compiler(command, timeout=COMPILE_TIMEOUT_S)
-        if completed.returncode != 0:
-            raise BuildError(f"compiling the {name} driver failed:\n{(completed.stderr or completed.stdout).strip()}")
-        os.chmod(partial, 0o755)
-        os.replace(partial, program)
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
     return program
