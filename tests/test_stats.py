@@ -286,6 +286,19 @@ def test_identical_distributions_rarely_flagged():
     assert counts.get("improvement", 0) <= 1
 
 
+def test_dropping_outliers_never_leaves_too_few_rounds_to_reach_alpha():
+    """Five rounds, two of them 7 % slow (a shared runner's ordinary noise, beyond the 3 %
+    cut-off): dropping them left 3 against 5, whose smallest p is 1/56 > 0.01, and an 8x
+    slowdown was "inconclusive".  The rounds are kept when dropping would forbid the verdict."""
+    base = [1.0, 1.0, 1.001, 1.07, 1.08]
+    current = [8.0, 8.1, 8.05, 8.02, 8.2]
+    assert len(drop_upper_outliers(base)) == 3
+    outcome = compare(base, current)
+    assert outcome.verdict == "regression" and outcome.base_dropped == 0
+    ten = compare(base * 2, current * 2)  # ten rounds can spare them: dropped, still a regression
+    assert ten.verdict == "regression" and ten.base_dropped == 4
+
+
 def test_twenty_percent_slowdown_detected():
     assert verdict_counts(1.2, seed=101).get("regression", 0) >= 95
 

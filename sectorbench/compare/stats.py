@@ -447,7 +447,8 @@ def compare(
     speed-up smaller than the threshold -- or whose interval reached into it --
     "inconclusive".) Swapping base and current turns a regression into an
     improvement; the converse holds only beyond the threshold. Upward outliers
-    are dropped from each set first (see drop_upper_outliers): one or two
+    are dropped from each set first (see drop_upper_outliers), unless that
+    leaves too few samples to reach alpha where all of them could: one or two
     interference spikes among ten samples otherwise widen the rank interval
     enough to hide a 20 % slowdown. The price: trimming makes the test
     slightly liberal (about 1-2 % false positives at alpha = 1 % on smooth
@@ -459,10 +460,13 @@ def compare(
         raise ValueError("threshold must be >= 0")
     b = _as_positive_array(base, "base")
     c = _as_positive_array(current, "current")
+    b_kept, c_kept = b.tolist(), c.tolist()
     if drop_outliers:
-        b_kept, c_kept = drop_upper_outliers(b), drop_upper_outliers(c)
-    else:
-        b_kept, c_kept = b.tolist(), c.tolist()
+        b_trimmed, c_trimmed = drop_upper_outliers(b), drop_upper_outliers(c)
+        # Never below what can reach alpha: 5 rounds against 5 can (p >= 1/252), 3 against 5
+        # cannot (1/56), and two rounds dropped from a baseline once passed an 8x slowdown.
+        if can_reach_alpha(len(b_trimmed), len(c_trimmed), alpha) or not can_reach_alpha(b.size, c.size, alpha):
+            b_kept, c_kept = b_trimmed, c_trimmed
 
     # A two-sided 1 - 2*alpha interval has each bound at one-sided 1 - alpha,
     # matching the one-sided tests: low > 1 goes with p_slower <= alpha.
