@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -564,3 +565,88 @@ def test_the_clock_of_each_round_is_not_a_warning():
     env_a["machine"]["cpu"]["measured_mhz_per_round"] = [2895.1]
     report = gate(make_run(72, env=env_a), make_run(73, env=env_b), GateConfig())
     assert report.warnings == ()
+
+
+def _with_threads(run: RunResult, threads: int) -> RunResult:
+    """The run with each row also measured on `threads` threads (its own row)."""
+    return dataclasses.replace(
+        run, results=[*run.results, *(dataclasses.replace(r, threads=threads) for r in run.results)]
+    )
+
+
+def test_rows_of_several_thread_counts_are_told_apart_in_the_gate_output():
+    """sse2 on 2 threads 3x slower: the table and Markdown rows of sse2 once looked identical
+    ("sse2 | -O2 | inline") and the summary named "sse2 [-O2, inline]" without the threads."""
+    from sectorbench.present.report import gate_table
+
+    base = _with_threads(make_run(40), 2)
+    slow = [
+        dataclasses.replace(r, samples_s=[3 * s for s in r.samples_s]) if (r.kernel, r.threads) == ("sse2", 2) else r
+        for r in _with_threads(make_run(41), 2).results
+    ]
+    report = gate(base, dataclasses.replace(base, results=slow), GateConfig())
+    assert [(r.kernel, r.threads) for r in report.regressions] == [("sse2", 2)]
+    text = markdown(report)
+    assert "| sse2 | -O2 | inline, 2 threads |" in text and "| sse2 | -O2 | inline |" in text
+    cells = [column._cells for column in gate_table(report).columns]
+    modes = {(kernel, mode) for kernel, mode in zip(cells[0], cells[2])}
+    assert ("sse2", "inline, 2 threads") in modes and ("sse2", "inline") in modes
+
+
+def test_across_builds_leaves_the_peers_rows_as_they_are():
+    from sectorbench.compare.gate import as_baseline_build
+    from sectorbench.model.results import PEER_CC
+
+    def with_peer(run):
+        peer = dataclasses.replace(run.results[0], kernel="numpy", cc=PEER_CC, flags="—")
+        return dataclasses.replace(run, results=[*run.results, peer])
+
+    base, current = with_peer(make_run(42)), with_peer(make_run(43, flags="-O3"))
+    relabelled = as_baseline_build(current, base)  # the peers were counted as a second build
+    assert {(r.cc, r.flags) for r in relabelled.results} == {("cc", "-O2"), (PEER_CC, "—")}
+    assert len(gate(base, relabelled, GateConfig()).rows) == len(KERNELS) + 1
+
+
+def test_an_ab_run_is_gated_and_exported_by_its_head_rows():
+    """An A/B run (run --against) holds each row twice, one a side: as a baseline it was
+    refused ("duplicate row") and its exports held both sides under one name."""
+    from sectorbench.compare.export import render
+    from sectorbench.model.results import head_rows
+
+    base, head = make_run(44), make_run(45, slow={"sse2": 1.3})
+    ab = dataclasses.replace(
+        head,
+        results=[dataclasses.replace(r, side="base") for r in base.results]
+        + [dataclasses.replace(r, side="head") for r in head.results],
+    )
+    with pytest.raises(IncompatibleResults, match="duplicate row"):
+        gate(ab, make_run(46), GateConfig())
+    plain, said = head_rows(ab, "ab.json")
+    assert said.startswith("ab.json: an A/B run") and [r.side for r in plain.results] == ["head"] * len(KERNELS)
+    assert names(gate(plain, make_run(46), GateConfig()).regressions) == set()  # head vs a run like it
+    assert head_rows(base, "plain.json") == (base, None)
+    exported = json.loads(render(plain, "bmf"))
+    assert len(exported) == len(KERNELS)
+
+
+def test_regress_and_export_take_an_ab_runs_head_rows(tmp_path):
+    from click.testing import CliRunner
+
+    from sectorbench.cli import main
+
+    base, head = make_run(47), make_run(48)
+    ab = dataclasses.replace(
+        head,
+        results=[dataclasses.replace(r, side="base") for r in base.results]
+        + [dataclasses.replace(r, side="head") for r in head.results],
+    )
+    path = results.save(ab, tmp_path / "ab.json")
+    plain = results.save(make_run(49), tmp_path / "plain.json")
+    regressed = CliRunner().invoke(main, ["regress", str(path), str(plain)])
+    assert regressed.exit_code == 0, regressed.output
+    assert f"{path}: an A/B run (run --against): its head rows are taken" in regressed.output
+    out = tmp_path / "ab.pyperf.json"
+    exported = CliRunner().invoke(main, ["export", str(path), "--format", "pyperf", "--out", str(out)])
+    assert exported.exit_code == 0, exported.output
+    names_exported = [b["metadata"]["name"] for b in json.loads(out.read_text())["benchmarks"]]
+    assert len(names_exported) == len(set(names_exported)) == len(KERNELS)

@@ -223,6 +223,17 @@ def rescuing(results_json: Callable[[], str] | None = None, near: Path | None = 
         raise OutputFailed(f"{exc}; the results are saved in {where}") from None
 
 
+def load_plain(path: Path):
+    """A saved run; of an A/B run (run --against) its head rows, said in one line: its rows come
+    in pairs, one a side, which a gate or an export met twice ("duplicate row")."""
+    from ..model.results import head_rows, load
+
+    result, said = head_rows(load(path), str(path))
+    if said:
+        note(said)
+    return result
+
+
 def result_json(result) -> Callable[[], str]:
     return lambda: json.dumps(result.to_dict(), indent=1) + "\n"
 
@@ -241,7 +252,8 @@ def run_gate(
 ) -> None:
     """revise(report) -> report, if given, runs between the gate and its output (instruction
     counts, --confirm's re-measurement)."""
-    from ..compare.gate import gate
+    from ..compare.gate import gate, row_label
+    from ..model.results import shows_cc
     from ..present.report import fit, gate_drop, gate_markdown, gate_table
 
     report = gate(baseline, current, config)
@@ -253,8 +265,9 @@ def run_gate(
         with rescuing(rescue, markdown_path):
             write_text_atomic(markdown_path, gate_markdown(report, baseline_label, current_label), overwrite=force)
         note(f"saved {markdown_path}")
-    names = ", ".join(f"{r.kernel} [{r.flags}, {r.mode}]" for r in report.regressions)
-    failed = ", ".join(f"{f.key.kernel} [{f.key.flags}, {f.key.mode}] {f.status}" for f in report.failures)
+    show_cc = shows_cc([r.key for r in report.rows] + [f.key for f in report.failures])
+    names = ", ".join(row_label(r.key, show_cc) for r in report.regressions)
+    failed = ", ".join(f"{row_label(f.key, show_cc)} {f.status}" for f in report.failures)
     note(
         (f"{len(report.failures)} failure(s): {failed}; " if failed else "")
         + f"{len(report.regressions)} regression(s)"

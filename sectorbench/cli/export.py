@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from ..compare.export import FORMATS, render
-from ..model.results import load, write_text_atomic
-from .app import main, note
+from ..model.results import write_text_atomic
+from .app import load_plain, main, note
 from .options import check_outputs
 
 
@@ -28,5 +28,5 @@ from .options import check_outputs
 def export_command(result, fmt, out, force):
     """Write RESULT (a saved run or compare) as pyperf, bmf (Bencher), gbench (Google Benchmark) or gha JSON."""
     check_outputs(force, out, inputs=(result,))
-    text = render(load(result), fmt)
+    text = render(load_plain(result), fmt)
     note(f"saved {write_text_atomic(out, text, overwrite=force)}")

@@ -12,10 +12,9 @@ from ..families.scene_kinds import describe as describe_scene
 from ..measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S
 from ..measure.runner import MAX_RUN_MINUTES, Plan, RunConfig, resolve, run
 from ..measure.timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
-from ..model.results import load
 from ..native.build import build_label
 from .ab import gate_revision, metric_option, print_instructions, run_ab, with_metric
-from .app import Reporter, main, note, result_json, run_gate, stdout, write_exports, write_json
+from .app import Reporter, load_plain, main, note, result_json, run_gate, stdout, write_exports, write_json
 from .options import (
     SEED,
     SceneCommand,
@@ -236,7 +235,7 @@ def run_command(
     if baseline:
         from ..compare.gate import check_power, check_scene
 
-        baseline_result = load(baseline)
+        baseline_result = load_plain(baseline)
         check_scene(baseline_result, describe_scene(config.scene, sectors, points, seed, config.scene_options))
         check_power(baseline_result, repeat, gate_config.alpha)
     if (against or against_source) and metric == "time":

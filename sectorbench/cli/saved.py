@@ -9,7 +9,7 @@ import click
 from ..errors import SectorbenchError
 from ..measure.timing import MODES
 from ..model.results import load
-from .app import main, note, run_gate
+from .app import load_plain, main, note, run_gate
 from .options import check_outputs, gate_options, make_gate_config, refuse_unused
 
 
@@ -31,7 +31,7 @@ def regress_command(baseline, current, alpha, threshold, thresholds, normalize, 
 
     check_outputs(force, markdown_path, inputs=(baseline, current, thresholds))
     config = make_gate_config(alpha, threshold, thresholds, normalize)
-    baseline_result, current_result = load(baseline), load(current)
+    baseline_result, current_result = load_plain(baseline), load_plain(current)
     if across_builds:
         current_result = as_baseline_build(current_result, baseline_result)
     run_gate(baseline_result, current_result, config, markdown_path, force, str(baseline), str(current))

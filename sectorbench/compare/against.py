@@ -20,12 +20,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import SectorbenchError
-from ..model.results import RowKey, RunResult
+from ..model.results import BASE_SIDE, HEAD_SIDE, RowKey, RunResult
 from ..native.build import ABI_HEADER, FAMILY_ABI, HARNESS_DIR, KERNELS_DIR, BuildConfig
 from .gate import GateReport
 
 #: The two sides of an A/B run, as result rows name them.
-BASE, HEAD = "base", "head"
+BASE, HEAD = BASE_SIDE, HEAD_SIDE
 #: What marks a git checkout as sectorbench's own: its kernels' ABI header.
 CHECKOUT_MARK = Path("kernels_c") / HARNESS_DIR.name / ABI_HEADER.name
 #: git commands here read a repository's objects: a minute is far beyond any of them.

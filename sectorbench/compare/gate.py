@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import SectorbenchError
-from ..model.results import SCHEMA_VERSION, KernelResult, RowKey, RunResult
+from ..model.results import PEER_CC, SCHEMA_VERSION, KernelResult, RowKey, RunResult, shows_cc
 from ..native.build import build_label
 from ..native.environment import compare_fingerprints
 from .stats import Comparison, can_reach_alpha, compare, min_p_value, normalized, rounds_for_alpha
@@ -307,7 +307,7 @@ def check_scene(baseline: RunResult, scene: dict, schema: int = SCHEMA_VERSION) 
         raise IncompatibleResults(f"{_BASE} has no measured (ok) row ({statuses} only): nothing to gate against")
     unsampled = next((row for row in baseline.results if row.status == "ok" and not row.samples_s), None)
     if unsampled is not None:  # the gate compares samples: refused now, not after timing
-        label = row_label(unsampled.key, len({r.cc for r in baseline.results}) > 1)
+        label = row_label(unsampled.key, shows_cc(r.key for r in baseline.results))
         raise IncompatibleResults(f"{label} is ok but has no samples in {_BASE}")
     if baseline.schema != schema:
         raise IncompatibleResults(f"different results schema: {baseline.schema!r} in {_BASE}, {schema!r} in {_CURRENT}")
@@ -330,7 +330,7 @@ def check_rows(baseline: RunResult, rows: Iterable[RowKey], normalize: str | Non
     known, before they are timed, and gate() checks the same on the results.
     """
     current = set(rows)
-    show_cc = len({r.cc for r in baseline.results} | {key.cc for key in current}) > 1
+    show_cc = shows_cc([*(r.key for r in baseline.results), *current])
     base_rows = _index(baseline, _BASE, show_cc)
     _check_missing(base_rows, current, show_cc)
     if normalize not in (None, OVERHEAD):
@@ -411,7 +411,7 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
     in ``new_kernels``.
     """
     check_scene(baseline, current.scene, current.schema)
-    show_cc = len({r.cc for r in (*baseline.results, *current.results)}) > 1
+    show_cc = shows_cc(r.key for r in (*baseline.results, *current.results))
     base_rows = _index(baseline, _BASE, show_cc)
     cur_rows = _index(current, _CURRENT, show_cc)
     if not any(key in cur_rows for key, row in base_rows.items() if row.status == "ok"):
@@ -549,13 +549,16 @@ def as_baseline_build(current: RunResult, baseline: RunResult) -> RunResult:
 
     Rows are matched by (kernel, cc, flags, mode); comparing, say, a compiler upgrade or
     -O0 against -O2 means pairing them by kernel and mode alone, which is only
-    unambiguous when each run holds a single build.
+    unambiguous when each run holds a single build.  The peers' rows (Python: no compiler,
+    no flags) are no build: they pair with the peers' rows of the other run as they are.
     """
     builds = {
-        side: {(r.cc, r.flags) for r in run.results} for side, run in (("BASELINE", baseline), ("CURRENT", current))
+        side: {(r.cc, r.flags) for r in run.results if r.cc != PEER_CC}
+        for side, run in (("BASELINE", baseline), ("CURRENT", current))
     }
     for side, found in builds.items():
         if len(found) != 1:
             raise IncompatibleResults(f"--across-builds needs one build per run; {side} has {len(found)}")
     ((cc, flags),) = builds["BASELINE"]
-    return replace(current, results=[replace(r, cc=cc, flags=flags) for r in current.results])
+    relabelled = [r if r.cc == PEER_CC else replace(r, cc=cc, flags=flags) for r in current.results]
+    return replace(current, results=relabelled)

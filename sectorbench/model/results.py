@@ -20,7 +20,7 @@ import os
 import stat
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
@@ -160,6 +160,12 @@ class KernelResult:
         return RowKey(self.kernel, self.cc, self.flags, self.mode, self.threads)
 
 
+def shows_cc(keys) -> bool:
+    """Whether labels must name the compiler: the C rows (not the peers', which have none)
+    come from more than one."""
+    return len({key.cc for key in keys if key.cc != PEER_CC}) > 1
+
+
 @dataclass(frozen=True)
 class RunResult:
     scene: dict
@@ -188,6 +194,20 @@ class RunResult:
             for row in data["results"]
         ]
         return cls(**fields)
+
+
+#: KernelResult.side of an A/B run's rows (run --against): the code compared against, and the code now.
+BASE_SIDE, HEAD_SIDE = "base", "head"
+
+
+def head_rows(result: RunResult, name: str) -> tuple[RunResult, str | None]:
+    """An A/B run's head rows as a plain run (the code as it was measured then: what a later
+    gate compares with, and what a dashboard tracks), with a line saying so; any other run as
+    it is, with None.  Its base rows are the code it was compared against, in the same run."""
+    if not any(row.side for row in result.results):
+        return result, None
+    head = replace(result, results=[row for row in result.results if row.side == HEAD_SIDE])
+    return head, f"{name}: an A/B run (run --against): its head rows are taken, its base rows left out"
 
 
 def save(result: RunResult, path: Path, overwrite: bool = False) -> Path:

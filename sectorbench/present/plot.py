@@ -48,6 +48,7 @@ from ..model.results import (
     parse_result,
     read_input,
     scene_shapes,
+    shows_cc,
     write_atomic,
 )
 from ..native.build import build_label
@@ -126,7 +127,7 @@ def _series_key(row: KernelResult) -> tuple:
 
 def _build_labeller(rows: Sequence[KernelResult]):
     """Label a series: the compiler, mode, thread count and side each only if the rows hold several."""
-    show_cc = len({r.cc for r in rows}) > 1
+    show_cc = shows_cc(r.key for r in rows)
     show_mode = len({r.mode for r in rows}) > 1
     show_threads = len({r.threads for r in rows}) > 1
     show_side = len({r.side for r in rows}) > 1

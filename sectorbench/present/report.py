@@ -16,7 +16,7 @@ from ..compare.gate import OVERHEAD, row_label
 from ..compare.stats import paired_ratio_if_defined
 from ..errors import SectorbenchError
 from ..model.kernels import Kernel
-from ..model.results import PEER_CC, KernelResult, RunResult, scene_shapes
+from ..model.results import PEER_CC, KernelResult, RunResult, scene_shapes, shows_cc
 from ..native.build import build_label
 
 
@@ -369,7 +369,7 @@ def failing_inputs_lines(verdict) -> list[str]:
 
 def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
     """Kernels x builds: net ns/test, the ratio to the first build with its paired interval."""
-    several_cc = len({r.cc for r in run.results}) > 1
+    several_cc = shows_cc(r.key for r in run.results)
     builds = list(dict.fromkeys(build_label(r.cc, r.flags, several_cc) for r in run.results))
     modes = list(dict.fromkeys(r.mode for r in run.results))
     # Where a row's net does not hold (measure/validity), the fastest build is the fastest end to end.
@@ -417,6 +417,7 @@ def gate_table(report) -> Table:
         title_justify="left",
     )
     unit = compared_unit(report.config.normalize)
+    show_cc = shows_cc([r.key for r in report.rows] + [f.key for f in report.failures])
     for name in ("kernel", "flags", "mode", "baseline ms", "current ms", "ratio [interval]", "p", "verdict"):
         table.add_column(
             name.replace("ms", unit),
@@ -434,8 +435,8 @@ def gate_table(report) -> Table:
         p = row.p_slower if row.ratio >= 1 else row.p_faster
         table.add_row(
             row.kernel,
-            row.flags,
-            row.mode,
+            build_label(row.cc, row.flags, show_cc),
+            _mode(row.key),
             *(
                 compared_value(row, report.config.normalize, side, lambda seconds: f"{seconds * 1e3:.3f}")
                 for side in ("baseline", "current")
@@ -446,7 +447,8 @@ def gate_table(report) -> Table:
         )
     for failure in report.failures:
         key = failure.key
-        table.add_row(key.kernel, key.flags, key.mode, "–", "–", "–", "–", Text(f"FAILED: {failure.text}", "bold red"))
+        failed = Text(f"FAILED: {failure.text}", "bold red")
+        table.add_row(key.kernel, build_label(key.cc, key.flags, show_cc), _mode(key), "–", "–", "–", "–", failed)
     if report.warnings:
         table.caption = "\n".join(report.warnings)
         table.caption_justify = "left"
@@ -689,10 +691,15 @@ def _summary(report) -> str:
     return f"{', '.join(counts)} ({', '.join(details)})"
 
 
+def _mode(key) -> str:
+    """A gate row's mode, with its threads when more than one (a row of each thread count)."""
+    return key.mode + (f", {key.threads} threads" if key.threads > 1 else "")
+
+
 def gate_markdown(report, baseline_label: str = "baseline", current_label: str = "current") -> str:
     """GitHub-flavoured Markdown: summary line, table, then new kernels and warnings."""
     rows = report.rows
-    show_cc = len({r.cc for r in rows} | {k.cc for k in report.new_kernels}) > 1
+    show_cc = shows_cc([r.key for r in rows] + [f.key for f in report.failures] + list(report.new_kernels))
     show_threshold = len({r.threshold for r in rows}) > 1
     ratio_name = "ratio (normalised)" if report.config.normalize else "ratio"
     unit = compared_unit(report.config.normalize)
@@ -720,7 +727,7 @@ def gate_markdown(report, baseline_label: str = "baseline", current_label: str =
         cells = [
             _cell(r.kernel),
             _cell(build_label(r.cc, r.flags, show_cc)),
-            _cell(r.mode),
+            _cell(_mode(r.key)),
             *(compared_value(r, report.config.normalize, side) for side in ("baseline", "current")),
             f"{r.ratio:.3f} [{r.low:.3f}, {r.high:.3f}]",
             _p(p),
@@ -731,7 +738,7 @@ def gate_markdown(report, baseline_label: str = "baseline", current_label: str =
         lines.append("| " + " | ".join(cells) + " |")
     for failure in report.failures:
         cells = [_cell(failure.key.kernel), _cell(build_label(failure.key.cc, failure.key.flags, show_cc))]
-        cells += [_cell(failure.key.mode), *(["–"] * (len(header) - 4)), f"**FAILED: {_cell(failure.text)}**"]
+        cells += [_cell(_mode(failure.key)), *(["–"] * (len(header) - 4)), f"**FAILED: {_cell(failure.text)}**"]
         lines.append("| " + " | ".join(cells) + " |")
     if not rows and not report.failures:
         lines.append("| " + " | ".join(["–"] * len(header)) + " |")

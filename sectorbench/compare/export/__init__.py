@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...errors import SectorbenchError
-from ...model.results import KernelResult, RunResult
+from ...model.results import KernelResult, RunResult, shows_cc
 from ...native.build import build_label
 from . import bmf, gbench, gha, pyperf
 
@@ -38,7 +38,7 @@ __all__ = ["FORMATS", "benchmark_name", "exported_rows", "gross_ns_per_test", "p
 
 def exported_rows(result: RunResult) -> list[tuple[str, KernelResult]]:
     """(name, row) of every row with samples, in the result's order."""
-    show_cc = len({row.cc for row in result.results}) > 1
+    show_cc = shows_cc(row.key for row in result.results)  # the peers' rows have no compiler
     return [(benchmark_name(row, show_cc), row) for row in result.results if row.status == "ok" and row.samples_s]
 
 
