@@ -276,6 +276,16 @@ SHAPES = {
     "status a number": lambda d: d["results"][0].update(status=1),
     "warnings a string": lambda d: d["results"][0].update(warnings="w"),
     "schema a string": lambda d: d.update(schema="2"),
+    # numbers no measurement has, which exports wrote as invalid JSON or failed on (internal errors)
+    "samples past a float": lambda d: d["results"][0].update(samples_s=[10**400, 1e-3]),
+    "samples of 1e300 s": lambda d: d["results"][0].update(samples_s=[1e300, 1e300]),
+    "samples subnormal": lambda d: d["results"][0].update(samples_s=[1e-320, 1e-3]),
+    "tests past a float": lambda d: d["results"][0].update(tests=10**400),
+    "tests 0": lambda d: d["results"][0].update(tests=0),
+    "threads 0": lambda d: d["results"][0].update(threads=0),
+    "instructions NaN": lambda d: d["results"][0].update(instructions_per_test=float("nan")),
+    "cores a string": lambda d: d["env"]["machine"]["cpu"].update(logical_cores="two"),
+    "clock infinite": lambda d: d["env"]["machine"]["cpu"].update(measured_mhz=float("inf")),
     "the whole a list": None,
 }
 
@@ -290,6 +300,7 @@ def test_a_result_of_any_wrong_shape_is_one_line_before_any_work(shape, ok_json,
     one_line(invoke("regress", bad, ok_json), str(bad))
     one_line(invoke("regress", ok_json, bad), str(bad))
     one_line(invoke("plot", bad, "--out", tmp_path / "x.png"), str(bad))
+    one_line(invoke("export", bad, "--format", "bmf", "--out", tmp_path / "x.json"), str(bad))
     result = invoke("run", *TINY, "--baseline", bad)
     one_line(result, str(bad))
     assert "plan:" not in result.stderr  # refused before anything was built or timed

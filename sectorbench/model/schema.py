@@ -29,8 +29,15 @@ SAMPLE_RULES = {
     "index_build_samples_s": "positive",
     "net_samples_s": "finite",
 }
-#: Single times that must be real numbers when present (a median of NaN would poison tables).
-FINITE_FIELDS = ("median_s", "min_s", "overhead_s", "net_s", "ns_per_test")
+#: The shortest time a pass or a build can take: a subnormal "time" divided by a pass's tests
+#: underflows to 0, which pyperf refuses (and a log of it is -inf).
+MIN_TIME_S = 1e-15
+#: The longest: 30 years (1e300 s passed every check and overflowed the exports' ns).
+MAX_TIME_S = 1e9
+#: Counts that are at least 1 when present (a pass of 0 tests; -5 tests gave negative ns a test).
+AT_LEAST_ONE = ("tests", "threads")
+#: The numbers of env.machine.cpu the exports read: (JSON types, least value).
+CPU_NUMBERS = {"logical_cores": (int, 1), "measured_mhz": (int | float, 0), "nominal_mhz": (int | float, 0)}
 #: The parts of `env` that the gate, the tables and the exports walk, when present: their
 #: types, and their items' (the rest of env is a free-form description of the machine).
 ENV_PARTS = {"machine": (dict, None), "compilers": (dict, dict), "builds": (list, dict), "counters": (dict, None)}
@@ -96,15 +103,35 @@ def check_object(data, cls, where: str) -> None:
         _check_numbers(name, value, place)
 
 
+def _finite(value) -> bool:
+    """A JSON number a float holds, neither NaN nor infinite (10**400 is an int no float holds)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _check_numbers(name: str, value, place: str) -> None:
+    """Every number of a result is finite (NaN, infinities and numbers past a float are never a
+    measurement: exports wrote them as invalid JSON, or failed on them); times are > MIN_TIME_S
+    where SAMPLE_RULES says so, counts of AT_LEAST_ONE at least 1."""
     rule = SAMPLE_RULES.get(name)
     if rule is not None:
         for i, item in enumerate(value):
-            if not math.isfinite(item) or (rule == "positive" and item <= 0):
-                wanted = "a finite time > 0" if rule == "positive" else "a finite time"
+            if not _finite(item) or abs(item) > MAX_TIME_S or (rule == "positive" and item < MIN_TIME_S):
+                wanted = f"a time from {MIN_TIME_S:g} to {MAX_TIME_S:g} s" if rule == "positive" else "a finite time"
                 raise SectorbenchError(f"{place}[{i}] is {_describe(item)}, not {wanted}")
-    elif name in FINITE_FIELDS and value is not None and not math.isfinite(value):
+    elif _is_number(value) and not _finite(value):
         raise SectorbenchError(f"{place} is {_describe(value)}, not a finite number")
+    elif isinstance(value, list) and any(_is_number(item) and not _finite(item) for item in value):
+        i = next(i for i, item in enumerate(value) if _is_number(item) and not _finite(item))
+        raise SectorbenchError(f"{place}[{i}] is {_describe(value[i])}, not a finite number")
+    if name in AT_LEAST_ONE and _is_number(value) and value < 1:
+        raise SectorbenchError(f"{place} is {_describe(value)}, not at least 1")
 
 
 def check_run(data) -> None:
@@ -132,3 +159,9 @@ def _check_env(env: dict) -> None:
     cpu = (env.get("machine") or {}).get("cpu")
     if cpu is not None and not isinstance(cpu, dict):
         raise SectorbenchError(f"env.machine.cpu is {_describe(cpu)}, not an object")
+    for name, (kind, least) in CPU_NUMBERS.items():
+        value = (cpu or {}).get(name)
+        if value is not None and not (
+            isinstance(value, kind) and _is_number(value) and _finite(value) and value >= least
+        ):
+            raise SectorbenchError(f"env.machine.cpu.{name} is {_describe(value)}, not a number >= {least}")
