@@ -7,6 +7,7 @@ Every command here either works or fails with one line on stderr; none prints
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -841,15 +842,26 @@ def test_an_output_that_appears_during_the_run_leaves_it_and_rescues_the_results
     assert {r.kernel for r in load(rescue).results} == {"basic", "sse2"}
 
 
-@pytest.fixture
-def full_disk(tmp_path):
-    """A 64 KiB tmpfs, full: not even a small file fits (needs root, as this VM's tests run)."""
-    where = tmp_path / "full"
+@contextlib.contextmanager
+def _tmpfs(where: Path, size: str):
+    """A real tmpfs of `size` at `where` while the block runs (needs root, as this VM's tests run)."""
     where.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     try:
+        yield where
+    finally:
+        deadline = time.monotonic() + 30  # killed compilers' last processes may be ending still
+        while subprocess.run(["umount", str(where)], capture_output=True).returncode != 0:
+            assert time.monotonic() < deadline, "the tmpfs stayed busy"
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KiB tmpfs, full: not even a small file fits."""
+    with _tmpfs(tmp_path / "full", "64k") as where:
         filler = where / "filler"
         with open(filler, "wb", buffering=0) as stream:  # unbuffered: closing it has nothing left to fail on
             try:
@@ -858,8 +870,6 @@ def full_disk(tmp_path):
             except OSError:
                 pass
         yield where
-    finally:
-        subprocess.run(["umount", str(where)], check=True)
 
 
 def test_a_full_disk_after_measuring_rescues_the_results(full_disk, tmp_path):
@@ -879,22 +889,12 @@ def test_a_full_disk_after_measuring_rescues_the_results(full_disk, tmp_path):
 def test_a_build_on_a_nearly_full_disk_says_so(tmp_path):
     """The compilers' messages go to logs in the build's private directory, on the same full
     disk: the error was "compiling with '-O0' failed:" and nothing more."""
-    where = tmp_path / "small"
-    where.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with _tmpfs(tmp_path / "small", "1m") as where:
         (where / "filler").write_bytes(bytes(800 << 10))
         with pytest.raises(BuildError) as failed:
             build(BuildConfig.parse("-O0"), where / "cache")
-        message = str(failed.value)
-        assert "free: is it full?" in message or "No space left on device" in message, message
-    finally:
-        deadline = time.monotonic() + 30  # the killed compilers' last processes may be ending still
-        while subprocess.run(["umount", str(where)], capture_output=True).returncode != 0:
-            assert time.monotonic() < deadline, "the tmpfs stayed busy"
-            time.sleep(0.1)
+    message = str(failed.value)
+    assert "free: is it full?" in message or "No space left on device" in message, message
 
 
 @pytest.fixture(scope="module")
