@@ -287,6 +287,7 @@ SHAPES = {
     "instructions NaN": lambda d: d["results"][0].update(instructions_per_test=float("nan")),
     "cores a string": lambda d: d["env"]["machine"]["cpu"].update(logical_cores="two"),
     "clock infinite": lambda d: d["env"]["machine"]["cpu"].update(measured_mhz=float("inf")),
+    "side unknown": lambda d: d["results"][0].update(side="middle"),
     "the whole a list": None,
 }
 

@@ -36,6 +36,9 @@ MIN_TIME_S = 1e-15
 MAX_TIME_S = 1e9
 #: Counts that are at least 1 when present (a pass of 0 tests; -5 tests gave negative ns a test).
 AT_LEAST_ONE = ("tests", "threads")
+#: The values a row's side may have (None outside an A/B run): another would drop the row
+#: unseen when an A/B run's head rows are taken (results.head_rows).
+SIDES = (None, "base", "head")
 #: The numbers of env.machine.cpu the exports read: (JSON types, least value).
 CPU_NUMBERS = {"logical_cores": (int, 1), "measured_mhz": (int | float, 0), "nominal_mhz": (int | float, 0)}
 #: The parts of `env` that the gate, the tables and the exports walk, when present: their
@@ -132,6 +135,8 @@ def _check_numbers(name: str, value, place: str) -> None:
         raise SectorbenchError(f"{place}[{i}] is {_describe(value[i])}, not a finite number")
     if name in AT_LEAST_ONE and _is_number(value) and value < 1:
         raise SectorbenchError(f"{place} is {_describe(value)}, not at least 1")
+    if name == "side" and value not in SIDES:
+        raise SectorbenchError(f"{place} is {_describe(value)}, not null, 'base' or 'head'")
 
 
 def check_run(data) -> None:
