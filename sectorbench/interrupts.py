@@ -45,12 +45,12 @@ def signals_held() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def scratch_directory(prefix: str, parent: Path | None = None) -> Iterator[Path]:
+def scratch_directory(prefix: str, parent: Path | None = None, suffix: str | None = None) -> Iterator[Path]:
     """A new temporary directory, removed whole when the block ends, however it ends."""
     path = None
     try:
         with signals_held():
-            path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+            path = Path(tempfile.mkdtemp(suffix=suffix, prefix=prefix, dir=parent))
         yield path
     finally:
         if path is not None:

@@ -24,8 +24,6 @@ from ..model.results import BASE_SIDE, HEAD_SIDE, RowKey, RunResult
 from ..native.build import ABI_HEADER, FAMILY_ABI, HARNESS_DIR, KERNELS_DIR, BuildConfig
 from .gate import GateReport
 
-#: The two sides of an A/B run, as result rows name them.
-BASE, HEAD = BASE_SIDE, HEAD_SIDE
 #: What marks a git checkout as sectorbench's own: its kernels' ABI header.
 CHECKOUT_MARK = Path("kernels_c") / HARNESS_DIR.name / ABI_HEADER.name
 #: git commands here read a repository's objects: a minute is far beyond any of them.
@@ -183,8 +181,8 @@ def against_source(old: Path, head_builds: tuple[BuildConfig, ...], sources: tup
 
 def check_common(rows: tuple[tuple, ...], sides: tuple[str | None, ...], label: str) -> None:
     """Before timing: refuse an A/B run whose two sides share no kernel."""
-    base = {row for row, side in zip(rows, sides) if side == BASE}
-    head = {row for row, side in zip(rows, sides) if side == HEAD}
+    base = {row for row, side in zip(rows, sides) if side == BASE_SIDE}
+    head = {row for row, side in zip(rows, sides) if side == HEAD_SIDE}
     if not base & head:
         raise SectorbenchError(f"--against {label}: no kernel in common between the base and the working tree")
 
@@ -192,8 +190,8 @@ def check_common(rows: tuple[tuple, ...], sides: tuple[str | None, ...], label: 
 def split(result: RunResult) -> tuple[RunResult, RunResult, list[str]]:
     """The run's base and head rows as two results the gate pairs by kernel name, and a note per
     kernel only the base has (removed in the head: nothing to gate)."""
-    base = [r for r in result.results if r.side == BASE]
-    head = [r for r in result.results if r.side == HEAD]
+    base = [r for r in result.results if r.side == BASE_SIDE]
+    head = [r for r in result.results if r.side == HEAD_SIDE]
     head_keys = {r.key for r in head}
     removed = [f"{r.kernel} [{r.flags}, {r.mode}]: only in the base (removed), not compared" for r in base]
     removed = [note for r, note in zip(base, removed) if r.key not in head_keys]

@@ -341,7 +341,8 @@ class BuildSession:
             self.kernels, self.info = self._start(self.load_failure is None)
         except (WorkerCrashed, WorkerTimedOut) as exc:  # no kernel has run yet: the load itself failed
             if self.load_failure is not None or self.reference is None:
-                raise type(exc)(f"{exc} while loading the {self.config.label} build{self._without}") from None
+                without = " without its --source files" if self.load_failure else ""
+                raise type(exc)(f"{exc} while loading the {self.config.label} build{without}") from None
             # Only the --source files' constructors can tell the two loads apart: their rows pay for it.
             sources = ", ".join(Path(s).name for s in self.config.extra_sources)
             why = f"{exc} while loading the {self.config.label} build (a constructor in {sources}?)"
@@ -358,10 +359,6 @@ class BuildSession:
         """The library this session's workers load: the build's own, or, when a --source
         constructor failed in its load, the same build without the --source files."""
         return self.reference if self.load_failure else self.library
-
-    @property
-    def _without(self) -> str:
-        return " without its --source files" if self.load_failure else ""
 
     def _start(self, own_library: bool) -> tuple[list[Kernel], messages.Described]:
         """A worker of the build's own library (own_library) or of its reference, described."""
@@ -382,7 +379,22 @@ class BuildSession:
             return
         source = ", ".join(Path(s).name for s in self.config.extra_sources)
         self._unloaded = [
-            Kernel(name, family, (), (), "", "", source, 1, 1, False, 0.0, 0.0, why, status)
+            Kernel(
+                name=name,
+                family=family,
+                takes=(),
+                isa=(),
+                loop="",
+                summary="",
+                source=source,
+                lanes=1,
+                block=1,
+                known_bad=False,
+                rounding_bound=0.0,
+                tolerance=0.0,
+                skip_reason=why,
+                unrun_status=status,
+            )
             for name, family in own.items()
             if name not in built_in
         ]

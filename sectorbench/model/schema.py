@@ -130,9 +130,10 @@ def _check_numbers(name: str, value, place: str) -> None:
                 raise SectorbenchError(f"{place}[{i}] is {_describe(item)}, not {wanted}")
     elif _is_number(value) and not _finite(value):
         raise SectorbenchError(f"{place} is {_describe(value)}, not a finite number")
-    elif isinstance(value, list) and any(_is_number(item) and not _finite(item) for item in value):
-        i = next(i for i, item in enumerate(value) if _is_number(item) and not _finite(item))
-        raise SectorbenchError(f"{place}[{i}] is {_describe(value[i])}, not a finite number")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            if _is_number(item) and not _finite(item):
+                raise SectorbenchError(f"{place}[{i}] is {_describe(item)}, not a finite number")
     if name in AT_LEAST_ONE and _is_number(value) and value < 1:
         raise SectorbenchError(f"{place} is {_describe(value)}, not at least 1")
     if name == "side" and value not in SIDES:

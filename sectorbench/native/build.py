@@ -30,7 +30,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import SectorbenchError
-from ..interrupts import signals_held
+from ..interrupts import scratch_directory, signals_held
 from .compiler_flags import refused
 
 
@@ -273,15 +273,27 @@ def _cached(library: Path, remove: bool = False) -> bool:
     return listed is None or _still_as_read(listed)
 
 
+@contextlib.contextmanager
+def _private_build(cache_dir: Path, target: Path):
+    """The private directory of one build of `target` in the cache (its compilers' working
+    directory and TMPDIR), removed whole when the build ends, however it ends; stale ones a
+    killed build left are removed first."""
+    _remove_stale_builds(cache_dir)
+    made = False
+    try:
+        with scratch_directory(f"{target.name}.", cache_dir, BUILD_SUFFIX) as private:
+            made = True
+            yield private
+    except OSError as exc:
+        if made:  # the build's own error, not the cache's
+            raise
+        raise _cache_error(cache_dir, exc) from None
+
+
 def _build(config: BuildConfig, cache_dir: Path, library: Path) -> Path:
     cc_path, _ = compiler_identity(config.cc)
-    _remove_stale_builds(cache_dir)
-    try:
-        private = Path(tempfile.mkdtemp(prefix=f"{library.stem}.", suffix=BUILD_SUFFIX, dir=cache_dir))
-    except OSError as exc:
-        raise _cache_error(cache_dir, exc) from None
-    output = private / library.name
-    try:
+    with _private_build(cache_dir, library) as private:
+        output = private / library.name
         if any(_linker_flag(flag) for flag in config.flags):
             files = [_unit_file(private, name, files) for name, files in units(config)] + list(config.extra_sources)
             whole = [cc_path, *config.compile_flags, "-shared", "-fPIC", *_includes(config), *map(str, files)]
@@ -302,8 +314,6 @@ def _build(config: BuildConfig, cache_dir: Path, library: Path) -> Path:
             _put_in_cache(output, library, "".join(said), read)
         except OSError as exc:
             raise _cache_error(cache_dir, exc) from None
-    finally:
-        shutil.rmtree(private, ignore_errors=True)
     return library
 
 
@@ -798,12 +808,7 @@ def build_driver(name: str, cc: str = DEFAULT_CC, cache_dir: Path | None = None)
     with _locked(cache_dir, [program.name]):
         if _intact(program, remove=True):
             return program
-        _remove_stale_builds(cache_dir)
-        try:
-            private = Path(tempfile.mkdtemp(prefix=f"{program.name}.", suffix=BUILD_SUFFIX, dir=cache_dir))
-        except OSError as exc:
-            raise _cache_error(cache_dir, exc) from None
-        try:  # in its private directory (cwd and TMPDIR), as a library is built: nothing left elsewhere
+        with _private_build(cache_dir, program) as private:  # as a library is built: nothing left elsewhere
             output = private / program.name
             command = [cc_path, *DRIVER_FLAGS, f"-I{HARNESS_DIR}", f"-I{include}", str(source), "-o", str(output)]
             environment = {**os.environ, "TMPDIR": str(private)}
@@ -812,9 +817,8 @@ def build_driver(name: str, cc: str = DEFAULT_CC, cache_dir: Path | None = None)
                 said = (completed.stderr or completed.stdout).strip() or _silence(completed.returncode, private)
                 raise BuildError(f"compiling the {name} driver failed:\n{said}")
             os.chmod(output, 0o755)
-            _put_in_cache(output, program, completed.stderr)
-        except OSError as exc:
-            raise _cache_error(cache_dir, exc) from None
-        finally:
-            shutil.rmtree(private, ignore_errors=True)
+            try:
+                _put_in_cache(output, program, completed.stderr)
+            except OSError as exc:
+                raise _cache_error(cache_dir, exc) from None
     return program
