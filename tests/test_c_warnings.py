@@ -27,6 +27,7 @@ EXTRA = tuple(
         "mutants.c",
         "correct_variants.c",
         "tolerant_kernels.c",
+        "scribbling_kernel.c",
     )
 )
 UNUSED = """#include "sb_common.h"

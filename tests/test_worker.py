@@ -116,6 +116,28 @@ def test_a_printing_kernel_is_verified_like_any_other(unruly_build):
     assert any("debug: grid of" in note for note in verdicts["chatty"].notes)
 
 
+def test_a_kernel_that_writes_into_its_input_crashes_its_own_row_and_no_other(private_cache):
+    """The scene is in read-only pages: a kernel rotating its polygon in place used to change
+    the polygons of every kernel after it in the worker (all then failed verify as logic bugs)."""
+    scribbler = BuildConfig.parse("-O2", extra_sources=(DATA / "scribbling_kernel.c",))
+    checked = verify(
+        VerifyConfig(kernels=("rotates_in_place", "scan", "hill"), builds=(scribbler,), cases=500, seed=5, jobs=1)
+    )
+    verdicts = {v.kernel: v for v in checked.kernels}
+    assert verdicts["rotates_in_place"].status == "crashed", verdicts["rotates_in_place"]
+    assert "killed by signal 11" in verdicts["rotates_in_place"].reason
+    for neighbour in ("scan", "hill"):
+        assert verdicts[neighbour].status == "ok" and verdicts[neighbour].verdict != "FAIL", verdicts[neighbour]
+
+    def timed(kernels):
+        config = RunConfig(scene="polygons16", sectors=6, points=200, kernels=kernels, builds=(scribbler,), timing=FAST)
+        return {r.kernel: r for r in run(config).results}
+
+    rows, alone = timed(("rotates_in_place", "scan")), timed(("scan",))
+    assert rows["rotates_in_place"].status == "crashed" and rows["scan"].status == "ok"
+    assert rows["scan"].hits == alone["scan"].hits
+
+
 # ---------------------------------------------------------------- deadlines
 
 

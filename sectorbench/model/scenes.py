@@ -10,6 +10,7 @@ where it uses anything else).
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -94,13 +95,36 @@ def padded_length(n: int) -> int:
 
 def aligned_array(values: np.ndarray, length: int) -> np.ndarray:
     """A read-only float32 copy of `values`, 64-byte aligned, NaN-padded to `length`."""
-    buffer = np.empty(length * 4 + ALIGN_BYTES, dtype=np.uint8)
-    offset = (-buffer.ctypes.data) % ALIGN_BYTES
-    array = buffer[offset : offset + length * 4].view(np.float32)
-    array[:] = np.nan
+    array = np.full(length, np.nan, dtype=np.float32)
     array[: len(values)] = values
-    array.flags.writeable = False
-    return array
+    return read_only_copy(array)
+
+
+def read_only_copy(array: np.ndarray) -> np.ndarray:
+    """`array` copied into pages mapped read-only (page-aligned, so 64-byte aligned too).
+
+    A C kernel gets the scene through `const` pointers, which C lets it cast away: one that
+    wrote into its input (an aabr kernel rotating its polygon in place) changed the scene
+    of every kernel after it in the worker, and they all failed verify.  In pages no one
+    can write, the write is a segmentation fault of that kernel's row alone.  (Without
+    memfd_create, not Linux, the copy is only read-only to numpy.)"""
+    if not hasattr(os, "memfd_create"):
+        buffer = np.empty(array.nbytes + ALIGN_BYTES, dtype=np.uint8)
+        offset = (-buffer.ctypes.data) % ALIGN_BYTES
+        copy = buffer[offset : offset + array.nbytes].view(array.dtype)
+        copy[:] = array
+        copy.flags.writeable = False
+        return copy
+    size = max(array.nbytes, 1)
+    descriptor = os.memfd_create("sectorbench-scene", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(descriptor, size)
+        with mmap.mmap(descriptor, size) as writable:
+            writable[: array.nbytes] = np.ascontiguousarray(array).data.cast("B")
+        pages = mmap.mmap(descriptor, size, prot=mmap.PROT_READ)
+    finally:
+        os.close(descriptor)
+    return np.frombuffer(pages, dtype=array.dtype, count=array.size)
 
 
 @dataclass(frozen=True)
@@ -166,15 +190,9 @@ def build_scene(
 def aligned_extra(values: np.ndarray, dtype) -> np.ndarray:
     """A read-only, 64-byte aligned copy of an extra array, zero-padded by PAD_FLOATS elements."""
     values = np.asarray(values, dtype=dtype)
-    itemsize = np.dtype(dtype).itemsize
-    length = len(values) + PAD_FLOATS
-    buffer = np.zeros(length * itemsize + ALIGN_BYTES, dtype=np.uint8)
-    offset = (-buffer.ctypes.data) % ALIGN_BYTES
-    array = buffer[offset : offset + length * itemsize].view(dtype)
+    array = np.zeros(len(values) + PAD_FLOATS, dtype=dtype)
     array[: len(values)] = values
-    array = array[: len(values)]
-    array.flags.writeable = False
-    return array
+    return read_only_copy(array)[: len(values)]
 
 
 def check_size(n: int, m: int, shape_arrays: int = MAX_SHAPE_ARRAYS, point_arrays: int = 2) -> None:
