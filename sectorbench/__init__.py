@@ -2,19 +2,30 @@
 
 The functions families offer to Python programs are attributes of this package, found in the
 registry when first used (`sectorbench.query`, `sectorbench.Hits`: which points lie in which
-shapes, at game scale); `help(sectorbench.query)` shows the function's own documentation.
+shapes, at game scale; `sectorbench.prepare()` builds its library ahead of the first call,
+`sectorbench.release_buffers()` gives back the memory it keeps between calls);
+`help(sectorbench.query)` shows the function's own documentation.  `sectorbench.verify` checks
+kernels against the exact oracle from a test suite.
 """
 
 from .errors import SectorbenchError
 from .version import __version__
 
-__all__ = ["SectorbenchError", "__version__", "verify"]
+from .check.api import verify  # light: what verify needs is imported when it is called
+
+#: What this package offers; the families' functions (`query`, `prepare`, `Hits`, ...) are
+#: added when `__all__` is read (`from sectorbench import *`, help()).
+_OWN_NAMES = ["SectorbenchError", "__version__", "verify"]
 
 
 def __getattr__(name: str):
     import importlib
     import importlib.util
 
+    if name == "__all__":
+        from .families import public_api_names
+
+        return [*_OWN_NAMES, *public_api_names()]
     if name.startswith("_"):
         raise AttributeError(f"module 'sectorbench' has no attribute {name!r}")
     if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # `from . import families` and the like
@@ -32,10 +43,3 @@ def __dir__():
     from .families import public_api_names
 
     return sorted({*globals(), *public_api_names()})
-
-
-def verify(**arguments):
-    """Check kernels against the exact oracle from a test suite: see sectorbench.check.api.verify."""
-    from .check.api import verify as check_kernels
-
-    return check_kernels(**arguments)

@@ -179,3 +179,21 @@ def test_a_kernel_of_another_family_is_refused_before_anything_is_built(args, tm
     result = invoke(*args)
     assert result.exit_code == 2 and "is not of the" in result.output
     assert not cache.exists()  # compare --quick used to build three flag sets first
+
+
+@pytest.mark.parametrize("command", [("run", "-n", "20", "-m", "400"), ("compare", "--quick"), ("verify",)])
+def test_kernels_of_several_families_are_refused_before_anything_is_built(command, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SECTORBENCH_CACHE", str(cache))
+    result = invoke(*command, "--kernels", "orient,naive")
+    assert result.exit_code == 2 and "names kernels of several families (sector, triangle)" in result.output
+    assert not cache.exists()
+
+
+def test_run_takes_the_family_of_the_named_kernels_as_verify_does(tmp_path):
+    """run --kernels orient was refused as 'not of the sector family' while verify took it."""
+    out = tmp_path / "r.json"
+    result = invoke("run", "-n", "20", "-m", "400", "--repeat", "3", "--kernels", "orient", "--json", str(out))
+    assert result.exit_code == 0, result.output
+    saved = json.loads(out.read_text())
+    assert saved["scene"]["kind"] == "triangles" and {r["kernel"] for r in saved["results"]} == {"orient"}

@@ -224,6 +224,17 @@ def test_cli_query_writes_hits_and_refuses_to_overwrite(tmp_path, game):
         assert json.loads(str(data["meta"]))["threads"] == available_cpus()
 
 
+
+def test_cli_query_offers_only_the_scenes_and_options_of_families_that_answer_queries(tmp_path):
+    """query --help listed the aabr scenes and --vertices, which it then refused."""
+    shown = CliRunner().invoke(main, ["query", "--help"], terminal_width=200)
+    assert shown.exit_code == 0 and "game" in shown.output and "--world" in shown.output
+    for other in ("polygons", "triangles", "--vertices", "--coherent"):
+        assert other not in shown.output
+    refused = CliRunner().invoke(main, ["query", "--scene", "polygons", "--out", str(tmp_path / "h.npz")])
+    assert refused.exit_code == 2 and "'polygons' is not one of" in refused.output
+    assert not (tmp_path / "h.npz").exists()
+
 def test_max_hits_beyond_an_int64_bound_is_a_value_error(game):
     with pytest.raises(ValueError, match="max_hits must be an integer from 1 to 2\\^62"):
         sectorbench.query(game, game, max_hits=2**63)

@@ -345,6 +345,19 @@ def test_help_of_query_shows_its_whole_documentation():
     assert "ahead of the first query()" in pydoc.render_doc(sectorbench.prepare)
 
 
+
+def test_help_of_the_package_lists_its_whole_api_and_verify_its_arguments():
+    """help(sectorbench) listed only verify, and help(sectorbench.verify) only **arguments."""
+    for name in ("verify", "query", "prepare", "Hits", "release_buffers"):
+        assert name in sectorbench.__all__ and getattr(sectorbench, name) is not None
+    package = pydoc.render_doc(sectorbench, renderer=pydoc.plaintext)
+    for words in ("query(sectors, points", "prepare(", "release_buffers(", "class Hits", "verify(*, source"):
+        assert words in package, words
+    verify_text = pydoc.render_doc(sectorbench.verify, renderer=pydoc.plaintext)
+    for argument in ("source:", "cc:", "show:", "strict_special:", "kernel_timeout:"):
+        assert argument in verify_text, argument
+
+
 QUERY_TWICE = """
 import logging, sys
 import numpy as np

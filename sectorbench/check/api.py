@@ -48,6 +48,7 @@ class KernelReport:
         return self.verdict in PASSING
 
     def summary(self) -> str:
+        """Its verdict, its counts, and its failing rows as exact hex floats."""
         head = f"{self.kernel} [{self.flags}]: {self.verdict}"
         if self.reason:
             return f"{head} ({self.reason})"
@@ -83,6 +84,7 @@ class Report:
         raise KeyError(f"no kernel {name!r} in this report")
 
     def summary(self) -> str:
+        """The report as text: the verdict, then each kernel's summary (also str(report))."""
         verdict = "passed" if self.passed else "FAILED"
         seed = f", seed {self.seed}" if self.seed is not None else ""
         head = f"sectorbench.verify {verdict}: {self.family} family, {self.cases} cases{seed}"
@@ -134,10 +136,13 @@ def verify(
     (a list or "a,b"), default the family's own; flags: one build's flags ("-O2 -ffast-math")
     or a list of builds; cases: rows per random generator (an int, default 20000) or the
     path of an .npz case file (`verify --input`); seed: of the generated cases; family:
-    default the family of the named kernels (else "sector"); jobs: processes judging the
-    case batches (default 1: a test suite runs its own workers; None: one per CPU);
-    kernel_timeout: seconds a kernel may go without answering before it is killed and its
-    verdict is "timed-out" (the floor of every deadline, as `verify --kernel-timeout`).
+    default the family of the named kernels (else "sector"); cc: the C compiler (default $CC,
+    else cc); show: failing rows kept per kernel in the report (default 3); strict_special:
+    fail fast-math builds on NaN, inf, subnormal and -0.0 inputs too (`verify
+    --strict-special`); jobs: processes judging the case batches (default 1: a test suite
+    runs its own workers; None: one per CPU); kernel_timeout: seconds a kernel may go without
+    answering before it is killed and its verdict is "timed-out" (the floor of every
+    deadline, as `verify --kernel-timeout`).
     """
     from .. import families
     from ..measure.worker import BuildSession

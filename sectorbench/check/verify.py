@@ -244,9 +244,6 @@ def resolve(config: VerifyConfig) -> VerifyConfig:
     family = config.family or (infer_family(config.kernels, known) if known else None)
     if family is not None and known is not None:
         check_family(config.kernels, known, family)
-    if family is None and config.kernels and known:
-        owners = sorted({known[name] for name in config.kernels})
-        raise SectorbenchError(f"--kernels names kernels of several families ({', '.join(owners)}): choose one")
     return replace(config, family=family or families.all_families()[0].name)
 
 

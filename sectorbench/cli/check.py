@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..check.verify import VerifyConfig, resolve
+from ..families import all_families
 from ..model.results import write_text_atomic
 from ..native.build import BuildConfig
 from .app import Reporter, main, note, stdout
@@ -150,6 +151,7 @@ def _coverage_command(family, cases, seed, input_path, kernels, json_path, force
 
     if input_path is not None or kernels:
         raise click.UsageError("--coverage counts the generated cases: it takes neither --input nor --kernels")
+    family = family or all_families()[0].name  # as verify's: without --family, the first registered
     with Reporter() as progress:
         progress(f"coverage of the {family} family's cases")
         result = coverage(family, cases, seed)

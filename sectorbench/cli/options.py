@@ -39,11 +39,12 @@ class SceneChoice(RegistryChoice):
     """--scene: the families' scene kinds are listed; their older spellings (Family.scene_aliases,
     e.g. a kind with its size in its name) are accepted too."""
 
-    def __init__(self):
-        super().__init__(lambda: [kind for f in all_families() for kind in f.scenes])
+    def __init__(self, families=all_families):
+        super().__init__(lambda: [kind for f in families() for kind in f.scenes])
+        self.families = families
 
     def convert(self, value, param, ctx):
-        if any(value in f.scene_aliases for f in all_families()):
+        if any(value in f.scene_aliases for f in self.families()):
             return value
         return super().convert(value, param, ctx)
 
@@ -323,18 +324,24 @@ class SceneCommand(click.Command):
     """A command that also takes every family's scene options (Family.scene_options), read from
     the registry when first needed, as RegistryChoice is: a family module that fails to
     import is then one line, like every other error.  They reach the callback as keyword
-    arguments, None when not given."""
+    arguments, None when not given.  `families` (a callable, default every family) narrows
+    them to the scenes of the families the command answers for."""
+
+    def __init__(self, *args, families=all_families, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.families = families
 
     def get_params(self, ctx):
         if not getattr(self, "_scene_params", None):
-            self._scene_params = [_scene_param(option) for option in scene_options().values()]
+            options = scene_options(self.families())
+            self._scene_params = [_scene_param(option, self.families) for option in options.values()]
         params = super().get_params(ctx)
         after = next((i + 1 for i, param in enumerate(params) if param.name == "scene"), len(params))
         return [*params[:after], *self._scene_params, *params[after:]]
 
 
-def _scene_param(option) -> click.Option:
-    default = _scene_default(option.name)
+def _scene_param(option, families) -> click.Option:
+    default = _scene_default(option.name, families)
     if option.type is bool:
         shown = "on" if default else "off"
         return click.Option(
@@ -344,11 +351,11 @@ def _scene_param(option) -> click.Option:
     return click.Option([f"--{option.name}"], type=option.type, default=None, help=f"{option.help}{shown}.")
 
 
-def _scene_default(name: str):
+def _scene_default(name: str, families):
     """The default of a scene option: its value in the first generator that takes it."""
     import inspect
 
-    for family in all_families():
+    for family in families():
         for generate in family.scenes.values():
             parameter = inspect.signature(generate).parameters.get(name)
             if parameter is not None and parameter.kind is parameter.KEYWORD_ONLY:

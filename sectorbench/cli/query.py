@@ -28,11 +28,11 @@ def _query_families():
     return [f for f in all_families() if f.query_scene]
 
 
-@main.command("query", cls=SceneCommand)
+@main.command("query", cls=SceneCommand, families=_query_families)
 @click.option(
     "--scene",
     default=None,
-    type=SceneChoice(),
+    type=SceneChoice(_query_families),
     help="A scene kind of a family that answers queries [default: that family's game-scale scene, game].",
 )
 @click.option(
@@ -71,10 +71,7 @@ def query_command(scene, shapes, points, seed, broadphase, threads, max_hits, ou
     answering = _query_families()
     if not answering:
         raise SectorbenchError("no registered family answers queries")
-    family = family_of_scene(scene) if scene else answering[0]
-    if not family.query_scene:
-        names = ", ".join(f.name for f in answering)
-        raise click.UsageError(f"{scene!r} is a scene of the {family.name} family; query answers scenes of: {names}")
+    family = family_of_scene(scene) if scene else answering[0]  # --scene lists the answering families' kinds only
     made = generate(scene or family.query_scene, shapes, points, seed, given_scene_options(scene_values))
     columns = {name: made.column(name) for name in made.arrays}
     family.prepare_query()  # the library first, asked for: the query's own log is then the CLI's line below

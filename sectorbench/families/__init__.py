@@ -113,9 +113,10 @@ def resolve_scene(kind: str, options=None) -> tuple[str, dict]:
     return kind, given
 
 
-def scene_options() -> dict[str, SceneOption]:
-    """Every family's scene options by name (a name two families declare is one option)."""
-    return {option.name: option for family in all_families() for option in family.scene_options}
+def scene_options(families=None) -> dict[str, SceneOption]:
+    """The scene options of `families` (default every family) by name (a name two families
+    declare is one option)."""
+    return {option.name: option for family in families or all_families() for option in family.scene_options}
 
 
 def public_api(name: str):

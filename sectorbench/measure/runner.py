@@ -24,7 +24,7 @@ from ..native.build import sources as build_sources
 from . import validity
 from .deadlines import DEFAULT_KERNEL_TIMEOUT_S, Budget, Deadlines
 from .messages import LoopExtras, LoopRef
-from .selection import check_family, check_names, known_kernels, select, split_names
+from .selection import check_family, check_names, infer_family, known_kernels, select, split_names
 from .timing import (
     CALIBRATION_SAMPLES,
     MODES,
@@ -182,10 +182,15 @@ class Plan:
 
 def resolve(config: RunConfig) -> RunConfig:
     """The config with its family and scene kind settled: an older spelling of a kind becomes
-    the kind and its options; a family without a scene gets its first kind; a scene of
-    another family than --family is refused."""
+    the kind and its options; without --family and --scene, the family of the named kernels
+    (as verify infers it), else the first registered; a family without a scene gets its first
+    kind; a scene of another family than --family is refused."""
     if config.scene is None:
-        family = families.get(config.family) if config.family else families.all_families()[0]
+        name = config.family
+        if name is None and config.kernels:
+            known = known_kernels(config.builds[0]) if config.builds else None
+            name = infer_family(config.kernels, known) if known else None
+        family = families.get(name) if name else families.all_families()[0]
         return replace(config, family=family.name, scene=next(iter(family.scenes)))
     family = families.family_of_scene(config.scene)
     if config.family is not None and config.family != family.name:

@@ -67,9 +67,12 @@ def check_names(names, known: dict[str, str]) -> None:
 
 
 def infer_family(names, known: dict[str, str]) -> str | None:
-    """The one family every named kernel belongs to, else None (none named, or several families)."""
-    families = {known[name] for name in names if name in known}
-    return families.pop() if len(families) == 1 else None
+    """The one family every named kernel belongs to, None when none is named; named kernels
+    of several families are refused (--family cannot be guessed then)."""
+    families = sorted({known[name] for name in names if name in known})
+    if len(families) > 1:
+        raise SectorbenchError(f"--kernels names kernels of several families ({', '.join(families)}): choose one")
+    return families[0] if families else None
 
 
 def known_kernels(config) -> dict[str, str] | None:

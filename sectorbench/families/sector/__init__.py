@@ -146,6 +146,7 @@ class SectorFamily(BooleanFamily):
         "query": f"{__name__}.query:query",
         "prepare": f"{__name__}.query:prepare",
         "Hits": f"{__name__}.broadphase:Hits",
+        "release_buffers": f"{__name__}.query:release_buffers",
     }
 
     def prepare_query(self):

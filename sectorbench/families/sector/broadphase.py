@@ -46,7 +46,11 @@ class OverLimit(BroadphaseError):
 @dataclass(frozen=True)
 class Hits:
     """Which points each sector holds, as CSR: sector i's points are
-    indices[offsets[i]:offsets[i + 1]], ascending; counts[i] is their number."""
+    indices[offsets[i]:offsets[i + 1]], ascending; counts[i] is their number.
+
+    candidates: the (sector, point) pairs the narrow phase tested (N x M for broadphase
+    "none"); index_build_s and query_s: the C side's seconds building the point index and
+    answering the query (boxes, runs, narrow phase, sorting, CSR), the Python around them aside."""
 
     offsets: np.ndarray  # int64, N + 1
     indices: np.ndarray  # int32
@@ -56,13 +60,16 @@ class Hits:
 
     @property
     def counts(self) -> np.ndarray:
+        """The number of points in each sector (int64, N)."""
         return np.diff(self.offsets)
 
     @property
     def total(self) -> int:
+        """The number of (sector, point) hits."""
         return int(self.offsets[-1])
 
     def same_as(self, other: Hits) -> bool:
+        """The same pairs in the same order (the timings and candidate counts aside)."""
         return np.array_equal(self.offsets, other.offsets) and np.array_equal(self.indices, other.indices)
 
 
