@@ -8,10 +8,9 @@ shapes, at game scale; `sectorbench.prepare()` builds its library ahead of the f
 kernels against the exact oracle from a test suite.
 """
 
-from .errors import SectorbenchError
-from .version import __version__
-
-from .check.api import verify  # light: what verify needs is imported when it is called
+from .check.api import verify as verify  # light: what verify needs is imported when it is called
+from .errors import SectorbenchError as SectorbenchError
+from .version import __version__ as __version__
 
 #: What this package offers; the families' functions (`query`, `prepare`, `Hits`, ...) are
 #: added when `__all__` is read (`from sectorbench import *`, help()).

@@ -129,7 +129,7 @@ def test_refusals_are_one_line(user_repo, tmp_path, monkeypatch):
     assert_one_line_error(result, "not both")
     few = [*SMALL[:-2], "--alpha", "0.01"]  # 3 rounds a side cannot reach p < 0.01: refused before any build
     result = invoke("run", *few, "--source", str(loose), "--against-source", str(loose))
-    assert_one_line_error(result, "--repeat 3", "cannot reach alpha = 0.01")
+    assert_one_line_error(result, "--repeat 3: 3 rounds a side cannot reach alpha = 0.01", "--repeat 5 would")
 
 
 def test_a_source_absent_at_ref_is_new_and_nothing_in_common_is_refused(user_repo):

@@ -140,12 +140,12 @@ def test_verify_coverage_refuses_input_in_one_line(tmp_path):
     assert "--coverage counts the generated cases" in result.output and "Traceback" not in result.output
 
 
-
 def test_verify_coverage_without_family_covers_the_first_family_as_verify_checks_it():
     """It was "unknown family None"; verify's own default is the first registered family."""
     result = CliRunner().invoke(main, ["verify", "--coverage", "--cases", "200"], env={"COLUMNS": "200"})
     assert result.exit_code in (0, 1) and "unknown family" not in result.output, result.output
     assert f"coverage: {families.all_families()[0].name} family" in result.output
+
 
 def test_verify_coverage_exits_1_on_an_empty_cell(monkeypatch):
     names = families.get("triangle").oracle_arrays

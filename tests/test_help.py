@@ -29,6 +29,8 @@ def test_option_has_help_with_its_default(command, option):
     )
     if option.is_flag:
         assert "[default: " in option.help
+    # click would add its own "[default: cc]" after "[default: $CC, else cc]."
+    assert not (option.show_default is True and "[default: " in option.help), f"{command} {option.opts[-1]}: twice"
 
 
 def test_help_renders_the_defaults():

@@ -146,10 +146,20 @@ def test_the_same_job_ab_gates_on_counts_with_metric_instructions(tmp_path):
     new.write_text(USER_KERNEL.replace("dx * dx + dy * dy,", "dx * dx + dy * dy + 0.0f * dx,"))
     options = ["--repeat", "3", "--min-time", "0.01", "--threshold", "0.05", "--metric", "instructions"]
     scene = ["-n", "32", "-m", "1000", "--flags", "-O2", "--kernels", "mine"]
-    result = CliRunner().invoke(main, ["run", *scene, *options, "--source", str(new), "--against-source", str(old)])
+    markdown = tmp_path / "gate.md"
+    result = CliRunner().invoke(
+        main,
+        ["run", *scene, *options, "--source", str(new), "--against-source", str(old), "--markdown", str(markdown)],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 1, result.output
     assert "1 row(s) gated on valgrind's counts" in result.output
     assert "1 regression(s)" in result.output
+    # What was compared is shown: the counts, not milliseconds beside a count ratio, and no p.
+    row = next(line for line in markdown.read_text().splitlines() if line.startswith("| mine "))
+    assert row.count("instr/test") == 2 and "nan" not in row and "| – |" in row, row
+    assert "gated on valgrind's instruction counts" in markdown.read_text()
+    assert "instr/test" in result.output
 
 
 @needs_valgrind

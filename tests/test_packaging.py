@@ -12,9 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_every_package_is_listed_for_the_wheel():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    on_disk = {
-        ".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "sectorbench").rglob("__init__.py")
-    }
+    on_disk = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "sectorbench").rglob("__init__.py")}
     c_folders = {"sectorbench.kernels_c"} | {
         ".".join(("sectorbench", *folder.relative_to(ROOT).parts))
         for folder in (ROOT / "kernels_c").rglob("*")

@@ -224,7 +224,6 @@ def test_cli_query_writes_hits_and_refuses_to_overwrite(tmp_path, game):
         assert json.loads(str(data["meta"]))["threads"] == available_cpus()
 
 
-
 def test_cli_query_offers_only_the_scenes_and_options_of_families_that_answer_queries(tmp_path):
     """query --help listed the aabr scenes and --vertices, which it then refused."""
     shown = CliRunner().invoke(main, ["query", "--help"], terminal_width=200)
@@ -234,6 +233,7 @@ def test_cli_query_offers_only_the_scenes_and_options_of_families_that_answer_qu
     refused = CliRunner().invoke(main, ["query", "--scene", "polygons", "--out", str(tmp_path / "h.npz")])
     assert refused.exit_code == 2 and "'polygons' is not one of" in refused.output
     assert not (tmp_path / "h.npz").exists()
+
 
 def test_max_hits_beyond_an_int64_bound_is_a_value_error(game):
     with pytest.raises(ValueError, match="max_hits must be an integer from 1 to 2\\^62"):

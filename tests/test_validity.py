@@ -345,7 +345,6 @@ def test_help_of_query_shows_its_whole_documentation():
     assert "ahead of the first query()" in pydoc.render_doc(sectorbench.prepare)
 
 
-
 def test_help_of_the_package_lists_its_whole_api_and_verify_its_arguments():
     """help(sectorbench) listed only verify, and help(sectorbench.verify) only **arguments."""
     for name in ("verify", "query", "prepare", "Hits", "release_buffers"):

@@ -155,7 +155,6 @@ def size_options(command):
 @click.option(
     "--confirm/--no-confirm",
     default=True,
-    show_default=True,
     help="Gate mode: re-measure a kernel flagged as regressed once, in fresh rounds; it fails only if flagged "
     "again [default: --confirm].",
 )
@@ -239,9 +238,9 @@ def run_command(
         check_scene(baseline_result, describe_scene(config.scene, sectors, points, seed, config.scene_options))
         check_power(baseline_result, repeat, gate_config.alpha)
     if (against or against_source) and metric == "time":
-        from ..compare.gate import check_rounds
+        from ..compare.gate import check_ab_rounds
 
-        check_rounds(repeat, repeat, gate_config.alpha)  # both sides are timed in the same rounds
+        check_ab_rounds(repeat, gate_config.alpha)
     if against or against_source:
         run_ab(
             config,

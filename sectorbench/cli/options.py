@@ -118,7 +118,6 @@ def build_options(default_flags: tuple[str, ...]):
             "cc",
             multiple=True,
             default=(DEFAULT_CC,),
-            show_default=True,
             help="C compiler (repeatable: every compiler builds every flag set) [default: $CC, else cc].",
         )(command)
         command = click.option(

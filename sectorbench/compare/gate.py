@@ -54,6 +54,7 @@ __all__ = [
     "GateRow",
     "IncompatibleResults",
     "RowKey",
+    "check_ab_rounds",
     "check_rounds",
     "check_power",
     "check_rows",
@@ -215,6 +216,9 @@ class GateRow:
     #: ratios to the reference (so that they and the ratio describe one quantity).
     baseline_compared: float | None = None
     current_compared: float | None = None
+    #: The verdict came from valgrind's instruction counts (--metric instructions): the
+    #: compared values are net instructions per test, the ratio theirs, and no p (no test made).
+    counted: bool = False
 
     @property
     def key(self) -> RowKey:
@@ -539,9 +543,18 @@ def check_power(baseline: RunResult, repeat: int, alpha: float) -> None:
 
 
 def check_rounds(base_n: int, repeat: int, alpha: float) -> None:
-    """check_power's rule for `base_n` baseline rounds (run --against: the base's are `repeat` too)."""
+    """check_power's rule for `base_n` baseline rounds."""
     if not can_reach_alpha(base_n, repeat, alpha):
         raise SectorbenchError(f"--repeat {repeat}: {_power_problem(base_n, repeat, alpha)} (see --alpha)")
+
+
+def check_ab_rounds(repeat: int, alpha: float) -> None:
+    """check_power's rule for run --against, whose sides are timed in the same `repeat` rounds."""
+    if not can_reach_alpha(repeat, repeat, alpha):
+        raise SectorbenchError(
+            f"--repeat {repeat}: {repeat} rounds a side cannot reach alpha = {alpha:g} (the smallest one-sided p "
+            f"is {min_p_value(repeat, repeat):.3g}); --repeat {rounds_for_alpha(alpha)} would (see --alpha)"
+        )
 
 
 def as_baseline_build(current: RunResult, baseline: RunResult) -> RunResult:

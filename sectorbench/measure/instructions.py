@@ -273,4 +273,15 @@ def count_row(row: GateRow, before: float, after: float) -> GateRow:
     ratio = after / before
     limit = 1 + row.threshold
     verdict = "regression" if ratio > limit else "improvement" if ratio < 1 / limit else "unchanged"
-    return replace(row, ratio=ratio, low=ratio, high=ratio, p_slower=math.nan, p_faster=math.nan, verdict=verdict)
+    return replace(
+        row,
+        ratio=ratio,
+        low=ratio,
+        high=ratio,
+        p_slower=math.nan,
+        p_faster=math.nan,
+        verdict=verdict,
+        baseline_compared=before,
+        current_compared=after,
+        counted=True,
+    )

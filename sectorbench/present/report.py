@@ -633,6 +633,8 @@ def _percent(fraction: float) -> str:
 
 
 def _p(value: float) -> str:
+    if value != value:
+        return "–"  # NaN: a deterministic count, no test made
     return "< 0.0001" if value < 1e-4 else f"{value:.2g}"
 
 
@@ -664,6 +666,8 @@ def compared_note(normalize: str | None) -> str:
 def compared_value(row, normalize: str | None, side: str, ms=ms_significant) -> str:
     """A row's median of the compared quantity (GateRow.baseline_compared or current_compared)."""
     compared, seconds = getattr(row, f"{side}_compared"), getattr(row, f"{side}_median_s")
+    if row.counted:
+        return f"{compared:.4g} instr/test"
     if normalize is None:
         return ms(seconds if compared is None else compared)
     return "–" if compared is None else f"{compared:.4g}"
@@ -716,6 +720,12 @@ def gate_markdown(report, baseline_label: str = "baseline", current_label: str =
     if show_threshold:
         header.insert(7, "threshold")
     lines = [_summary(report), "", compared_note(report.config.normalize), ""]
+    if any(r.counted for r in rows):
+        lines[-1:-1] = [
+            "",
+            "Rows in instr/test were gated on valgrind's instruction counts instead (net instructions "
+            "per test; the ratio is of those counts, and a count needs no p).",
+        ]
     lines.append("| " + " | ".join(_cell(h) for h in header) + " |")
     lines.append(
         "|" + "|".join("---:" if h not in ("kernel", "flags", "mode", "verdict") else "---" for h in header) + "|"
