@@ -28,6 +28,8 @@ EXTRA = tuple(
         "correct_variants.c",
         "tolerant_kernels.c",
         "scribbling_kernel.c",
+        "loop_blind_spots.c",
+        "process_changers.c",
     )
 )
 UNUSED = """#include "sb_common.h"

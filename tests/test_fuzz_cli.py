@@ -151,7 +151,8 @@ RUN_LIKE = [
     ("--kernels", ",,"),
     ("--kernels", "nope"),
     ("--kernels", "noop[scalar b1, 6 arrays]"),
-    ("--kernels", "orient"),
+    ("--kernels", "orient", "--scene", "uniform"),  # a triangle kernel on a sector scene
+    ("--kernels", "orient,naive"),  # two families: which one is meant?
     ("--mode", "sideways"),
     ("--mode", "inline", "--mode", "inline"),
     ("--flags", "-O1", "--flags", "-O1"),

@@ -208,3 +208,35 @@ def test_absurd_case_counts_are_refused_before_anything_is_built():
 
 def test_loop_check_catches_a_lane_dependent_kernel(broken_result):
     assert broken_result["lane_dependent"].loop_checks > 0
+
+
+BLIND_SPOTS = BuildConfig.parse("-O2", extra_sources=(DATA / "loop_blind_spots.c",))
+
+
+@pytest.mark.parametrize(
+    "kernel, where, problem",
+    [
+        ("unrolled_typo", "uniform scene 64 x 4096", "count_inline counts"),
+        ("narrow_counter", "uniform scene 64 x 4096", "count_inline counts"),
+        ("clamped_count", "game scene 16 x 4096", "count_inline counts"),
+        ("counting_twin", "M=1", "noop_inline counts"),
+    ],
+)
+def test_loops_wrong_only_beyond_the_small_scenes_fail(blind_result, kernel, where, problem):
+    """Each passed verify (its evaluation loops are right, and the small loop scenes have 5
+    shapes, at most 1 003 points, radii up to 4 and no NoOperation check) while run counted
+    wrong hits or subtracted a NoOperation that counted."""
+    verdict = blind_result[kernel]
+    assert verdict.verdict == "FAIL" and verdict.mismatches["logic-bug"] > 0, verdict
+    assert any(where in row["group"] and problem in row["kernel"] for row in verdict.failing), verdict.failing
+
+
+def test_the_loop_checks_pass_the_shipped_kernels_beside_them(blind_result):
+    assert blind_result["basic"].verdict != "FAIL" and blind_result["basic"].mismatches["logic-bug"] == 0
+
+
+@pytest.fixture(scope="module")
+def blind_result():
+    kernels = ("unrolled_typo", "narrow_counter", "clamped_count", "counting_twin", "basic")
+    result = verify(VerifyConfig(kernels=kernels, builds=(BLIND_SPOTS,), cases=500, show=40, jobs=1))
+    return {v.kernel: v for v in result.kernels}

@@ -138,6 +138,54 @@ def test_a_kernel_that_writes_into_its_input_crashes_its_own_row_and_no_other(pr
     assert rows["scan"].hits == alone["scan"].hits
 
 
+def test_a_source_rows_noop_twin_stands_for_itself_alone(private_cache):
+    """A --source row's NoOperation counted hits (its twins were its count loops); run shared it
+    with every row of its loop shape, and basic's net fell twentyfold."""
+    build_config = BuildConfig.parse("-O2", extra_sources=(DATA / "loop_blind_spots.c",))
+    rows = {r.kernel: r for r in run(small_run(build_config, ("counting_twin", "basic"))).results}
+    twin, basic = rows["counting_twin"], rows["basic"]
+    assert twin.overhead_kernel == "noop[scalar b1, 6 arrays] of counting_twin" and twin.net_s is None
+    assert any("counted" in w and "not 0: it is not a NoOperation" in w for w in twin.warnings), twin.warnings
+    assert basic.overhead_kernel == "noop[scalar b1, 6 arrays]" and basic.net_s is not None
+    assert not any("not a NoOperation" in w for w in basic.warnings)
+
+
+CHANGERS = ("arms_timer", "leaves_thread", "lowers_file_limit", "stops_parent", "terminates_parent")
+CHANGES = {
+    "arms_timer": "left a timer armed (ITIMER_REAL)",
+    "leaves_thread": "left 1 thread running",
+    "lowers_file_limit": "RLIMIT_NOFILE",
+}
+
+
+@pytest.fixture(scope="module")
+def changers_build(private_cache) -> BuildConfig:
+    config = BuildConfig.parse("-O2", extra_sources=(DATA / "process_changers.c",))
+    build(config)
+    return config
+
+
+@pytest.mark.parametrize("changer", CHANGERS)
+def test_a_kernel_that_changes_its_worker_process_costs_no_other_row(changers_build, changer):
+    """Each changed the process the build's other kernels ran in after it: a timer's SIGALRM
+    crashed the next kernel, a lowered file limit failed verify as a whole, a stopped fork server
+    hung the run for ever.  Now the change is named in its row and a fresh worker runs the rest."""
+    rows = {
+        r.kernel: r for r in run(small_run(changers_build, (changer, "naive", "basic"), kernel_timeout=10.0)).results
+    }
+    assert all(row.status == "ok" for row in rows.values()), rows
+    assert rows["naive"].hits == rows["basic"].hits == rows[changer].hits
+    notes = [w for w in rows[changer].warnings if w.startswith("changes its worker process")]
+    if changer in CHANGES:
+        assert notes and CHANGES[changer] in notes[0], rows[changer].warnings
+    for other in ("naive", "basic"):
+        assert not any("worker process" in w for w in rows[other].warnings)
+    checked = verify(VerifyConfig(kernels=(changer, "basic"), builds=(changers_build,), cases=500, jobs=1))
+    verdicts = {v.kernel: v for v in checked.kernels}
+    assert verdicts["basic"].status == "ok" and verdicts["basic"].verdict != "FAIL", verdicts["basic"]
+    assert verdicts[changer].status == "ok", verdicts[changer]
+
+
 # ---------------------------------------------------------------- deadlines
 
 

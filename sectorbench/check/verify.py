@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import families
 from ..errors import SectorbenchError
-from ..families.scene_kinds import make_scene
+from ..families.scene_kinds import generate, make_scene
 from ..interrupts import scratch_directory
 from ..measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S, Deadlines
 from ..measure.messages import LoopRef
@@ -73,6 +73,9 @@ LOOP_EXTRA_POINTS = (47, 100, 1003)
 SPLIT_CHECK_POINTS = (47, 100)
 #: ... and the thread counts whose splits (measure/split.py, as run makes them) it runs.
 SPLIT_THREADS = (2, 3, 4)
+#: Loop check on the scene kinds as run makes them: shapes of each kind after the first
+#: (Family.run_check_size gives the first kind's N and every kind's M).
+RUN_CHECK_OTHER_SHAPES = 16
 #: Broadphase check: the points of its scene, and the thread counts it runs the broadphase on.
 BROADPHASE_CHECK_POINTS = 300
 BROADPHASE_CHECK_THREADS = (1, 2, 3)
@@ -170,6 +173,7 @@ class _Tally:
     any_failure: bool = False
     fp_change: str | None = None
     printed: str | None = None
+    process_change: str | None = None  # what it changed in its worker process (the worker was replaced)
     fp_change_at_load: str | None = None  # how loading its build changed the FP environment (restored)
 
     def fail(self, exc: Exception) -> None:
@@ -202,7 +206,7 @@ class _Tally:
     def verdict(self) -> KernelVerdict:
         notes = load_notes(self.fp_change_at_load)
         notes += [f"changes the FP environment: {self.fp_change}"] if self.fp_change else []
-        notes += [self.printed] if self.printed else []
+        notes += [note for note in (self.printed, self.process_change) if note]
         base = dict(
             kernel=self.kernel.name,
             flags=self.flags,
@@ -351,6 +355,7 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
             for (session_id, name), tally in tallies.items():
                 session = next(s for s in sessions if id(s) == session_id)
                 tally.printed = session.printed_note(name)
+                tally.process_change = session.process_note(name)
                 tally.fp_change_at_load = session.info.fp_change_at_load
         finally:
             for session in [*sessions, clock]:
@@ -596,11 +601,15 @@ def _judge(family, tally: _Tally, case_set, reference, answers, unstable, config
 
 
 def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, scratch, progress) -> None:
-    """Every timed loop against the oracle on small grid scenes, for every tail residue.
+    """Every timed loop against the oracle on small grid scenes, for every tail residue, and
+    on each of the family's scene kinds as `run` generates them.
 
     N = 2·(widest block) + 3 shapes, so blocked loops run both whole blocks and the
     shapes left over; M = 1 .. 2·lanes + 1 and LOOP_EXTRA_POINTS points; the family's
     loop scenes hold most points in some shape, so tails have hits to lose or invent.
+    The scene kinds at Family.run_check_size reach what those cannot: a hand-written loop
+    unrolled over more shapes than its row declares, or over points in tiles, a narrow hit
+    counter, a count loop that clamps what its evaluation loop does not.
     """
     runnable = [t for t in tallies if t.status == "ok"]
     if not runnable or config.input_path:
@@ -610,29 +619,14 @@ def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, s
     rng = np.random.default_rng([config.seed, 1 << 20])
     for points in (*range(1, 2 * lanes + 2), *LOOP_EXTRA_POINTS):
         scene = family.loop_scene(shapes, points, rng)
-        pairs = _grid_pairs(family, scene)
-        references: dict = {}
-        session.worker.load(scene, scratch)
-        for tally in runnable:
-            if tally.status != "ok":
-                continue
-            progress(f"loop check: {tally.kernel.name} [{session.config.label}], M={points}")
-            try:
-                grid = family.answers(_evaluate(session, tally, scratch))
-                counts = {
-                    f"count_{mode}": _count(session, tally, LoopRef(tally.kernel.name, mode))
-                    for mode in tally.kernel.modes
-                }
-            except (WorkerCrashed, WorkerTimedOut) as exc:
-                tally.fail(exc)
-                session.restart()
-                session.worker.load(scene, scratch)
-                continue
-            reference = _reference(family, pairs, tally.kernel, references)
-            problems = family.check_loops(tally.kernel, reference, grid.ravel(), counts, tally.bound)
-            tally.loop_checks += 1 + len(counts)
-            for problem in problems:
-                _loop_problem(tally, config, f"loop check, M={points}", problem)
+        _check_scene_loops(family, session, runnable, scene, config, scratch, progress, f"loop check, M={points}")
+    n, m = family.run_check_size
+    for number, kind in enumerate(family.scenes):
+        seed = int(np.random.default_rng([config.seed, 1 << 20, 2]).integers(2**31))
+        kind_shapes = n if number == 0 else min(n, RUN_CHECK_OTHER_SHAPES)
+        scene = generate(kind, kind_shapes, m, seed, {})
+        where = f"loop check, {kind} scene {kind_shapes} x {m}"
+        _check_scene_loops(family, session, runnable, scene, config, scratch, progress, where)
     split_rng = np.random.default_rng([config.seed, 1 << 20, 1])  # apart: the scenes above stay as they were
     for points in SPLIT_CHECK_POINTS:
         scene = family.loop_scene(shapes, points, split_rng)
@@ -656,6 +650,41 @@ def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, s
             raise SectorbenchError(
                 f"internal error: a broadphase crashed the worker in the loop check: {exc}"
             ) from None
+
+
+def _check_scene_loops(family, session: BuildSession, runnable, scene, config, scratch, progress, where) -> None:
+    """The grid loop and each count loop of every runnable kernel on one grid scene, against
+    the oracle; and each NoOperation twin, which must count nothing (a test that never holds:
+    `run` subtracts its time, and shares it among the rows of its loop shape)."""
+    pairs = _grid_pairs(family, scene)
+    references: dict = {}
+    session.worker.load(scene, scratch)
+    for tally in runnable:
+        if tally.status != "ok":
+            continue
+        progress(f"{where}: {tally.kernel.name} [{session.config.label}]")
+        twins = tally.kernel.modes if tally.kernel.noop_reason is None and not tally.kernel.is_peer else ()
+        try:
+            grid = family.answers(_evaluate(session, tally, scratch))
+            counts = {
+                f"count_{mode}": _count(session, tally, LoopRef(tally.kernel.name, mode)) for mode in tally.kernel.modes
+            }
+            noops = {
+                f"noop_{mode}": _count(session, tally, LoopRef(tally.kernel.name, mode, noop=True)) for mode in twins
+            }
+        except (WorkerCrashed, WorkerTimedOut) as exc:
+            tally.fail(exc)
+            session.restart()
+            session.worker.load(scene, scratch)
+            continue
+        reference = _reference(family, pairs, tally.kernel, references)
+        problems = family.check_loops(tally.kernel, reference, grid.ravel(), counts, tally.bound)
+        problems += [
+            f"{loop} counts {hits}, not 0: a NoOperation loop counts nothing" for loop, hits in noops.items() if hits
+        ]
+        tally.loop_checks += 1 + len(counts) + len(noops)
+        for problem in problems:
+            _loop_problem(tally, config, where, problem)
 
 
 def _check_broadphases(family, session: BuildSession, runnable: list[_Tally], scene, config, scratch) -> None:

@@ -179,6 +179,12 @@ class Family:
         (which of several wrong answers the kernel gave); else reference.margin is used."""
         raise NotImplementedError
 
+    #: verify's loop check on the scene kinds as `run` makes them: the first kind (the densest)
+    #: at N x M (M a multiple of every vector width, above a tile of 1 024 points; hits above
+    #: 2^16 on a dense scene), the others with at most 16 shapes (their value ranges, not their
+    #: size, are what the small scenes lack).
+    run_check_size: tuple[int, int] = (64, 4096)
+
     def loop_scene(self, n: int, m: int, rng: np.random.Generator):
         """A small grid scene whose shapes hold most points, so that the points in a loop's
         tail (past the last whole vector) are inside: verify checks every loop against the

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 
 from ..errors import SectorbenchError
@@ -44,6 +45,34 @@ MAX_REQUEST_BYTES = 1 << 20
 STATUS = struct.Struct("i")
 
 
+#: How often a wait for the fork server sends it SIGCONT (a kernel may have stopped it).
+CONTINUE_EVERY_S = 1.0
+#: Signals the fork server ignores: a kernel may send them to its parent (getppid() is the fork
+#: server), and the fork server's death would kill every worker, not only the kernel's.  Its own
+#: ends are the parent's: EOF on its control socket, SIGKILL, the parent's death.
+IGNORED_SIGNALS = tuple(
+    getattr(signal, name)
+    for name in (
+        "SIGTERM",
+        "SIGINT",
+        "SIGHUP",
+        "SIGQUIT",
+        "SIGUSR1",
+        "SIGUSR2",
+        "SIGALRM",
+        "SIGTSTP",
+        "SIGTTIN",
+        "SIGTTOU",
+    )
+    if hasattr(signal, name)
+)
+
+
+def _continue(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGCONT)
+
+
 class ForkServerError(SectorbenchError):
     """The fork server could not be started, or stopped answering."""
 
@@ -52,10 +81,11 @@ class WorkerProcess:
     """A worker forked by the fork server: what subprocess.Popen offers of a child (pid, poll,
     wait, kill, returncode), its exit status read from the pipe the fork server writes."""
 
-    def __init__(self, pid: int, status_fd: int):
+    def __init__(self, pid: int, status_fd: int, fork_server_pid: int):
         self.pid = pid
         self.returncode: int | None = None
         self._status_fd = status_fd
+        self._fork_server_pid = fork_server_pid
 
     def poll(self) -> int | None:
         if self.returncode is None and select.select([self._status_fd], [], [], 0)[0]:
@@ -63,10 +93,18 @@ class WorkerProcess:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None:
-            if not select.select([self._status_fd], [], [], timeout)[0]:
+        """The worker's exit status, once the fork server has reaped it.  A kernel may stop its
+        parent, the fork server (kill(getppid(), SIGSTOP)): each second without the status, the
+        fork server is continued, so no wait hangs on it."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            slice_s = CONTINUE_EVERY_S if deadline is None else min(CONTINUE_EVERY_S, deadline - time.monotonic())
+            if select.select([self._status_fd], [], [], max(slice_s, 0.0))[0]:
+                self._read_status()
+            elif deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
-            self._read_status()
+            else:
+                _continue(self._fork_server_pid)
         return self.returncode
 
     def kill(self) -> None:
@@ -130,6 +168,7 @@ class ForkServer:
         reference: str | None = None,
     ) -> WorkerProcess:
         status_read, status_write = os.pipe()
+        _continue(self._process.pid)  # a kernel may have stopped it (see WorkerProcess.wait)
         try:
             with self._lock:
                 self._requests += 1
@@ -153,7 +192,7 @@ class ForkServer:
             raise
         finally:
             os.close(status_write)
-        return WorkerProcess(int(answer["pid"]), status_read)
+        return WorkerProcess(int(answer["pid"]), status_read, self._process.pid)
 
     def _last_words(self) -> str:
         self._said.seek(0)
@@ -266,7 +305,8 @@ def _serve(control: socket.socket) -> int:
             try:
                 os.setpgid(0, 0)
                 signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for number in (signal.SIGCHLD, *IGNORED_SIGNALS):  # a worker's signals are as a child's
+                    signal.signal(number, signal.SIG_DFL)
                 for fd in (wake_read, wake_write, status_fd, *statuses.values()):
                     os.close(fd)
                 control.close()
@@ -326,6 +366,8 @@ def main(argv: list[str]) -> int:
     from .server import die_with_parent
 
     control = socket.socket(fileno=int(argv[argv.index("--control") + 1]))
+    for number in IGNORED_SIGNALS:
+        signal.signal(number, signal.SIG_IGN)
     die_with_parent(int(argv[argv.index("--parent") + 1]))
     _warm()
     return _serve(control)

@@ -116,12 +116,15 @@ class Timed:
     instructions: float | None = None
     extras: LoopExtras = field(default_factory=LoopExtras)
     fp_change: str | None = None  # how the kernel left the FP environment, if it changed it
+    #: What else of the worker process it changed (process_state): the worker is replaced.
+    process_change: str | None = None
 
 
 @dataclass(frozen=True)
 class Evaluated:
     answers: int
     fp_change: str | None = None
+    process_change: str | None = None
 
 
 @dataclass(frozen=True)

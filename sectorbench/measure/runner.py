@@ -532,6 +532,7 @@ def _result(
     mine = series[(session.config, kernel.name, mode, threads, session.peers)]
     printed = session.printed_note(kernel.name)
     warnings = load_notes(session.info.fp_change_at_load)
+    warnings += [note] if (note := session.process_note(kernel.name)) else []
     if mine.failure is not None:
         warnings += [printed] if printed else []
         return KernelResult(status=mine.failure_status, reason=mine.failure, warnings=warnings, **base)
@@ -579,6 +580,12 @@ def _result(
     overhead = series[(session.config, kernel.overhead_key, mode, threads, session.peers)]
     if overhead.failure is not None or not overhead.samples:
         warnings.append(f"NoOperation loop {kernel.overhead_key} failed: {overhead.failure}")
+        return KernelResult(status="ok", warnings=warnings, **timing, **base)
+    if any(overhead.hits or ()):  # a test that never holds counts nothing: this twin is not one
+        warnings.append(
+            f"NoOperation loop {kernel.overhead_key} counted {max(overhead.hits, key=abs)} hits, not 0: "
+            "it is not a NoOperation, so no net time"
+        )
         return KernelResult(status="ok", warnings=warnings, **timing, **base)
     net = net_time(mine.samples, overhead.samples)
     overhead_s = summarize(overhead.samples).median

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..model.kernels import disabled_features
-from . import messages
+from . import messages, process_state
 from .loops import BroadphaseLoop, CRowLoop, PeerLoop, TimedLoop
 from .worker import load_scene
 
@@ -348,7 +348,21 @@ class Server:
         }.get(type(request))
         if handler is None:
             raise ValueError(f"not a request: {type(request).__name__}")
-        return handler(request)
+        if not self._runs_a_c_row(request):  # our broadphase keeps its threads, a peer JIT's pool too
+            return handler(request)
+        before = process_state.snapshot()
+        reply = handler(request)
+        change = process_state.describe_change(before, process_state.snapshot())
+        return replace(reply, process_change=change) if change else reply
+
+    def _runs_a_c_row(self, request) -> bool:
+        if isinstance(request, messages.Evaluate):
+            name = request.kernel
+        elif isinstance(request, messages.Calibrate | messages.Sample):
+            name = request.loop.kernel
+        else:
+            return False
+        return isinstance(self.loops.get(name), CRowLoop)
 
 
 def fp_environment_of(env) -> dict:

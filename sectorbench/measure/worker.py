@@ -129,24 +129,40 @@ class Worker:
         self.deadlines, self.budget = deadlines, budget
         self.tests = 0  # of the current scene: what an uncalibrated request's deadline scales with
         self.printed: dict[str, Printed] = {}
+        #: What a kernel changed in the worker process (process_state), by kernel: its worker was replaced.
+        self.process_changes: dict[str, str] = {}
         self._stdout, self._stderr = _Capture(), _Capture()
-        env = {
+        self._env = {
             **os.environ,
             **WORKER_ENV,
             "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")])),
             DISABLE_ISA_ENV: ",".join(sorted(self.disabled)),
         }
+        self._peers, self._reference = peers, None if reference is None else str(reference)  # see reference_library
+        self._scene_path: Path | None = None
+        self._start_process()
+
+    def _start_process(self) -> None:
         ours, theirs = socket.socketpair()
         try:  # forked in its own process group: killed as one, never by the terminal's ^C first
             files = (theirs.fileno(), self._stdout.file.fileno(), self._stderr.file.fileno())
-            reference = None if reference is None else str(reference)  # see reference_library
-            self._process = fork_server(env).spawn(str(self.library), peers, *files, env, reference)
+            server = fork_server(self._env)
+            self._process = server.spawn(str(self.library), self._peers, *files, self._env, self._reference)
         except BaseException:
             ours.close()
             raise
         finally:
             theirs.close()
         self._channel = Connection(ours.detach())
+
+    def _replace_process(self) -> None:
+        """A fresh process for the same library and scene: what a kernel changed in the old one
+        (a thread left running, a timer, a resource limit) reaches no other kernel."""
+        self.kill()
+        self._channel.close()
+        self._start_process()
+        if self._scene_path is not None:
+            self.use_scene(self._scene_path)
 
     # ---------------------------------------------------------------- the channel
 
@@ -188,6 +204,10 @@ class Worker:
             raise WorkerCrashed(f"the worker's channel carried something else: {exc}") from None
         if isinstance(reply, messages.Failure):
             raise WorkerError(reply.error)
+        change = getattr(reply, "process_change", None)
+        if change:
+            self.process_changes.setdefault(who, change)
+            self._replace_process()
         return reply
 
     def _take_output(self, who: str) -> None:
@@ -214,7 +234,7 @@ class Worker:
     def use_scene(self, path: Path) -> int:
         """Make the saved scene at `path` the worker's current scene; its tests."""
         reply = self.ask(messages.LoadScene(str(path)), STARTUP_S)
-        self.tests = reply.tests
+        self.tests, self._scene_path = reply.tests, Path(path)
         return reply.tests
 
     def load(self, scene, scratch: Path) -> None:
@@ -327,6 +347,8 @@ class BuildSession:
         self._unloaded: list[Kernel] = []  # the --source files' kernels, when load_failure says why
         #: What each kernel printed over every worker of this session (BUILD_OUTPUT: start-up).
         self.printed: dict[str, Printed] = {}
+        #: What a kernel changed in its worker process, over every worker of this session.
+        self.process_changes: dict[str, str] = {}
         self.restart()
 
     def restart(self) -> None:
@@ -350,9 +372,18 @@ class BuildSession:
             self._loaded_without_sources(*FAILED_LOADS[self.library])
             self.restart()
             return
-        self.kernels += self._unloaded
+        self.kernels = self._marked_from_source(self.kernels) + self._unloaded
         if self.scene_path is not None:
             self.worker.use_scene(self.scene_path)
+
+    def _marked_from_source(self, kernels: list[Kernel]) -> list[Kernel]:
+        """The kernels, those of the --source files (the rows the build without them lacks) marked."""
+        from ..native.build import kernel_index
+
+        if not self.config.extra_sources:
+            return kernels
+        built_in = kernel_index(replace(self.config, extra_sources=())) or {}
+        return [k if k.name in built_in else replace(k, from_source=True) for k in kernels]
 
     @property
     def loaded_library(self) -> Path:
@@ -394,6 +425,7 @@ class BuildSession:
                 tolerance=0.0,
                 skip_reason=why,
                 unrun_status=status,
+                from_source=True,
             )
             for name, family in own.items()
             if name not in built_in
@@ -405,11 +437,20 @@ class BuildSession:
             mine.lines += printed.lines
             mine.first = (mine.first + printed.first)[:PRINTED_LINES_KEPT]
         self.worker.printed = {}
+        for who, change in self.worker.process_changes.items():
+            self.process_changes.setdefault(who, change)
+        self.worker.process_changes = {}
 
     def printed_note(self, who: str) -> str | None:
         """What `who` printed, as its row's note (None: nothing)."""
         self._keep_printed()
         return self.printed.get(who, Printed()).note()
+
+    def process_note(self, who: str) -> str | None:
+        """What `who` changed in its worker process (process_state), as its row's note (None: nothing)."""
+        self._keep_printed()
+        change = self.process_changes.get(who)
+        return f"changes its worker process: {change} (a fresh worker ran every other kernel)" if change else None
 
     def use(self, scene_path: Path) -> None:
         """Make `scene_path` this session's scene (also after a restart)."""

@@ -41,6 +41,8 @@ class Kernel:
     noop_reason: str | None = None
     #: Measured when no kernel is named (False: a peer, a broadphase, run only when asked for).
     by_default: bool = True
+    #: A row of a --source file: untrusted, so its NoOperation twin stands for itself alone.
+    from_source: bool = False
 
     @property
     def is_default(self) -> bool:
@@ -56,8 +58,11 @@ class Kernel:
 
     @property
     def overhead_key(self) -> str:
-        """Kernels with the same loop shape and arity share one NoOperation measurement."""
-        return f"noop[{self.loop}, {len(self.takes)} arrays]"
+        """Kernels with the same loop shape and arity share one NoOperation measurement; a
+        --source row's twin is its own (a twin that counted hits would make every net of its
+        shape wrong)."""
+        shared = f"noop[{self.loop}, {len(self.takes)} arrays]"
+        return f"{shared} of {self.name}" if self.from_source else shared
 
     def to_dict(self) -> dict:
         return {**asdict(self), "takes": list(self.takes), "isa": list(self.isa), "modes": list(self.modes)}

@@ -1,0 +1,77 @@
+/* Test-only: rows whose evaluation loops are right and whose timed loops are wrong only where
+ * verify's small loop scenes never look (each found by a probe; verify passed them all):
+ * a count loop over 8 shapes a load with a typo in that body (the row declares block 1), a
+ * 16-bit hit counter, count loops that clamp the radius to 4, and NoOperation twins that
+ * count hits.  `run` times every one of these loops. */
+#include "sb_common.h"
+
+static inline int blind_basic(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy;
+    return s < r2 && dx * ux + dy * uy > sqrtf(s) * k;
+}
+#define BLIND_TAKES (cx, cy, ux, uy, r2, cos_theta)
+#define BLIND_ROW(kname, count, noop, text)                                                            \
+    static const sb_kernel kname##_row = {SB_ROW_FIELDS(kname, SCALAR, 1, BLIND_TAKES),                 \
+                                          .family = "sector",                                          \
+                                          .known_bad = 1,                                              \
+                                          .summary = text,                                             \
+                                          .count_inline = count,                                       \
+                                          .count_call = count,                                         \
+                                          .noop_inline = noop##_inline,                                \
+                                          .noop_call = noop##_call,                                    \
+                                          .eval_grid = kname##_eval_grid,                              \
+                                          .eval_pairs = kname##_eval_pairs};                           \
+    SB_REGISTER(kname##_row)
+#define BLIND_SHAPE(kname, q, x, y)                                                                    \
+    kname(s->shape[0][q], s->shape[1][q], s->shape[2][q], s->shape[3][q], s->shape[4][q], s->shape[5][q], x, y)
+
+static inline int unrolled_typo(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    return blind_basic(cx, cy, ux, uy, r2, k, px, py);
+}
+SB_KERNEL_LOOPS(unrolled_typo, SCALAR, 1, BLIND_TAKES)
+static uint64_t unrolled_typo_count(const sb_scene *s) {
+    uint64_t hits = 0;
+    const float *px = s->point[0], *py = s->point[1];
+    int64_t i = s->shape_begin;
+    for (; i + 8 <= s->shape_end; i += 8)
+        for (int64_t j = 0; j < s->n_points; j++) {
+            const float x = px[j], y = py[j];
+            for (int b = 0; b < 7; b++)
+                hits += (uint64_t)BLIND_SHAPE(unrolled_typo, i + b, x, y);
+            hits += (uint64_t)BLIND_SHAPE(unrolled_typo, i + 6, x, y); /* the typo: i + 6, not i + 7 */
+        }
+    for (; i < s->shape_end; i++)
+        for (int64_t j = 0; j < s->n_points; j++)
+            hits += (uint64_t)BLIND_SHAPE(unrolled_typo, i, px[j], py[j]);
+    return hits;
+}
+BLIND_ROW(unrolled_typo, unrolled_typo_count, unrolled_typo_noop, "test only: 8 shapes a load, a typo there");
+
+static inline int narrow_counter(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    return blind_basic(cx, cy, ux, uy, r2, k, px, py);
+}
+SB_KERNEL_LOOPS(narrow_counter, SCALAR, 1, BLIND_TAKES)
+static uint64_t narrow_counter_count(const sb_scene *s) {
+    uint16_t hits = 0; /* wraps past 65 535 hits */
+    for (int64_t i = s->shape_begin; i < s->shape_end; i++)
+        for (int64_t j = 0; j < s->n_points; j++)
+            hits = (uint16_t)(hits + BLIND_SHAPE(narrow_counter, i, s->point[0][j], s->point[1][j]));
+    return hits;
+}
+BLIND_ROW(narrow_counter, narrow_counter_count, narrow_counter_noop, "test only: a 16-bit hit counter");
+
+static inline int clamped_count(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    return blind_basic(cx, cy, ux, uy, r2, k, px, py);
+}
+static inline int clamped_timed(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    return blind_basic(cx, cy, ux, uy, fminf(r2, 16.0f), k, px, py); /* radius clamped to 4 */
+}
+SB_KERNEL_LOOPS(clamped_count, SCALAR, 1, BLIND_TAKES)
+SB_DEFINE_COUNT(clamped_timed_count, SCALAR, 1, 6, clamped_timed, SB_SHAPE_VALUE)
+BLIND_ROW(clamped_count, clamped_timed_count, clamped_count_noop, "test only: count loops clamp r2 to 16");
+
+static inline int counting_twin(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    return blind_basic(cx, cy, ux, uy, r2, k, px, py);
+}
+SB_KERNEL_LOOPS(counting_twin, SCALAR, 1, BLIND_TAKES)
+BLIND_ROW(counting_twin, counting_twin_count_inline, counting_twin_count, "test only: its NoOperation counts hits");
