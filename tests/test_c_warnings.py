@@ -30,6 +30,7 @@ EXTRA = tuple(
         "scribbling_kernel.c",
         "loop_blind_spots.c",
         "process_changers.c",
+        "subnormal_guards.c",
     )
 )
 UNUSED = """#include "sb_common.h"

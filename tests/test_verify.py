@@ -240,3 +240,17 @@ def blind_result():
     kernels = ("unrolled_typo", "narrow_counter", "clamped_count", "counting_twin", "basic")
     result = verify(VerifyConfig(kernels=kernels, builds=(BLIND_SPOTS,), cases=500, show=40, jobs=1))
     return {v.kernel: v for v in result.kernels}
+
+
+@pytest.mark.parametrize("flags, fails", [("-O2", True), ("-O2 -ffast-math", False)])
+def test_denormal_guards_fail_where_subnormals_are_honoured_only(flags, fails):
+    """A subnormal r² taken for an empty sector, a subnormal |D|² for the apex: wrong only on
+    the "subnormal lengths" rows, special values (FTZ does the same to a fast-math build's
+    |D|², which therefore does not fail there: basic passes)."""
+    build_config = BuildConfig.parse(flags, extra_sources=(DATA / "subnormal_guards.c",))
+    result = verify(VerifyConfig(kernels=("guards_r2", "guards_d", "basic"), builds=(build_config,), cases=500))
+    verdicts = {v.kernel: v for v in result.kernels}
+    for guard in ("guards_r2", "guards_d"):
+        assert verdicts[guard].mismatches["special-value"] > 0, verdicts[guard]
+        assert (verdicts[guard].verdict == "FAIL") is fails
+    assert verdicts["basic"].verdict != "FAIL"

@@ -186,6 +186,22 @@ def test_a_kernel_that_changes_its_worker_process_costs_no_other_row(changers_bu
     assert verdicts[changer].status == "ok", verdicts[changer]
 
 
+def test_what_a_kernel_printed_leaves_the_disk_once_read(unruly_build, scratch):
+    """A kernel printing on every call filled $TMPDIR with gigabytes of captured output over a
+    run; the capture files now hold one request's output at most."""
+
+    def on_disk(worker) -> int:
+        return sum(os.fstat(c.file.fileno()).st_size for c in (worker._stdout, worker._stderr))
+
+    with Worker(build(unruly_build)) as worker:
+        worker.load(generate("uniform", 12, 300, 0), scratch)
+        worker.sample(LoopRef("chatty"), calls=20)
+        printed = on_disk(worker)
+        worker.sample(LoopRef("basic"), calls=1)
+        assert printed > 0 and on_disk(worker) == 0
+        assert worker.printed["chatty"].lines == 2 * 20  # two lines a call, every one counted
+
+
 # ---------------------------------------------------------------- deadlines
 
 
@@ -291,6 +307,17 @@ def test_max_minutes_holds_during_a_hang(unruly_build, tmp_path):
     rows = {r["kernel"]: r for r in json.loads(out.read_text())["results"]}
     assert rows["hangs"]["status"] == "timed-out" and "--max-minutes" in rows["hangs"]["reason"]
     assert rows["naive"]["status"] in ("ok", "timed-out")
+
+
+def test_a_kernel_too_slow_for_max_minutes_costs_its_own_rows(unruly_build):
+    """Calibrated over --max-minutes, the run was refused as a whole ("the 10 rounds would take
+    40 s") for one slow kernel; now the costliest rows are left out until the rest fits."""
+    config = small_run(unruly_build, ("crawls", "naive", "basic"), max_minutes=0.3, modes=("inline",))
+    config = replace(config, timing=replace(FAST, repeat=10))
+    rows = {r.kernel: r for r in run(config).results}
+    assert rows["crawls"].status == "timed-out" and "left out: its 10 rounds would take" in rows["crawls"].reason
+    assert "--max-minutes 0.3" in rows["crawls"].reason
+    assert rows["naive"].status == rows["basic"].status == "ok" and rows["basic"].net_s is not None
 
 
 def _descendants(pid: int) -> dict[int, int]:

@@ -4,8 +4,9 @@ The family supplies the cases, the exact reference and how an answer compares wi
 (families/); this module runs the kernels and classifies each mismatch (first match
 wins):
   nondeterministic  the kernel's answer for a row changes with its lane / position;
-  special-value     the row has a NaN, an infinity, a float32 subnormal or a -0.0 input,
-                    and rounding cannot explain the mismatch;
+  special-value     the row has a NaN, an infinity, a float32 subnormal or a -0.0 input
+                    (or an intermediate the family names that only a subnormal holds, a
+                    sector's |D|²), and rounding cannot explain the mismatch;
   logic-bug         float32 evaluates what the answer hinges on exactly (no operation
                     rounds), or the margin exceeds the kernel's declared rounding bound;
   rounding-band     margin <= the bound: float32 can be expected to get it wrong.
@@ -568,6 +569,9 @@ def _judge(family, tally: _Tally, case_set, reference, answers, unstable, config
     compared, margin = compared if isinstance(compared, tuple) else (compared, reference.margin)
     mismatch = (compared | unstable) & applicable
     special = exact.has_special_input(*(case_set.columns[name] for name in inputs))
+    underflowing = family.subnormal_intermediates(case_set.columns)
+    if underflowing is not None:
+        special = special | underflowing
     exact_rows = reference.exact
     margin = np.where(np.isnan(margin), np.inf, margin)
     # Rounding explains a mismatch only where float32 rounds; special inputs count

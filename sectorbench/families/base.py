@@ -108,6 +108,12 @@ class Family:
         """The columns a kernel reads: its shape arrays, then the points."""
         return (*kernel.takes, *self.point_arrays)
 
+    def subnormal_intermediates(self, columns: dict[str, np.ndarray]) -> np.ndarray | None:
+        """Rows whose inputs are normal but whose answer hinges on a value float32 holds only
+        as a subnormal (a sector's |D|²): flushed to zero by a fast-math build's FTZ, they
+        count as special values, as subnormal inputs do.  None: the family names none."""
+        return None
+
     def check_kernel(self, kernel) -> str | None:
         """Why a kernel row does not fit this family (unknown arrays), or None."""
         unknown = [name for name in kernel.takes if name not in self.shape_arrays]

@@ -128,3 +128,13 @@ FPENV_KERNEL(rounds_up, fesetround(FE_UPWARD))
 #if defined(SB_X86)
 FPENV_KERNEL(sets_ftz, _mm_setcsr(_mm_getcsr() | (1u << 15)))
 #endif
+
+/* ---------------------------------------------------------------- crawls */
+
+/* basic, 1 ms a call: its rounds cannot fit a short --max-minutes, the others' can. */
+static inline int crawls(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    usleep(1000);
+    const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy;
+    return s < r2 && dx * ux + dy * uy > sqrtf(s) * k;
+}
+SB_KERNEL(crawls, SCALAR, 1, UNRULY_TAKES, .family = "sector", .known_bad = 1, .summary = "test only: 1 ms a call");

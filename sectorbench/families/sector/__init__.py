@@ -103,6 +103,15 @@ class SectorFamily(BooleanFamily):
     def strict_inside(self, columns):
         return sector_inside(*(columns[name] for name in self.oracle_arrays))
 
+    def subnormal_intermediates(self, columns):
+        """|D|² = (px - cx)² + (py - cy)², exactly from the float32 inputs, in float32's
+        subnormal range: FTZ makes it 0, the apex (the "subnormal lengths" rows)."""
+        dx = columns["px"].astype(np.float64) - columns["cx"].astype(np.float64)
+        dy = columns["py"].astype(np.float64) - columns["cy"].astype(np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            s = dx * dx + dy * dy
+        return (s > 0) & (s < np.finfo(np.float32).tiny)
+
     def applicable(self, kernel, case_set):
         """Rows on which a kernel can be judged against the (r2, cos_theta) oracle.
 

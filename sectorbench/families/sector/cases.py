@@ -210,6 +210,22 @@ def _denormal_d(rng, units):
     }
 
 
+def _subnormal_lengths(rng, units):
+    """D with a subnormal |D|² (|D| of 2^-64 .. 2^-71, so |D|² is not 0 but below float32's
+    normal range), and sectors whose r² is subnormal (r of 2^-64 .. 2^-71) with points at
+    0.1 .. 0.9 r: each inside or outside by its angle.  A kernel that takes a subnormal |D|²
+    for the apex, or a subnormal r² for an empty sector, is wrong only here (the "denormal D"
+    rows' |D|² underflows to 0)."""
+    rows = random_sectors(rng, units)
+    zeros = np.zeros(units)
+    length = 2.0 ** -rng.integers(64, 72, units).astype(float)
+    phi = rng.uniform(0, 2 * np.pi, units)
+    small_d = {**rows, "cx": zeros, "cy": zeros, "px": length * np.cos(phi), "py": length * np.sin(phi)}
+    share = rng.uniform(0.1, 0.9, units)
+    small_r = {**small_d, "r": length, "px": length * share * np.cos(phi), "py": length * share * np.sin(phi)}
+    return {k: np.concatenate([small_d[k], small_r[k]]) for k in small_d}
+
+
 def _special_values(rng, units):
     special = f32(random_sectors(rng, units))
     in_r_theta = with_special_values(special, ("cx", "cy", "ux", "uy", "r", "theta", "px", "py"))
@@ -246,6 +262,7 @@ def case_parts(count: int) -> list[Part]:
         # last: a part's rows are drawn from (seed, its place in this list), so the parts added
         # later go at the end and every older part keeps its rows for a given --seed
         fixed("exact cells", exact_cell_rows()),
+        Part("subnormal lengths", 64, _subnormal_lengths, unit_rows=2),
     ]
 
 
