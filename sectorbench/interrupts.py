@@ -18,7 +18,11 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-#: The signals sectorbench ends on (Ctrl-C, and those the CLI unwinds on like it).
+#: The signals sectorbench ends on, each by unwinding (scratch files removed) to exit status
+#: 128 + the signal: Ctrl-C (INT, 130), a CI runner cancelling (TERM, 143), a closed terminal or
+#: ssh session (HUP), Ctrl-\ (QUIT, whose default would dump core and leave /tmp/sectorbench-*
+#: behind).  The CLI catches Ctrl-C as these rather than as click's Abort, which prints an empty
+#: line first.
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 

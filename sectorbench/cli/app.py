@@ -23,6 +23,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import SectorbenchError
 from ..families import all_families
+from ..interrupts import ENDING_SIGNALS
 from ..measure.timing import duration
 from ..model.results import (
     RESCUE_SUFFIX,
@@ -41,11 +42,6 @@ from ..version import __version__
 PIPED_WIDTH = 160
 #: With stderr piped (a CI log), one progress line this often, so a long step is not silence.
 HEARTBEAT_S = 5.0
-#: The signals sectorbench ends on, each by unwinding (scratch files removed) to exit status
-#: 128 + the signal: Ctrl-C (INT, 130), a CI runner cancelling (TERM, 143), a closed terminal or
-#: ssh session (HUP), Ctrl-\ (QUIT, whose default would dump core and leave /tmp/sectorbench-*
-#: behind).  Ctrl-C too is caught here rather than as click's Abort, which prints an empty line first.
-ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 stderr = Console(stderr=True)
 
 
