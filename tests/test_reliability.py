@@ -747,16 +747,21 @@ def _run_until_measuring(tmp_path, preexec_fn=None, args=SLOW):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP, signal.SIGQUIT])
 def test_ending_signals_clean_up_like_sigterm_in_one_line(signum, tmp_path):
-    # SIGINT as a terminal's Ctrl-C sends it (a shell's background job inherits it ignored)
-    process, scratch = _run_until_measuring(tmp_path, lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    def default_dispositions():  # as a terminal sends them (a shell's background job inherits SIGINT
+        for number in (signal.SIGINT, signal.SIGQUIT):  # and SIGQUIT ignored, and so would the run)
+            signal.signal(number, signal.SIG_DFL)
+
+    process, scratch = _run_until_measuring(tmp_path, default_dispositions)
     try:
+        status = Path(f"/proc/{process.pid}/status").read_text() if sys.platform.startswith("linux") else ""
+        dispositions = [line for line in status.splitlines() if line.startswith(("SigIgn", "SigCgt", "State"))]
         process.send_signal(signum)
         code = process.wait(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
     stderr = process.stderr.read()
-    assert code == 128 + signum, stderr
+    assert code == 128 + signum, (stderr, dispositions)
     said = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
     assert stderr.splitlines()[-1] == f"sectorbench: {said}; scratch files removed", stderr
     assert "" not in stderr.splitlines() and "internal error" not in stderr  # click's Abort printed an empty line

@@ -67,7 +67,9 @@ def snapshot() -> ProcessState:
         native_threads=frozenset(tid for tid in tids if tid not in python_threads and tid != 0),
         timers=tuple(name for name, which in TIMERS.items() if signal.getitimer(which)[0] > 0),
         limits=tuple((name, resource.getrlimit(which)) for name, which in LIMITS.items()),
-        affinity=_per_thread(lambda tid: frozenset(os.sched_getaffinity(tid)), tids),
+        affinity=_per_thread(lambda tid: frozenset(os.sched_getaffinity(tid)), tids)
+        if hasattr(os, "sched_getaffinity")  # Linux's
+        else (),
         nice=_per_thread(lambda tid: os.getpriority(os.PRIO_PROCESS, tid), tids),
         cwd=_cwd(),
         umask=umask,
