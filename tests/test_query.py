@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 import sectorbench
+from sectorbench import families
 from sectorbench.cli import main
 from sectorbench.families import scene_kinds as scenes
 from sectorbench.measure.runner import available_cpus
@@ -238,3 +241,46 @@ def test_cli_query_offers_only_the_scenes_and_options_of_families_that_answer_qu
 def test_max_hits_beyond_an_int64_bound_is_a_value_error(game):
     with pytest.raises(ValueError, match="max_hits must be an integer from 1 to 2\\^62"):
         sectorbench.query(game, game, max_hits=2**63)
+
+
+FIRST_USE_FROM_THREADS = """
+import threading
+import sectorbench
+from sectorbench import families
+
+barrier, seen = threading.Barrier(6), []
+
+def first_use():
+    barrier.wait()
+    try:
+        seen.append((len(families.all_families()), callable(sectorbench.query)))
+    except Exception as exc:
+        seen.append(repr(exc))
+
+threads = [threading.Thread(target=first_use) for _ in range(6)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(seen)
+"""
+
+
+def test_the_first_use_from_several_threads_at_once_sees_every_family():
+    """Threads making a process's first call read a half-filled family registry ("module
+    'sectorbench' has no attribute 'query'", verify's IndexError) in a probe."""
+    for _ in range(3):  # a fresh process each time: only the first use races
+        completed = subprocess.run([sys.executable, "-c", FIRST_USE_FROM_THREADS], capture_output=True, text=True)
+        assert completed.returncode == 0, completed.stderr
+        assert completed.stdout.strip() == repr([(len(families.all_families()), True)] * 6), completed.stdout
+
+
+def test_sectors_with_both_pairs_must_say_the_same(game):
+    """r, theta and r2, cos_theta both given: r2, cos_theta were used unchecked (a stale r2
+    beside a new r answered four times the hits, without a word)."""
+    assert sectorbench.query(game, game).same_as(
+        sectorbench.query({k: game[k] for k in game if k not in ("r", "theta")}, game)
+    )
+    stale = {**game, "r2": game["r2"] * F32(4)}
+    with pytest.raises(ValueError, match=r"they disagree: sectors\['r2'\]\[0\] = .* \(give one pair\)"):
+        sectorbench.query(stale, game)

@@ -418,8 +418,9 @@ def test_query_in_chunks_gives_the_same_hits_and_bounds_them():
     assert chunked.same_as(whole)
     unindexed = query(columns, columns, broadphase="none", max_hits=whole.total)  # chunks of max_hits // M
     assert unindexed.same_as(whole)
-    with pytest.raises(ValueError, match="more than max_hits=1,000 hits"):
+    with pytest.raises(ValueError, match="more than max_hits=1,000 hits") as refused:
         query(columns, columns, max_hits=1000)
+    assert refused.value.__context__ is None  # not "during handling of the above exception" (OverLimit)
 
 
 @pytest.mark.parametrize(

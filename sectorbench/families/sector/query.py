@@ -160,6 +160,8 @@ def sector_columns(sectors) -> dict[str, np.ndarray]:
     if r2 is not None and cos_theta is not None:
         columns["r2"] = float32_column(r2, "sectors['r2']")
         columns["cos_theta"] = float32_column(cos_theta, "sectors['cos_theta']")
+        if r is not None and theta is not None:  # both pairs (a scene's columns): they must be one
+            _check_agree(columns, float32_column(r, "sectors['r']"), float32_column(theta, "sectors['theta']"))
         if (bad := ~(columns["r2"] > 0)).any():
             raise ValueError(f"sectors['r2'][{_first(bad)}] = {columns['r2'][_first(bad)]} is not > 0")
         k = columns["cos_theta"]
@@ -187,6 +189,25 @@ def sector_columns(sectors) -> dict[str, np.ndarray]:
             f"(allowed: 1 +- {UNIT_TOLERANCE:.3g})"
         )
     return columns
+
+
+def _check_agree(columns: dict[str, np.ndarray], r: np.ndarray, theta: np.ndarray) -> None:
+    """Sectors given with r, theta and r2, cos_theta too are answered from r2, cos_theta: refuse
+    them unless each pair says what the other does (r2 = r*r, cos_theta = cos(theta), in
+    float32 as the scenes compute them).  A stale r2 beside a new r answered 29 600 hits where
+    r, theta alone gave 7 868, without a word."""
+    if len(r) != len(columns["r2"]) or len(theta) != len(columns["cos_theta"]):
+        raise ValueError("sectors' r, theta and r2, cos_theta differ in length: give one pair")
+    with np.errstate(all="ignore"):
+        r2 = r * r
+        cos_theta = np.cos(theta.astype(np.float64)).astype(np.float32)
+    for name, derived in (("r2", r2), ("cos_theta", cos_theta)):
+        if (bad := ~((derived == columns[name]) | (np.isnan(derived) & np.isnan(columns[name])))).any():
+            i = _first(bad)
+            raise ValueError(
+                f"sectors give both r, theta and r2, cos_theta, and they disagree: sectors[{name!r}][{i}] = "
+                f"{columns[name][i]}, from r, theta {derived[i]} (give one pair)"
+            )
 
 
 def point_columns(points, finite: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -312,7 +333,10 @@ def query(
     else:
         try:  # one call, which bounds its own answer and refuses past max_hits before allocating
             parts = answer([(0, n)], int(max_hits))
-        except OverLimit:  # then cut the sectors by their bounds (computed again: the rare case)
+        except OverLimit:
+            parts = None
+        if parts is None:  # cut the sectors by their bounds (computed again: the rare case), outside
+            # the handler, so that its "more than max_hits" error does not come chained to OverLimit
             parts = answer(_chunks(runner.bounds(index, columns, n), int(max_hits)), 0)
     check_fp_environment()
     return _joined(parts, index_s)
