@@ -151,6 +151,9 @@ def test_bad_r_theta_raise_named_value_errors(game):
     ):
         with pytest.raises(ValueError, match=message):
             sectorbench.query(_with(sectors, name, index, value), game)
+    short = {**sectors, "r": sectors["r"][:-1], "theta": sectors["theta"][:-1]}
+    with pytest.raises(ValueError, match=r"differ in length: .*'r': \d+, 'theta': \d+"):  # the names given
+        sectorbench.query(short, game)
 
 
 @pytest.mark.parametrize("broadphase", ["grid", "morton", "none"])

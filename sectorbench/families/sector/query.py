@@ -177,7 +177,9 @@ def sector_columns(sectors) -> dict[str, np.ndarray]:
         columns["cos_theta"] = np.cos(theta32.astype(np.float64)).astype(np.float32)
     else:
         raise ValueError("sectors needs columns r2 and cos_theta, or r and theta")
-    lengths = {name: len(v) for name, v in columns.items()}
+    # named as the caller gave them: r2, cos_theta were derived from r, theta when only those came
+    given = {"r2": "r", "cos_theta": "theta"} if r2 is None or cos_theta is None else {}
+    lengths = {given.get(name, name): len(v) for name, v in columns.items()}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"sectors' columns differ in length: {lengths}")
     with np.errstate(all="ignore"):
