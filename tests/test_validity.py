@@ -197,7 +197,8 @@ def test_a_scene_that_fits_in_l2_is_not_marked():
     assert row.working_set_bytes <= l2
     assert row.net_valid is True and row.validity is None and not any(MEMORY_BOUND in w for w in row.warnings)
     assert row.working_set_bytes == 2 * 4 * points
-    assert row.speedup_basis == "net"
+    # Speedups stay on net time (a net clamped to 0 on a loaded machine has no speedup at all)
+    assert validity.basis([row.net_valid]) == validity.NET and row.speedup_basis in (validity.NET, None)
 
 
 # ---------------------------------------------------------------- notes that are true
