@@ -746,6 +746,16 @@ def _run_until_measuring(tmp_path, preexec_fn=None, args=SLOW):
     return process, scratch
 
 
+def _signalled(process, signum: int, timeout_s: float) -> int:
+    """Send `signum` and wait for the process's exit status (killed if it outlasts timeout_s)."""
+    try:
+        process.send_signal(signum)
+        return process.wait(timeout=timeout_s)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP, signal.SIGQUIT])
 def test_ending_signals_clean_up_like_sigterm_in_one_line(signum, tmp_path):
     def default_dispositions():  # as a terminal sends them (a shell's background job inherits SIGINT
@@ -753,14 +763,9 @@ def test_ending_signals_clean_up_like_sigterm_in_one_line(signum, tmp_path):
             signal.signal(number, signal.SIG_DFL)
 
     process, scratch = _run_until_measuring(tmp_path, default_dispositions)
-    try:
-        status = Path(f"/proc/{process.pid}/status").read_text() if sys.platform.startswith("linux") else ""
-        dispositions = [line for line in status.splitlines() if line.startswith(("SigIgn", "SigCgt", "State"))]
-        process.send_signal(signum)
-        code = process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    status = Path(f"/proc/{process.pid}/status").read_text() if sys.platform.startswith("linux") else ""
+    dispositions = [line for line in status.splitlines() if line.startswith(("SigIgn", "SigCgt", "State"))]
+    code = _signalled(process, signum, 60)
     stderr = process.stderr.read()
     assert code == 128 + signum, (stderr, dispositions)
     said = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
@@ -773,12 +778,7 @@ def test_a_signal_the_caller_ignores_stays_ignored(tmp_path):
     """nohup sectorbench run ...: the SIGHUP of a closed terminal does not end it."""
     args = ["-n", "200", "-m", "100000", "--repeat", "5", "--flags", "-O2", "--kernels", "basic"]
     process, scratch = _run_until_measuring(tmp_path, lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN), args)
-    try:
-        process.send_signal(signal.SIGHUP)
-        code = process.wait(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    code = _signalled(process, signal.SIGHUP, 120)
     assert code == 0, process.stderr.read()
     assert list(scratch.iterdir()) == []
 

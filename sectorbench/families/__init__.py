@@ -36,7 +36,6 @@ FAMILIES_ENV = "SECTORBENCH_FAMILIES"
 
 _registry: dict[str, Family] = {}
 _loaded = False  # the family modules' import has started (a module may ask for the registry)
-_done = False  # ... and ended
 _load_error: SectorbenchError | None = None
 #: Threads asking at once wait for the first one's imports (they read a half-filled registry:
 #: "module 'sectorbench' has no attribute 'query'" in a probe's threads); re-entrant, since a
@@ -56,20 +55,18 @@ def register(family: Family) -> Family:
 
 def _load() -> None:
     """Import every family module once; a failure is reported again on every later call."""
-    global _loaded, _done, _load_error
-    if not _done:
-        with _load_lock:
-            if not _loaded:
-                _loaded = True
-                for module in _modules():
-                    try:
-                        importlib.import_module(module)
-                    except Exception as exc:  # the module is the user's: any failure is theirs to read
-                        _load_error = SectorbenchError(
-                            f"cannot load family module {module!r} (from ${FAMILIES_ENV}): {type(exc).__name__}: {exc}"
-                        )
-                        break
-                _done = True
+    global _loaded, _load_error
+    with _load_lock:
+        if not _loaded:
+            _loaded = True
+            for module in _modules():
+                try:
+                    importlib.import_module(module)
+                except Exception as exc:  # the module is the user's: any failure is theirs to read
+                    _load_error = SectorbenchError(
+                        f"cannot load family module {module!r} (from ${FAMILIES_ENV}): {type(exc).__name__}: {exc}"
+                    )
+                    break
     if _load_error is not None:
         raise _load_error
 

@@ -18,9 +18,9 @@ import threading
 from dataclasses import dataclass
 
 TIMERS = {"ITIMER_REAL": signal.ITIMER_REAL, "ITIMER_VIRTUAL": signal.ITIMER_VIRTUAL, "ITIMER_PROF": signal.ITIMER_PROF}
-#: Each limit once (RLIMIT_OFILE is RLIMIT_NOFILE's other name).
-LIMITS = {getattr(resource, name): name for name in sorted(dir(resource), reverse=True) if name.startswith("RLIMIT_")}
-LIMITS = {name: which for which, name in sorted(LIMITS.items(), key=lambda item: item[1])}
+#: Each limit once, by its first name (RLIMIT_OFILE is RLIMIT_NOFILE's other name).
+_FIRST_NAMES = {getattr(resource, n): n for n in sorted(dir(resource), reverse=True) if n.startswith("RLIMIT_")}
+LIMITS = {name: which for which, name in _FIRST_NAMES.items()}
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,8 @@ class ProcessState:
     native_threads: frozenset[int]  # threads Python did not start (a kernel's pthreads, OpenMP's pool)
     timers: tuple[str, ...]  # the armed ones
     limits: tuple[tuple[str, tuple[int, int]], ...]
-    affinity: tuple[tuple[int, frozenset[int]], ...]  # per thread
-    nice: tuple[tuple[int, int], ...]  # per thread
+    affinities: frozenset[frozenset[int]]  # the CPU sets of the process's threads, each once
+    nices: frozenset[int]  # ... and their nice values
     cwd: str | None
     umask: int
 
@@ -48,14 +48,14 @@ def _cwd() -> str | None:
         return None
 
 
-def _per_thread(read, tids: list[int]) -> tuple:
-    found = []
+def _per_thread(read, tids: list[int]) -> frozenset:
+    found = set()
     for tid in tids:
         try:
-            found.append((tid, read(tid)))
+            found.add(read(tid))
         except OSError:  # ended meanwhile
             pass
-    return tuple(found)
+    return frozenset(found)
 
 
 def snapshot() -> ProcessState:
@@ -67,10 +67,10 @@ def snapshot() -> ProcessState:
         native_threads=frozenset(tid for tid in tids if tid not in python_threads and tid != 0),
         timers=tuple(name for name, which in TIMERS.items() if signal.getitimer(which)[0] > 0),
         limits=tuple((name, resource.getrlimit(which)) for name, which in LIMITS.items()),
-        affinity=_per_thread(lambda tid: frozenset(os.sched_getaffinity(tid)), tids)
+        affinities=_per_thread(lambda tid: frozenset(os.sched_getaffinity(tid)), tids)
         if hasattr(os, "sched_getaffinity")  # Linux's
-        else (),
-        nice=_per_thread(lambda tid: os.getpriority(os.PRIO_PROCESS, tid), tids),
+        else frozenset(),
+        nices=_per_thread(lambda tid: os.getpriority(os.PRIO_PROCESS, tid), tids),
         cwd=_cwd(),
         umask=umask,
     )
@@ -82,8 +82,8 @@ def _cpus(cpus: frozenset[int]) -> str:
 
 def describe_change(before: ProcessState, after: ProcessState) -> str | None:
     """What a request changed, as a row's note says it ("left 2 threads running, RLIMIT_CPU
-    (-1, -1) -> (3, -1)"), or None.  Threads and timers count only when new; the affinity and
-    priority of every thread are held to the process's at the snapshot."""
+    (-1, -1) -> (3, -1)"), or None.  Threads and timers count only when new; a thread's CPU
+    affinity or nice value shows as a value the threads did not have before."""
     changes = []
     left = after.native_threads - before.native_threads
     if left:
@@ -95,15 +95,13 @@ def describe_change(before: ProcessState, after: ProcessState) -> str | None:
     changes += [
         f"{name} {old_limits[name]} -> {value}" for name, value in after.limits if old_limits.get(name) != value
     ]
-    main_thread = os.getpid() if os.getpid() in dict(before.affinity) else 0
-    process_cpus = dict(before.affinity).get(main_thread)
-    moved = {cpus for _, cpus in after.affinity if process_cpus is not None and cpus != process_cpus}
-    if moved:
-        changes.append(f"CPU affinity {_cpus(process_cpus)} -> {' / '.join(_cpus(c) for c in moved)}")
-    process_nice = dict(before.nice).get(main_thread)
-    niced = {value for _, value in after.nice if process_nice is not None and value != process_nice}
-    if niced:
-        changes.append(f"nice {process_nice} -> {' / '.join(str(v) for v in sorted(niced))}")
+    if after.affinities != before.affinities:
+        sets = [" / ".join(_cpus(cpus) for cpus in state.affinities) for state in (before, after)]
+        changes.append(f"CPU affinity {sets[0]} -> {sets[1]}")
+    if after.nices != before.nices:
+        changes.append(
+            f"nice {' / '.join(map(str, sorted(before.nices)))} -> {' / '.join(map(str, sorted(after.nices)))}"
+        )
     if after.cwd != before.cwd:
         changes.append(f"working directory {before.cwd} -> {after.cwd or '(removed)'}")
     if after.umask != before.umask:
