@@ -183,7 +183,8 @@ class Reporter:
 @click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="sectorbench")
 def main():
-    """Benchmark and verify float32 point-in-sector kernels written in C."""
+    """Benchmark and verify small float32 geometric kernels written in C (point in sector,
+    point in triangle, a rotated polygon's bounding vertices)."""
     all_families()  # a family module that fails to import stops here, in one line
 
 
