@@ -27,6 +27,24 @@ static inline int probe_other(float cx, float cy, float ux, float uy, float r2, 
 }
 SB_KERNEL(probe_other, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "test: other");
 """
+#: A kernel whose loop reads two writable globals: one the library exports (read through its
+#: GOT slot, -fPIC), one hidden (read in .data directly).  Their initial values decide how
+#: often the test is repeated, not one instruction: scalar.c's `int reps = 1;` made 8 once
+#: ran 1.46x slower and was called "unchanged code".
+REPEATED = """#include "sb_common.h"
+int probe_reps = REPS;
+__attribute__((visibility("hidden"))) int probe_hidden_reps = HIDDEN;
+static inline int probe_repeated(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    int inside = 0;
+    for (int i = 0; i < probe_reps * probe_hidden_reps; ++i) {
+        const float dx = px - cx, dy = py - cy;
+        inside = dx * dx + dy * dy < r2 && dx * ux + dy * uy > k;
+        __asm__ volatile("" : "+r"(inside)); /* the repetitions stay */
+    }
+    return inside;
+}
+SB_KERNEL(probe_repeated, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "test: repeated");
+"""
 FUNCTIONS = ["probe_scaled_count_inline", "probe_scaled_count_call"]
 SMALL = ["-n", "20", "-m", "400", "--repeat", "8", "--min-time", "0.001", "--flags", "-O2", "--kernels", "probe_scaled"]
 
@@ -67,6 +85,24 @@ def test_a_changed_constant_changes_the_fingerprint(sources):
     text = normalized_code(kernel, "probe_scaled_count_inline")
     assert "const:0000403f" in text  # 0.75f, little-endian
     assert "0x" not in "".join(line.split(" ", 1)[0] for line in text.splitlines())  # no address left
+
+
+@pytest.mark.parametrize("changed", ["REPS", "HIDDEN"])
+def test_a_changed_initial_value_of_writable_data_changes_the_fingerprint(tmp_path, changed):
+    def repeated(name, text, **values):
+        (tmp_path / name).mkdir()
+        path = tmp_path / name / "repeated.c"
+        for placeholder in ("REPS", "HIDDEN"):
+            text = text.replace(placeholder, str(values.get(placeholder, 1)))
+        path.write_text(text)
+        return code_fingerprints(library(path), ["probe_repeated_count_inline", "probe_repeated_count_call"])
+
+    once = repeated("once", REPEATED)
+    assert all(once.values())
+    eight = repeated("eight", REPEATED, **{changed: 8})
+    assert all(once[name] != eight[name] for name in once)  # inline and call mode alike
+    commented = REPEATED.replace("int inside = 0;", "int inside = 0; /* only a comment */")
+    assert repeated("commented", commented) == once
 
 
 def test_call_mode_includes_the_predicate_it_calls_through_a_pointer(sources):
