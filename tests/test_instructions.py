@@ -219,3 +219,94 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def _saved_run(path: Path, instructions: int | None, reason: str | None = None) -> Path:
+    """A saved run of one kernel, its samples the same every time: only its counts (net
+    instructions per test = (instructions - 1000) / 1000) tell two of them apart."""
+    from sectorbench.model.results import KernelResult, RunResult, save
+
+    samples = [1e-3 * (1 + 0.001 * i) for i in range(12)]
+    row = KernelResult(
+        kernel="basic",
+        family="sector",
+        flags="-O2",
+        cc="cc",
+        mode="inline",
+        status="ok",
+        hits=10,
+        tests=1000,
+        samples_s=samples,
+        median_s=samples[6],
+        instructions=instructions,
+        overhead_instructions=None if instructions is None else 1000,
+        instructions_tests=None if instructions is None else 1000,
+        instructions_reason=reason,
+    )
+    scene = {"kind": "uniform", "family": "sector", "seed": 0, "sectors": 10, "points": 100}
+    return save(RunResult(scene=scene, env={}, config={"repeat": 12}, results=[row]), path)
+
+
+def test_regress_gates_the_counts_both_files_carry(tmp_path):
+    """Twice the net instructions a test, the same timings: regress fails as the run --baseline
+    --metric instructions that saved them did (regress once gated such files on time alone)."""
+    base, head = _saved_run(tmp_path / "a.json", 2000), _saved_run(tmp_path / "b.json", 3000)
+    markdown = tmp_path / "gate.md"
+    result = CliRunner().invoke(
+        main, ["regress", str(base), str(head), "--markdown", str(markdown)], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 1, result.output
+    assert "1 row(s) gated on valgrind's counts" in result.output and "1 regression(s)" in result.output
+    row = next(line for line in markdown.read_text().splitlines() if line.startswith("| basic "))
+    assert "| 1 instr/test | 2 instr/test | 2.000 [2.000, 2.000] |" in row, row
+
+
+def test_regress_with_counts_in_one_file_says_it_gated_on_time(tmp_path):
+    base = _saved_run(tmp_path / "a.json", 2000)
+    head = _saved_run(tmp_path / "b.json", None, "valgrind is not installed")
+    markdown = tmp_path / "gate.md"
+    result = CliRunner().invoke(
+        main, ["regress", str(base), str(head), "--markdown", str(markdown)], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 0, result.output
+    line = "instructions: no row was gated on instruction counts, all 1 on time: valgrind is not installed (basic)"
+    assert line in " ".join(result.output.split())  # the table's caption, wrapped to its width
+    assert f"- {line}" in markdown.read_text()
+
+
+#: conftest.USER_KERNEL's test, 16 lanes at a time: valgrind cannot run it.
+AVX512_KERNEL = """#include "sb_common.h"
+SB_AVX512_ATTR
+static inline __mmask16 mine(__m512 cx, __m512 cy, __m512 ux, __m512 uy, __m512 r2, __m512 k, __m512 px, __m512 py) {
+    const __m512 dx = _mm512_sub_ps(px, cx), dy = _mm512_sub_ps(py, cy);
+    const __m512 s = _mm512_add_ps(_mm512_mul_ps(dx, dx), _mm512_mul_ps(dy, dy));
+    const __m512 a = _mm512_add_ps(_mm512_mul_ps(dx, ux), _mm512_mul_ps(dy, uy));
+    __mmask16 inside = _mm512_cmp_ps_mask(s, r2, _CMP_LT_OQ);
+    inside = _mm512_mask_cmp_ps_mask(inside, a, _mm512_setzero_ps(), _CMP_GT_OQ);
+    return _mm512_mask_cmp_ps_mask(inside, _mm512_mul_ps(a, a), _mm512_mul_ps(s, _mm512_mul_ps(k, k)), _CMP_GT_OQ);
+}
+SB_KERNEL(mine, AVX512, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "user kernel, AVX-512");
+"""
+
+
+def test_nothing_counted_is_said_and_the_rows_left_to_time_need_their_rounds(tmp_path):
+    """--metric instructions where valgrind counts nothing (AVX-512 code, which it cannot run):
+    the gate is on time, and says so in one line on the console and in the Markdown; with
+    rounds too few to reach alpha it is refused (it once passed, never able to flag anything)."""
+    old, new = tmp_path / "old.c", tmp_path / "new.c"
+    old.write_text(AVX512_KERNEL)
+    more = "_mm512_add_ps(_mm512_mul_ps(dy, dy), _mm512_mul_ps(_mm512_setzero_ps(), dx)));"
+    new.write_text(AVX512_KERNEL.replace("_mm512_mul_ps(dy, dy));", more))
+    scene = ["-n", "32", "-m", "1000", "--flags", "-O2", "--kernels", "mine", "--min-time", "0.001"]
+    ab = [*scene, "--source", str(new), "--against-source", str(old), "--metric", "instructions"]
+    markdown = tmp_path / "gate.md"
+    refused = CliRunner().invoke(main, ["run", *ab, "--repeat", "3"], env={"COLUMNS": "300"})
+    assert refused.exit_code == 2, refused.output
+    assert "no row was gated on instruction counts" in refused.output and "--repeat 5 would" in refused.output
+    result = CliRunner().invoke(
+        main, ["run", *ab, "--repeat", "5", "--markdown", str(markdown)], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code in (0, 1), result.output
+    said = " ".join(result.output.split()).split("no row was gated on instruction counts")
+    assert len(said) == 2 and "valgrind cannot run" in said[1].split(" (mine)")[0], result.output  # once, and why
+    assert "no row was gated on instruction counts, all 1 on time:" in markdown.read_text()

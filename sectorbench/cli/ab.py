@@ -36,22 +36,46 @@ def with_metric(result, config, metric: str):
     """The result with valgrind's instruction counts when --metric instructions asks for them."""
     if metric != INSTRUCTIONS:
         return result
-    from ..measure.instructions import CountedBuild, annotate, unavailable
+    from ..measure.instructions import CountedBuild, annotate
 
-    problem = unavailable()
-    if problem:
-        note(f"--metric instructions: {problem}; timings only")
+    # Without valgrind every row's reason says so: print_instructions, or the gate, says it once.
     builds = [CountedBuild(b, "head" if config.base_builds else None) for b in config.builds]
     builds += [CountedBuild(b, "base") for b in config.base_builds]
     return annotate(result, builds, _scene(config), lambda what: note(what))
 
 
-def print_instructions(result, metric: str) -> None:
-    if metric != INSTRUCTIONS or not any(r.instructions is not None for r in result.results):
+def print_instructions(result, metric: str, gated: bool = False) -> None:
+    """The counts' table; with no row counted, one line saying why instead (a gate that
+    follows says it itself, among its warnings: `gated`)."""
+    if metric != INSTRUCTIONS:
         return
-    from ..present.ab import instructions_table
+    from ..present.ab import instructions_table, uncounted_summary
 
-    stdout().print(instructions_table(result))
+    if any(r.instructions is not None for r in result.results):
+        stdout().print(instructions_table(result))
+    elif not gated and (line := uncounted_summary(result)):
+        stdout().print(line, highlight=False, markup=False)
+
+
+def count_revision(baseline, current, report, gate_config, check_rounds: int | None = None):
+    """The report gated on instruction counts where both sides have them, the rest on time
+    with one warning line saying why (compare.gate.uncounted_line).
+
+    check_rounds: the rounds a side of a same-job A/B run, whose power was not checked before
+    timing because counts need none: refused now if a row left to time cannot reach alpha."""
+    from ..compare.gate import UNCHANGED_CODE, check_ab_rounds, uncounted_line, uncounted_rows, with_counts_noted
+    from ..measure.instructions import gate_counts
+
+    report = gate_counts(baseline, current, report, gate_config)
+    counted = sum(1 for r in report.rows if r.counted)
+    if counted:
+        note(f"instructions: {counted} row(s) gated on valgrind's counts (ratio of net instructions per test)")
+    if check_rounds is not None and any(r.verdict != UNCHANGED_CODE for r in uncounted_rows(report)):
+        try:
+            check_ab_rounds(check_rounds, gate_config.alpha)
+        except SectorbenchError as exc:
+            raise SectorbenchError(f"{uncounted_line(report, baseline, current)}; and {exc}") from None
+    return with_counts_noted(report, baseline, current)
 
 
 def _restricted(config, keys, normalize):
@@ -80,7 +104,6 @@ def gate_revision(config, baseline, current, gate_config, confirm: bool, metric:
     from ..compare.against import confirm as confirm_rows
     from ..compare.against import split
     from ..compare.gate import OVERHEAD, gate
-    from ..measure.instructions import gate_counts
     from .measure import measure
 
     def measure_again(keys):
@@ -97,10 +120,8 @@ def gate_revision(config, baseline, current, gate_config, confirm: bool, metric:
 
     def revise(report):
         if metric == INSTRUCTIONS:
-            report = gate_counts(baseline, current, report, gate_config)
-            counted = sum(1 for r in report.rows if r.p_slower != r.p_slower)
-            if counted:
-                note(f"instructions: {counted} row(s) gated on valgrind's counts (ratio of net instructions per test)")
+            ab_rounds = config.timing.repeat if config.base_builds else None  # --baseline checked its own
+            report = count_revision(baseline, current, report, gate_config, ab_rounds)
         if confirm:
             report, lines = confirm_rows(report, measure_again)
             for line in lines:
@@ -140,7 +161,7 @@ def run_ab(
         result = replace(result, config={**result.config, "against": ab.label})
         console = stdout()
         console.print(fit(run_table(with_sides(result)), console.width, RUN_DROP))
-        print_instructions(result, metric)
+        print_instructions(result, metric, gated=True)
         write_json(result, json_path, force, save)
         base, head, removed = split(result)
         write_exports(head, exports, force)

@@ -237,10 +237,15 @@ def run_command(
         baseline_result = load_plain(baseline)
         check_scene(baseline_result, describe_scene(config.scene, sectors, points, seed, config.scene_options))
         check_power(baseline_result, repeat, gate_config.alpha)
-    if (against or against_source) and metric == "time":
+    if against or against_source:
         from ..compare.gate import check_ab_rounds
+        from ..measure.instructions import unavailable
 
-        check_ab_rounds(repeat, gate_config.alpha)
+        # Counts need no rounds, but every row valgrind cannot count is gated on time: without
+        # valgrind that is every row, so refused now; one that cannot be counted (AVX-512 code,
+        # valgrind failing on it) is known after counting, and refused then (ab.count_revision).
+        if metric == "time" or unavailable():
+            check_ab_rounds(repeat, gate_config.alpha)
     if against or against_source:
         run_ab(
             config,
@@ -262,7 +267,7 @@ def run_command(
 
     console = stdout()
     console.print(fit(run_table(result), console.width, RUN_DROP, whole_lines=True))
-    print_instructions(result, metric)
+    print_instructions(result, metric, gated=baseline_result is not None)
     write_json(result, json_path, force, save_to_results)
     write_exports(result, exports, force)
     if baseline_result is not None:

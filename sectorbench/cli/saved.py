@@ -9,6 +9,7 @@ import click
 from ..errors import SectorbenchError
 from ..measure.timing import MODES
 from ..model.results import load
+from .ab import count_revision
 from .app import load_plain, main, note, run_gate
 from .options import check_outputs, gate_options, make_gate_config, refuse_unused
 
@@ -26,7 +27,10 @@ from .options import check_outputs, gate_options, make_gate_config, refuse_unuse
     "--force", is_flag=True, help="Replace an existing --markdown file (a regular file only) [default: refuse]."
 )
 def regress_command(baseline, current, alpha, threshold, thresholds, normalize, markdown_path, across_builds, force):
-    """Exit 1 if CURRENT is significantly slower than BASELINE (2 if they cannot be compared)."""
+    """Exit 1 if CURRENT is significantly slower than BASELINE (2 if they cannot be compared).
+
+    A row with valgrind's instruction counts in both files (saved by a run with --metric
+    instructions) is gated on the counts, as that run's gate was."""
     from ..compare.gate import as_baseline_build
 
     check_outputs(force, markdown_path, inputs=(baseline, current, thresholds))
@@ -34,7 +38,13 @@ def regress_command(baseline, current, alpha, threshold, thresholds, normalize, 
     baseline_result, current_result = load_plain(baseline), load_plain(current)
     if across_builds:
         current_result = as_baseline_build(current_result, baseline_result)
-    run_gate(baseline_result, current_result, config, markdown_path, force, str(baseline), str(current))
+    revise = None
+    if any(r.instructions is not None for r in (*baseline_result.results, *current_result.results)):
+
+        def revise(report):
+            return count_revision(baseline_result, current_result, report, config)
+
+    run_gate(baseline_result, current_result, config, markdown_path, force, str(baseline), str(current), revise=revise)
 
 
 @main.command("plot")

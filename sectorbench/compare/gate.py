@@ -60,6 +60,9 @@ __all__ = [
     "check_rows",
     "check_scene",
     "gate",
+    "uncounted_line",
+    "uncounted_rows",
+    "with_counts_noted",
     "load_thresholds",
     "row_label",
 ]
@@ -486,12 +489,7 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
         f"thresholds: no kernel named {name!r} in either run" for name in config.per_kernel if name not in known
     ]
     used_ccs = {row.cc for row in rows}
-    sizes = {(len(base_rows[r.key].samples_s), len(cur_rows[r.key].samples_s)) for r in rows}
-    power_warnings = [
-        f"{_power_problem(base_n, current_n, config.alpha)}: no row can be called a regression"
-        for base_n, current_n in sorted(sizes)
-        if not can_reach_alpha(base_n, current_n, config.alpha)
-    ]
+    power_warnings = _power_warnings([(base_rows[r.key], cur_rows[r.key]) for r in rows], config.alpha)
     return GateReport(
         config=config,
         rows=tuple(rows),
@@ -506,6 +504,64 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
         ),
         failures=tuple(failures),
     )
+
+
+def _power_warnings(pairs: Iterable[tuple[KernelResult, KernelResult]], alpha: float) -> list[str]:
+    """One line per pair of sample counts among `pairs` (baseline row, current row) that cannot reach alpha."""
+    sizes = {(len(base.samples_s), len(cur.samples_s)) for base, cur in pairs}
+    return [
+        f"{_power_problem(base_n, current_n, alpha)}: no row can be called a regression"
+        for base_n, current_n in sorted(sizes)
+        if not can_reach_alpha(base_n, current_n, alpha)
+    ]
+
+
+def uncounted_rows(report: GateReport) -> tuple[GateRow, ...]:
+    """The rows of a count-gated report (--metric instructions) that were gated on time."""
+    return tuple(r for r in report.rows if not r.counted)
+
+
+def _without_count_reason(row: KernelResult | None, side: str) -> str:
+    return (row and row.instructions_reason) or f"no instruction counts in {side}"
+
+
+def uncounted_line(report: GateReport, baseline: RunResult, current: RunResult) -> str | None:
+    """One line saying which rows of a count-gated report were gated on time instead, and why
+    (each side's instructions_reason: valgrind missing or failing, AVX-512 code); None when
+    every row was counted."""
+    timed = uncounted_rows(report)
+    if not timed:
+        return None
+    base, cur = {r.key: r for r in baseline.results}, {r.key: r for r in current.results}
+    kernels_by_reason: dict[str, list[str]] = {}
+    for row in timed:
+        before, after = base.get(row.key), cur.get(row.key)
+        if after is None or after.instructions is None:
+            reason = _without_count_reason(after, _CURRENT)
+        else:
+            reason = _without_count_reason(before, _BASE)
+        kernels = kernels_by_reason.setdefault(reason, [])
+        if row.kernel not in kernels:
+            kernels.append(row.kernel)
+    why = "; ".join(
+        f"{reason} ({', '.join(kernels[:3])}{f' and {len(kernels) - 3} more' if len(kernels) > 3 else ''})"
+        for reason, kernels in kernels_by_reason.items()
+    )
+    if len(timed) == len(report.rows):
+        return f"instructions: no row was gated on instruction counts, all {len(timed)} on time: {why}"
+    return f"instructions: {len(timed)} of {len(report.rows)} rows gated on time, not on instruction counts: {why}"
+
+
+def with_counts_noted(report: GateReport, baseline: RunResult, current: RunResult) -> GateReport:
+    """A count-gated report's warnings: the power lines only for the rows still gated on time
+    (a count needs no rounds), and uncounted_line first."""
+    show_cc = shows_cc(r.key for r in (*baseline.results, *current.results))
+    base_rows, cur_rows = _index(baseline, _BASE, show_cc), _index(current, _CURRENT, show_cc)
+    every = _power_warnings([(base_rows[r.key], cur_rows[r.key]) for r in report.rows], report.config.alpha)
+    timed = _power_warnings([(base_rows[r.key], cur_rows[r.key]) for r in uncounted_rows(report)], report.config.alpha)
+    line = uncounted_line(report, baseline, current)
+    warnings = [*([line] if line else []), *timed, *(w for w in report.warnings if w not in every)]
+    return replace(report, warnings=tuple(warnings))
 
 
 def _toolchain_drift(base: KernelResult, cur: KernelResult, baseline: RunResult, current: RunResult) -> str | None:

@@ -45,3 +45,21 @@ def instructions_table(run: RunResult) -> Table:
             "",
         )
     return table
+
+
+def uncounted_summary(run: RunResult) -> str | None:
+    """One line when --metric instructions counted no row of `run`: that, and why (each
+    row's instructions_reason, the kernels it concerns)."""
+    rows = [r for r in run.results if r.status == "ok"]
+    if not rows or any(r.instructions is not None for r in rows):
+        return None
+    kernels_by_reason: dict[str, list[str]] = {}
+    for row in rows:
+        kernels = kernels_by_reason.setdefault(row.instructions_reason or "no count", [])
+        if row.kernel not in kernels:
+            kernels.append(row.kernel)
+    why = "; ".join(
+        f"{reason} ({', '.join(kernels[:3])}{f' and {len(kernels) - 3} more' if len(kernels) > 3 else ''})"
+        for reason, kernels in kernels_by_reason.items()
+    )
+    return f"instructions: no row was counted: {why}"
