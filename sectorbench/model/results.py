@@ -49,6 +49,12 @@ def scene_shapes(scene: dict) -> int | None:
     return next((value for key, value in scene.items() if key not in SCENE_KEYS), None)
 
 
+#: How the notes of measure/timing.net_time begin where a row's net time is not clearly above 0
+#: (clamped at 0, or its interval over the rounds reaches 0).  The note, kept in the row's
+#: warnings and so in every saved file, is that decision: a speedup or ratio on such a net
+#: divides by noise (KernelResult.net_above_zero).
+NET_NOT_ABOVE_ZERO_NOTES = ("net time <= 0", "net time not clearly above 0")
+
 #: A peer's row's cc (its flags are measure.runner.PEER_FLAGS): no compiler builds a peer.
 PEER_CC = "python"
 
@@ -136,6 +142,12 @@ class KernelResult:
     instructions_reason: str | None = None  # why there is no count (valgrind missing, AVX-512, ...)
     #: How the kernel left the worker's FP environment (restored before every other kernel), if it changed it.
     fp_environment_change: str | None = None
+
+    @property
+    def net_above_zero(self) -> bool:
+        """Whether the row's net time is clearly above 0: timing gave it no note saying otherwise
+        (NET_NOT_ABOVE_ZERO_NOTES).  A row nothing was subtracted from has no such note."""
+        return not any(warning.startswith(NET_NOT_ABOVE_ZERO_NOTES) for warning in self.warnings)
 
     @property
     def percent_of_bound(self) -> float | None:

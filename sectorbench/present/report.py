@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -95,6 +96,20 @@ def expected_hits(run: RunResult) -> tuple[dict, str] | None:
     return expected, f"the reference kernel {reference}'s count"
 
 
+def shown_speedup(row: KernelResult, results: Sequence[KernelResult]) -> float | None:
+    """row.speedup, or None where it would celebrate noise: a speedup on net time whose row, or
+    whose reference row, has a net time not clearly above 0 (KernelResult.net_above_zero; the
+    row's note says so, and docs/methodology.md promises such rows are flagged, not celebrated).
+    A speedup on gross time (a memory-bound run) does not divide by a net, so it stands."""
+    if row.speedup is None or row.speedup_basis == "gross":
+        return row.speedup
+    reference_key = row.key.with_kernel(row.speedup_reference or row.kernel)
+    reference = next((r for r in results if r.key == reference_key and r.side == row.side), None)
+    if not row.net_above_zero or (reference is not None and not reference.net_above_zero):
+        return None
+    return row.speedup
+
+
 def speedup_caption(results: list[KernelResult]) -> str | None:
     """What the speedup column is relative to, and on which time; or that nothing was."""
     ok = [r for r in results if r.status == "ok"]
@@ -114,6 +129,8 @@ def speedup_caption(results: list[KernelResult]) -> str | None:
     missing = sorted({r.kernel for r in ok if r.speedup is None})
     if missing:
         text += f"; none for {', '.join(missing)} (no reference in its build)"
+    if any(shown_speedup(r, results) is None for r in compared):
+        text += "; – where the row's net time, or its reference's, is not clearly above 0 (its note): a ratio of noise"
     return text
 
 
@@ -228,7 +245,7 @@ def run_table(run: RunResult) -> Table:
             _ms(r.overhead_s),
             _ms(r.net_s),
             "–" if r.ns_per_test is None else f"{r.ns_per_test:.3f}",
-            "–" if r.speedup is None else f"{r.speedup:.1f}x",
+            "–" if (speedup := shown_speedup(r, results)) is None else f"{speedup:.1f}x",
             _number(r.cycles_per_test, ".2f"),
         ]
         if show_bound:
@@ -367,6 +384,19 @@ def failing_inputs_lines(verdict) -> list[str]:
     ]
 
 
+#: The compare matrix's marks in place of a ratio's interval, and what each means (its legend).
+NOISE_RATIO = "×–"
+NO_INTERVAL = "[n/a]"
+COMPARE_LEGEND = {
+    NOISE_RATIO: "no ratio: this build's or the first build's net time is not clearly above 0 "
+    "(too small next to the NoOperation to measure; `--table` shows the row's note), and a ratio to "
+    "noise is no speedup",
+    NO_INTERVAL: "no interval: in some round this build's or the first build's net time (kernel − "
+    "NoOperation) was 0 or below, or they ran a different number of rounds, so the per-round ratios "
+    "are undefined; the × is the ratio of the median net times",
+}
+
+
 def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
     """Kernels x builds: net ns/test, the ratio to the first build with its paired interval."""
     several_cc = shows_cc(r.key for r in run.results)
@@ -387,6 +417,7 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
     rows = {}
     for r in run.results:
         rows.setdefault((r.kernel, r.mode), {})[build_label(r.cc, r.flags, several_cc)] = r
+    shown = set()  # which of the legend's marks the matrix shows
     for (kernel, mode), cells in rows.items():
         first = cells.get(builds[0])
         measured = {b: c for b, c in cells.items() if c.status == "ok" and c.ns_per_test is not None}
@@ -400,13 +431,22 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
                 continue
             text = f"{cell.ns_per_test:.3f}"
             if first is not None and first is not cell and first.ns_per_test:
-                interval = paired_ratio_if_defined(cell.net_samples_s, first.net_samples_s, confidence)
-                if interval is not None:
+                if not (cell.net_above_zero and first.net_above_zero):
+                    text += f"\n{NOISE_RATIO}"
+                    shown.add(NOISE_RATIO)
+                elif (
+                    interval := paired_ratio_if_defined(cell.net_samples_s, first.net_samples_s, confidence)
+                ) is not None:
                     text += f"\n×{interval.estimate:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
                 elif first.net_s:
-                    text += f"\n×{cell.net_s / first.net_s:.2f} [n/a]"
+                    text += f"\n×{cell.net_s / first.net_s:.2f} {NO_INTERVAL}"
+                    shown.add(NO_INTERVAL)
             out.append(Text(text, style="bold green" if build == fastest and len(measured) > 1 else ""))
         table.add_row(*out)
+    legend = [f"{mark}: {COMPARE_LEGEND[mark]}" for mark in COMPARE_LEGEND if mark in shown]
+    if legend:  # escaped: rich would read "[n/a]" as a style tag and drop it
+        table.caption = escape("\n".join(legend))
+        table.caption_justify = "left"
     return table
 
 

@@ -1,0 +1,128 @@
+"""What the run table and the compare matrix show in place of a number that would mislead: a
+speedup or ratio on a net time not clearly above 0 ("–"), a ratio without its interval ([n/a]),
+each explained under its table.  The rows' notes come from measure/timing.net_time itself."""
+
+from __future__ import annotations
+
+import io
+import statistics
+
+from rich.console import Console
+
+from sectorbench.measure.runner import _with_speedups
+from sectorbench.measure.timing import net_time
+from sectorbench.model.results import KernelResult, RunResult
+from sectorbench.present.report import COMPARE_LEGEND, NO_INTERVAL, NOISE_RATIO, compare_table, run_table
+
+TESTS = 1000
+
+
+def timed_row(kernel: str, flags: str, kernel_ms: list[float], noop_ms: list[float]) -> KernelResult:
+    """A row as the runner records it: net time and its notes from timing.net_time."""
+    kernel_s, noop_s = [ms / 1e3 for ms in kernel_ms], [ms / 1e3 for ms in noop_ms]
+    net = net_time(kernel_s, noop_s)
+    return KernelResult(
+        kernel=kernel,
+        family="sector",
+        flags=flags,
+        cc="cc",
+        mode="inline",
+        status="ok",
+        hits=100,
+        tests=TESTS,
+        calls=1,
+        samples_s=kernel_s,
+        median_s=statistics.median(kernel_s),
+        spread=0.1,
+        overhead_samples_s=noop_s,
+        overhead_s=statistics.median(noop_s),
+        net_samples_s=list(net.net_samples_s),
+        net_s=net.net_s,
+        ns_per_test=net.net_s / TESTS * 1e9,
+        warnings=list(net.warnings),
+    )
+
+
+def a_run(rows: list[KernelResult]) -> RunResult:
+    scene = {"kind": "uniform", "family": "sector", "sectors": 10, "points": 100, "seed": 1}
+    return RunResult(scene=scene, env={}, config={"repeat": 5, "reference": "naive"}, results=rows)
+
+
+def render(table) -> str:
+    console = Console(width=400, file=io.StringIO(), color_system=None, force_terminal=False)
+    console.print(table)
+    return console.file.getvalue()
+
+
+CLEAR = [60.0, 61.0, 60.5, 59.5, 60.2]  # 60 ms a pass against a 10 ms NoOperation
+NOOP = [10.0, 10.0, 10.0, 10.0, 10.0]
+NOISY = [10.5, 8.0, 10.07, 12.0, 9.0]  # median 0.07 ms above its NoOperation, some rounds below
+
+
+def test_net_time_notes_are_what_a_row_is_judged_by():
+    assert timed_row("naive", "-O2", CLEAR, NOOP).net_above_zero
+    assert not timed_row("sse2", "-O2", NOISY, NOOP).net_above_zero
+    assert not timed_row("sse2", "-O2", [9.0] * 5, NOOP).net_above_zero  # clamped at 0
+
+
+def speedup_column(rows: list[KernelResult]) -> dict[str, str]:
+    """The run table's speedup cell of each kernel (one build here)."""
+    table = run_table(a_run(rows))
+    kernels = next(column for column in table.columns if column.header == "kernel")
+    speedups = next(column for column in table.columns if column.header == "speedup")
+    return dict(zip(kernels.cells, speedups.cells))
+
+
+def test_a_speedup_on_a_net_time_not_clearly_above_0_is_not_shown():
+    rows = _with_speedups([timed_row("naive", "-O2", CLEAR, NOOP), timed_row("sse2", "-O2", NOISY, NOOP)], "naive")
+    assert rows[1].speedup > 100  # the runner's ratio of noise: what the table must not celebrate
+    assert speedup_column(rows) == {"naive": "1.0x", "sse2": "–"}
+    caption = " ".join(render(run_table(a_run(rows))).split())
+    assert "– where the row's net time, or its reference's, is not clearly above 0" in caption
+
+
+def test_a_noisy_reference_takes_the_speedups_of_its_build_away():
+    rows = _with_speedups([timed_row("naive", "-O2", NOISY, NOOP), timed_row("basic", "-O2", CLEAR, NOOP)], "naive")
+    assert rows[1].speedup is not None
+    assert speedup_column(rows) == {"naive": "–", "basic": "–"}
+
+
+def test_a_clear_speedup_is_shown():
+    rows = _with_speedups(
+        [timed_row("naive", "-O2", CLEAR, NOOP), timed_row("basic", "-O2", [35.0] * 5, NOOP)], "naive"
+    )
+    assert speedup_column(rows) == {"naive": "1.0x", "basic": "2.0x"}
+    assert "not clearly above 0" not in render(run_table(a_run(rows)))
+
+
+def matrix_text(rows: list[KernelResult]) -> str:
+    return " ".join(render(compare_table(a_run(rows))).split())
+
+
+def fast_math_cell(rows: list[KernelResult]) -> str:
+    table = compare_table(a_run(rows))
+    column = next(column for column in table.columns if column.header == "-O2 -ffast-math")
+    return next(iter(column.cells)).plain
+
+
+def test_the_compare_matrix_gives_no_ratio_to_noise_and_says_why():
+    rows = [timed_row("sse2", "-O2", CLEAR, NOOP), timed_row("sse2", "-O2 -ffast-math", NOISY, NOOP)]
+    assert fast_math_cell(rows) == f"70.000\n{NOISE_RATIO}"  # 0.07 ms over 1000 tests, no ×0.00
+    assert f"{NOISE_RATIO}: {COMPARE_LEGEND[NOISE_RATIO]}" in matrix_text(rows)
+
+
+def test_the_compare_matrix_explains_a_ratio_without_its_interval():
+    # Nine rounds: one at or below the NoOperation leaves the net's 95 % interval above 0
+    # (its low end is the second smallest round), but no ratio for that round.
+    nine = [60.0, 61.0, 60.5, 59.5, 60.2, 60.1, 60.3, 60.4, 9.0]
+    rows = [timed_row("sse2", "-O2", [60.0] * 9, [10.0] * 9), timed_row("sse2", "-O2 -ffast-math", nine, [10.0] * 9)]
+    assert rows[1].net_above_zero
+    assert fast_math_cell(rows) == f"50200.000\n×1.00 {NO_INTERVAL}"
+    text = matrix_text(rows)
+    assert f"{NO_INTERVAL}: {COMPARE_LEGEND[NO_INTERVAL]}" in text and f"{NOISE_RATIO}:" not in text
+
+
+def test_a_matrix_of_clear_ratios_has_no_legend():
+    rows = [timed_row("sse2", "-O2", CLEAR, NOOP), timed_row("sse2", "-O2 -ffast-math", [35.0] * 5, NOOP)]
+    table = compare_table(a_run(rows))
+    assert table.caption is None and "×0.50" in render(table)
