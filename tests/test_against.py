@@ -209,6 +209,20 @@ def test_a_ref_whose_abi_declares_otherwise_is_refused(tmp_path, monkeypatch):
     assert_one_line_error(result, "--against HEAD", "ABI", "differs")
 
 
+def test_a_working_tree_whose_abi_differs_from_the_installed_package_is_refused(tmp_path, monkeypatch):
+    """The head side is a checkout other than the installed package (a clone): its ABI is checked
+    too, not only the ref's (such a head once ran and gave "2 improvements, ratio 0.003")."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, capture_output=True)
+    abi = clone / "kernels_c" / "sector" / "abi.h"
+    old = "int64_t sb_bp_pool_release(void);"
+    assert old in abi.read_text()
+    abi.write_text(abi.read_text().replace(old, old + "\nint sb_bp_only_in_the_head(void);", 1))  # not committed
+    monkeypatch.chdir(clone)
+    result = invoke("run", *SMALL, "--kernels", "basic", "--against", "HEAD")
+    assert_one_line_error(result, "--against HEAD", "ABI", "of the working tree", "installed sectorbench")
+
+
 def test_a_ref_whose_kernels_c_links_outside_is_refused(tmp_path, monkeypatch):
     """tarfile's data filter refuses to extract a link out of the tree: one line, not an internal error."""
     clone = tmp_path / "clone"

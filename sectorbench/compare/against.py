@@ -123,7 +123,17 @@ def against_ref(ref: str, head_builds: tuple[BuildConfig, ...], sources: tuple[P
         head_kernels = checkout / "kernels_c"
         if head_kernels.resolve() == KERNELS_DIR.resolve():
             head_kernels = None  # this package's own tree: the head builds are the usual ones
-        if _abi_text(base_kernels) != _abi_text(KERNELS_DIR):
+        # Both sides are loaded through this sectorbench's cffi declarations: a side whose ABI
+        # differs would be called with the wrong layout (a head checkout that is not the
+        # installed package once gave "2 improvements, ratio 0.003").
+        installed = _abi_text(KERNELS_DIR)
+        if head_kernels is not None and _abi_text(head_kernels) != installed:
+            raise SectorbenchError(
+                f"--against {ref}: the kernels' ABI (sb_abi.h or a family's abi.h) of the working tree "
+                f"{checkout} differs from the installed sectorbench's ({KERNELS_DIR.parent}): its kernels cannot "
+                "be loaded by it; install this checkout (pip install -e .) and run again"
+            )
+        if _abi_text(base_kernels) != installed:
             raise SectorbenchError(
                 f"--against {ref}: the kernels' ABI (sb_abi.h or a family's abi.h) differs at {commit[:10]}: "
                 "its kernels cannot be loaded by this sectorbench"
