@@ -153,3 +153,16 @@ def test_verify_coverage_exits_1_on_an_empty_cell(monkeypatch):
     result = CliRunner().invoke(main, ["verify", "--family", "triangle", "--coverage", "--cases", str(CASES)])
     assert result.exit_code == 1, result.output
     assert "/96 cells filled on both sides" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("region", ["θ < 0.01 (needle)", "θ > π − 0.01 (near π)"])
+def test_needle_and_near_pi_cones_are_cells_of_their_own(region, monkeypatch):
+    """Filled by the extreme half-angle part (no other generator puts a point inside a needle
+    or behind a near-π cone); with that part drawing random sectors instead, its cells empty."""
+    cells = [c for c in coverage("sector", CASES, seed=3).cells if c.region == region]
+    assert len(cells) == 4 and all(c.filled for c in cells), cells
+    monkeypatch.setattr(
+        sector_cases, "_extreme_half_angles", lambda rng, units: sector_cases.random_sectors(rng, units * 16)
+    )
+    emptied = [c for c in coverage("sector", CASES, seed=3).cells if c.region == region]
+    assert sum(not c.filled for c in emptied) >= 3, emptied

@@ -254,3 +254,20 @@ def test_denormal_guards_fail_where_subnormals_are_honoured_only(flags, fails):
         assert verdicts[guard].mismatches["special-value"] > 0, verdicts[guard]
         assert (verdicts[guard].verdict == "FAIL") is fails
     assert verdicts["basic"].verdict != "FAIL"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_needle_and_near_pi_cones_are_checked(seed):
+    """Kernels wrong only for half-angles within ~0.009 rad of 0 or π (no random θ, and no
+    random point, reached them; `run` counted −89 and +8 hits) fail on the extreme half-angle
+    rows as logic bugs; basic passes beside them."""
+    build_config = BuildConfig.parse("-O2", extra_sources=(DATA / "extreme_half_angles.c",))
+    kernels = ("needle_blind", "near_pi_disc", "basic")
+    result = verify(VerifyConfig(kernels=kernels, builds=(build_config,), cases=300, seed=seed, show=1000, jobs=1))
+    verdicts = {v.kernel: v for v in result.kernels}
+    for mutant in kernels[:2]:
+        assert verdicts[mutant].verdict == "FAIL", verdicts[mutant]
+        assert any(
+            row["group"] == "extreme half-angles" and row["class"] == "logic-bug" for row in verdicts[mutant].failing
+        )
+    assert verdicts["basic"].verdict != "FAIL" and verdicts["basic"].mismatches["logic-bug"] == 0

@@ -81,8 +81,9 @@ def coverage(family_name: str, count: int, seed: int = 0, batch_rows: int = case
         piece, first_side, regions, counted = family.coverage_rows(case_set, reference)
         keep = counted & (piece != "")
         for labels in regions:
-            keys = np.char.add(np.char.add(piece[keep].astype(str), "\t"), labels[keep].astype(str))
-            sides = first_side[keep]
+            here = keep & np.not_equal(labels, None)  # None: the row counts in no region of this dimension
+            keys = np.char.add(np.char.add(piece[here].astype(str), "\t"), labels[here].astype(str))
+            sides = first_side[here]
             for key, side, n in zip(*_unique_pairs(keys, sides)):
                 cell = tuple(key.split("\t"))
                 if cell in tallies:

@@ -226,8 +226,9 @@ class Family:
 
         piece: the boundary piece a row lies just beside (object array, "" for none);
         first_side: True on coverage_sides[0]; regions: one label array per parameter
-        dimension (a row counts in one region of each); counted: rows that count (for a
-        predicate family, rows the oracle marks exact: a wrong answer there is a logic bug).
+        dimension (a row counts in one region of each, or in none where its label is None);
+        counted: rows that count (for a predicate family, rows the oracle marks exact: a wrong
+        answer there is a logic bug).
         """
         raise NotImplementedError(f"the {self.name} family declares no coverage cells")
 

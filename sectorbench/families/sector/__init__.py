@@ -177,7 +177,7 @@ class SectorFamily(BooleanFamily):
         return sector_cases.coverage_cells()
 
     def coverage_rows(self, case_set, reference):
-        return sector_cases.coverage_rows(case_set.columns, reference)
+        return sector_cases.coverage_rows(case_set.columns, reference, self.default_rounding_bound)
 
     def self_check(self, case_set, rng, size):
         self_check_sector(*(case_set.columns[name] for name in self.oracle_arrays), rng=rng, size=size)

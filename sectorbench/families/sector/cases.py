@@ -238,6 +238,55 @@ def _special_values(rng, units):
     return in_r_theta, in_r2
 
 
+#: Half-angles within this of 0 (needle cones) or of π (near-π cones) are drawn apart: the
+#: random sectors' θ stays in [0.01, π − 0.01], and random points never land inside a needle
+#: nor in the sliver behind a near-π cone.
+EXTREME_THETA = 0.01
+#: ... down to this distance from 0 or π (float32 θ resolves π − 1e-6; cos θ rounds to ±1
+#: below ~3.5e-4, an empty cone or a whole disc less its back ray).
+EXTREME_THETA_MIN = 1e-6
+#: Angles from u of each cone's points, as shares f of θ (φ = f·θ) and of π − θ
+#: (φ = π − f·(π − θ)): inside (0.5, and 0.9 of the far side), just beside each edge ray
+#: (0.9, 1.1), well outside (2); 0 and π are the axis and the back ray.
+EXTREME_SHARES = (0.5, 0.9, 1.1, 2.0)
+
+
+def _extreme_theta(rng, n: int) -> np.ndarray:
+    """θ over the whole (0, π): two in five log-uniform in [1e-6, 1e-2] (needles), two in five
+    that close to π, one in five uniform; half of the extremes within 1e-3 .. 1e-2, where
+    cos θ is hundreds of float32 steps from ±1 and a wrong answer is a logic bug by margin."""
+    low = np.where(rng.random(n) < 0.5, np.log(EXTREME_THETA_MIN), np.log(1e-3))
+    extreme = np.exp(rng.uniform(low, np.log(EXTREME_THETA)))
+    kind = rng.integers(0, 5, n)
+    return np.where(kind < 2, extreme, np.where(kind < 4, np.pi - extreme, rng.uniform(0, np.pi, n)))
+
+
+def _extreme_half_angles(rng, units):
+    """Cones of any half-angle, needles and near-π ones above all, with points placed in them
+    (random points never are): along u inside the radius and just inside and outside the arc
+    (r·(1 ± 2^-9), r·(1 − 2^-18)), at EXTREME_SHARES of θ and of π − θ on either side of u
+    (beside each edge ray, inside and outside), on the back ray (−u), and the same four
+    angles at r/64, beside the apex.  16 rows a cone."""
+    base = random_sectors(rng, units)
+    theta = _extreme_theta(rng, units)
+    base["theta"] = theta
+    r, heading = np.asarray(base["r"]), np.arctan2(base["uy"], base["ux"])
+    mid = r * rng.uniform(0.1, 0.9, units)
+    placed = [(0.0, r * (1 + 2.0**-9)), (0.0, r * (1 - 2.0**-9)), (0.0, r * (1 - 2.0**-18)), (np.pi, mid)]
+    for share in EXTREME_SHARES:
+        placed += [(share * theta, mid), (np.pi - share * (np.pi - theta), mid)]
+    for share in (0.5, 2.0):
+        placed += [(share * theta, r / 64), (np.pi - share * (np.pi - theta), r / 64)]
+    rows = {k: [] for k in base}
+    for angle, distance in placed:
+        phi = heading + rng.choice([-1.0, 1.0], units) * angle
+        for key, value in base.items():
+            rows[key].append(value)
+        rows["px"][-1] = base["cx"] + distance * np.cos(phi)
+        rows["py"][-1] = base["cy"] + distance * np.sin(phi)
+    return {k: np.concatenate(v) for k, v in rows.items()}
+
+
 def case_parts(count: int) -> list[Part]:
     near = max(1, count // 258)
     return [
@@ -263,6 +312,7 @@ def case_parts(count: int) -> list[Part]:
         # later go at the end and every older part keeps its rows for a given --seed
         fixed("exact cells", exact_cell_rows()),
         Part("subnormal lengths", 64, _subnormal_lengths, unit_rows=2),
+        Part("extreme half-angles", max(256, count // 32), _extreme_half_angles, unit_rows=16),
     ]
 
 
@@ -278,7 +328,8 @@ def case_parts(count: int) -> list[Part]:
 
 #: Pieces of the sector's boundary, as the coverage table names them.
 PIECES = ("arc", "left edge ray", "right edge ray", "apex")
-#: Half-angle bins: (0, π) in THETA_BINS equal parts (the sign of cos θ follows the bin).
+#: Half-angle bins: (0, π) in THETA_BINS equal parts (the sign of cos θ follows the bin), less
+#: the needle and near-π cones (within EXTREME_THETA of 0 and π), regions of their own.
 THETA_BINS = 8
 #: r² bins by binary exponent: from just above float32's normal minimum to near its maximum.
 R2_EXPONENTS = (-126, -80, -40, -8, 8, 40, 80, 128)
@@ -294,10 +345,14 @@ TRIPLES = ((1, 0, 1), (3, 4, 5), (5, 12, 13))
 
 
 def theta_labels() -> list[str]:
-    return [
-        f"θ in [{i}π/8, {i + 1}π/8), cos θ {'>' if i < THETA_BINS // 2 else '≤'} 0".replace("[0π/8", "(0")
+    """The needle region, the THETA_BINS bins, the near-π region (coverage_rows' index order)."""
+    bins = [
+        f"θ in [{i}π/8, {i + 1}π/8), cos θ {'>' if i < THETA_BINS // 2 else '≤'} 0".replace(
+            "[0π/8", f"[{EXTREME_THETA:g}"
+        ).replace("8π/8)", f"π − {EXTREME_THETA:g})")
         for i in range(THETA_BINS)
     ]
+    return [f"θ < {EXTREME_THETA:g} (needle)", *bins, f"θ > π − {EXTREME_THETA:g} (near π)"]
 
 
 def r2_labels() -> list[str]:
@@ -393,8 +448,15 @@ def exact_cell_rows() -> dict:
     return rows
 
 
-def coverage_rows(columns: dict, reference) -> tuple:
-    """(piece, inside, regions, counted) per row: see Family.coverage_rows and the constants above."""
+def coverage_rows(columns: dict, reference, bound: float) -> tuple:
+    """(piece, inside, regions, counted) per row: see Family.coverage_rows and the constants above.
+
+    No row beside a needle's or a near-π cone's edge is exact: 1 − |cos θ| below 2^-11 takes
+    more than 12 bits of cos θ, so cos²θ rounds.  In those two θ regions a row also counts when
+    a wrong answer there lies beyond `bound` roundings (the family's default rounding bound: a
+    logic bug by margin); such a row counts in the θ dimension only (its other labels None),
+    so the r² and offset cells still show where exact rows are missing.
+    """
     from .oracle import sector_exact
 
     names = ("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py")
@@ -415,16 +477,23 @@ def coverage_rows(columns: dict, reference) -> tuple:
         piece = np.where(apex, PIECES[3], piece).astype(object)
         length = np.hypot(c["ux"], c["uy"])
         theta = np.arccos(np.clip(c["cos_theta"] / length, -1, 1))
-        theta_bin = np.clip(np.floor(theta / (np.pi / THETA_BINS)), 0, THETA_BINS - 1)
+        theta_bin = 1 + np.clip(np.floor(theta / (np.pi / THETA_BINS)), 0, THETA_BINS - 1)
+        theta_bin = np.where(
+            theta < EXTREME_THETA, 0, np.where(theta > np.pi - EXTREME_THETA, THETA_BINS + 1, theta_bin)
+        )
         r2_bin = np.searchsorted(np.asarray(R2_EXPONENTS, dtype=float), np.log2(c["r2"]), side="right") - 1
         offset = np.maximum(np.abs(c["cx"]), np.abs(c["cy"]))
         offset_bin = np.searchsorted(np.asarray(OFFSET_EDGES), offset, side="right") - 1
+    extreme = np.isfinite(theta) & ((theta_bin == 0) | (theta_bin == THETA_BINS + 1))
+    by_margin = extreme & ~reference.exact & (reference.margin > bound) & np.isfinite(reference.margin)
     regions = [
         _labels(theta_labels(), np.where(np.isfinite(theta), theta_bin, -1)),
         _labels(r2_labels(), np.where((r2_bin >= 0) & (r2_bin < len(R2_EXPONENTS) - 1), r2_bin, -1)),
         _labels(offset_labels(), np.where(np.isfinite(offset), offset_bin, -1)),
     ]
-    return piece, reference.answer.astype(bool), regions, reference.exact.copy()
+    for labels in regions[1:]:
+        labels[by_margin] = None
+    return piece, reference.answer.astype(bool), regions, reference.exact | by_margin
 
 
 def _labels(names: list[str], index: np.ndarray) -> np.ndarray:
