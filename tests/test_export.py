@@ -91,6 +91,17 @@ def test_bmf_carries_instruction_counts_when_the_row_has_them(runs):
     assert list(data.values())[0]["instructions"] == {"value": 41.5}
 
 
+def test_bmf_carries_valgrinds_counts_when_the_row_has_no_hardware_counters(runs):
+    """--metric instructions fills instructions, overhead_instructions and instructions_tests,
+    not instructions_per_test (the hardware counters'): the export once dropped them."""
+    result = load(runs["a"]["json"])
+    row = dataclasses.replace(
+        result.results[0], instructions=83_000, overhead_instructions=40_000, instructions_tests=2000
+    )
+    data = json.loads(render(dataclasses.replace(result, results=[row]), "bmf"))
+    assert list(data.values())[0]["instructions"] == {"value": 41.5}  # gross, the whole loop, as the latency
+
+
 def test_gbench_one_object_per_repetition_as_compare_py_reads_it(runs):
     data = json.loads(runs["a"]["gbench"].read_text())
     assert {"date", "num_cpus", "mhz_per_cpu", "library_build_type"} <= set(data["context"])

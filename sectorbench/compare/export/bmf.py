@@ -3,8 +3,10 @@
 As https://bencher.dev/docs/reference/bencher-metric-format describes it: "latency",
 the built-in measure in nanoseconds, holds the median gross ns per test with the 95 %
 distribution-free interval of that median (min..max when the rounds are too few for
-it); "instructions" holds instructions per test where the row has them (hardware
-counters, or valgrind's count).  `bencher run --adapter json --file PATH` reads it.
+it); "instructions" holds instructions per test where the row has them: the hardware
+counters' (instructions_per_test), else valgrind's count (--metric instructions) over the
+tests it was counted on.  Both are gross, the whole loop's, as the latency is.
+`bencher run --adapter json --file PATH` reads it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ def render(result: RunResult) -> str:
     for name, row in exported_rows(result):
         interval = median_interval(gross_ns_per_test(row), CONFIDENCE)
         measures = {"latency": {"value": interval.estimate, "lower_value": interval.low, "upper_value": interval.high}}
-        instructions = getattr(row, "instructions_per_test", None)
+        instructions = row.instructions_per_test
+        if instructions is None and row.instructions is not None and row.instructions_tests:
+            instructions = row.instructions / row.instructions_tests  # valgrind's (it once went missing)
         if instructions is not None:
             measures["instructions"] = {"value": instructions}
         out[name] = measures
