@@ -1,17 +1,21 @@
 """What the run table and the compare matrix show in place of a number that would mislead: a
 speedup or ratio on a net time not clearly above 0 ("–"), a ratio without its interval ([n/a]),
-each explained under its table.  The rows' notes come from measure/timing.net_time itself."""
+each explained under its table (the rows' notes come from measure/timing.net_time itself); and
+the notes under a table in its family's own words."""
 
 from __future__ import annotations
 
 import io
 import statistics
+from dataclasses import replace
 
+from click.testing import CliRunner
 from rich.console import Console
 
+from sectorbench.cli import main
 from sectorbench.measure.runner import _with_speedups
 from sectorbench.measure.timing import net_time
-from sectorbench.model.results import KernelResult, RunResult
+from sectorbench.model.results import KernelResult, RunResult, load
 from sectorbench.present.report import COMPARE_LEGEND, NO_INTERVAL, NOISE_RATIO, compare_table, run_table
 
 TESTS = 1000
@@ -126,3 +130,24 @@ def test_a_matrix_of_clear_ratios_has_no_legend():
     rows = [timed_row("sse2", "-O2", CLEAR, NOOP), timed_row("sse2", "-O2 -ffast-math", [35.0] * 5, NOOP)]
     table = compare_table(a_run(rows))
     assert table.caption is None and "×0.50" in render(table)
+
+
+def test_an_aabr_table_speaks_of_checksums_and_says_none_derived_once(tmp_path):
+    saved = tmp_path / "aabr.json"
+    args = ["run", "--family", "aabr", "-n", "8", "-m", "200", "--repeat", "3", "--min-time", "0.001"]
+    result = CliRunner().invoke(main, [*args, "--kernels", "scan,hill", "--flags", "-O2", "--json", str(saved)])
+    assert result.exit_code == 0, result.output
+    run = load(saved)
+    scan = next(r for r in run.results if r.kernel == "scan")
+    off = replace(run, results=[replace(r, hits=r.hits + 3) if r is scan else r for r in run.results])
+    text = " ".join(render(run_table(off)).split())
+    assert "±k: the checksum" in text and "hits differ" not in text and "near the boundary" not in text
+    assert "verify --family aabr" in text
+    assert "bound: none derived (the hot loop runs inside one test" in text
+    assert text.count("none derived") == 1
+
+
+def test_a_sector_table_speaks_of_hits():
+    run = replace(a_run([timed_row("naive", "-O2", CLEAR, NOOP)]), exact_count=97)
+    text = " ".join(render(run_table(run)).split())
+    assert "±k: hits differ by k from the exact oracle's count 97" in text and "verify --family sector" in text

@@ -94,6 +94,11 @@ class Family:
 
     #: What a count loop returns, as `run`'s table shows it (a boolean family: hits).
     count_column = "hit %"
+    #: run's ±k footnote: what a row's count k away from {expected} means, in the family's words.
+    count_difference = (
+        "hits differ by k from {expected}: the kernels disagree on some pairs (float32 rounding "
+        "near the boundary, or a logic difference; see `sectorbench verify --family {family}`)"
+    )
 
     def count_cell(self, hits: int, tests: int) -> str:
         return f"{hits / tests * 100:.4f}"

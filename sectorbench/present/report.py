@@ -25,6 +25,10 @@ def _number(value: float | None, spec: str = ".3f") -> str:
     return "–" if value is None else format(value, spec)
 
 
+#: How the notes say that no row has a bound (a reason may begin with it too: see run_notes).
+NONE_DERIVED = "none derived"
+
+
 def run_notes(run: RunResult) -> list[str]:
     """What a reader needs to read the cycles columns: the clock, the bound's model, the counters."""
     notes = []
@@ -48,12 +52,15 @@ def run_notes(run: RunResult) -> list[str]:
     unbound: dict[str, list[str]] = {}  # a bound that cannot be derived is "–": say why, once per reason
     for r in run.results:
         if r.status == "ok" and r.bound_cycles_per_test is None and r.bound_reason and r.threads == 1:
-            unbound.setdefault(r.bound_reason, []).append(r.kernel)
+            # The note says "none derived" itself; the runner's reason for a family whose kernels
+            # loop inside one test begins with it too (and saved runs keep that): not said twice.
+            reason = r.bound_reason.removeprefix(NONE_DERIVED + ": ")
+            unbound.setdefault(reason, []).append(r.kernel)
     if any(r.bound_cycles_per_test for r in run.results):
         for reason, kernels in unbound.items():
             notes.append(f"bound – for {', '.join(dict.fromkeys(kernels))}: {reason}")
     elif unbound:
-        notes.append(f"bound: none derived ({'; '.join(unbound)})")
+        notes.append(f"bound: {NONE_DERIVED} ({'; '.join(unbound)})")
     counters = run.env.get("counters") or {}
     if counters and not counters.get("available"):
         notes.append(f"counters: unavailable ({counters.get('reason')})")
@@ -265,8 +272,7 @@ def run_table(run: RunResult) -> Table:
     captions = []
     if show_delta:
         captions.append(
-            f"±k: hits differ by k from {judged_against}: the kernels disagree on some pairs "
-            f"(float32 rounding near the boundary, or a logic difference; see `sectorbench verify`)."
+            "±k: " + family.count_difference.format(expected=judged_against, family=results[0].family) + "."
         )
     if used_abbreviations:
         captions.append("flags: " + ", ".join(f"{short} = {long}" for short, long in used_abbreviations.items()))

@@ -65,6 +65,11 @@ class AabrFamily(Family):
     answer_width = 4
     default_rounding_bound = 8.0  # angle units of 2^-24 rad; see oracle.py
     count_column = "checksum"  # the count loops sum the answers' indices
+    count_difference = (
+        "the checksum (the sum of the four extreme vertices' indices over all tests) differs by k from "
+        "{expected}: some answers name another vertex (a tied extreme, equally right; float32 rounding "
+        "near a tie; or a logic difference; see `sectorbench verify --family {family}`)"
+    )
     #: Its kernels' hot loops run inside one test (scan: over the polygon's vertices; hill and
     #: the BCS: a search), so cycles per iteration are not cycles per test: no bound is derived.
     hot_loop_over_points = False
