@@ -14,7 +14,16 @@ from ..model.results import write_text_atomic
 from ..native.build import BuildConfig
 from .app import Reporter, main, note, stdout
 from .measure import kernel_timeout_option
-from .options import SEED, build_configs, build_options, check_outputs, comma_list, family_option, output_options
+from .options import (
+    KERNELS_DEFAULT,
+    SEED,
+    build_configs,
+    build_options,
+    check_outputs,
+    comma_list,
+    family_option,
+    output_options,
+)
 
 
 @main.command("verify")
@@ -25,7 +34,7 @@ from .options import SEED, build_configs, build_options, check_outputs, comma_li
     "--kernels",
     multiple=True,
     callback=comma_list,
-    help="Kernels to check [default: the family's, known-bad ones left out].",
+    help=f"Kernels to check [default: {KERNELS_DEFAULT}].",
 )
 @build_options(("-O2",))
 @click.option(

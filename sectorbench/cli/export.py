@@ -19,11 +19,9 @@ from .options import check_outputs
     "fmt",
     required=True,
     type=click.Choice(sorted(FORMATS)),
-    help="The format, see docs/exports.md (required).",
+    help="The format, see docs/exports.md.",
 )
-@click.option(
-    "--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The file to write (required)."
-)
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The file to write.")
 @click.option("--force", is_flag=True, help="Replace an existing file (a regular file only) [default: refuse].")
 def export_command(result, fmt, out, force):
     """Write RESULT (a saved run or compare) as pyperf, bmf (Bencher), gbench (Google Benchmark) or gha JSON."""

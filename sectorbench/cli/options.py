@@ -88,6 +88,13 @@ def unique_regular_files(ctx, param, values) -> tuple:
     return unique(ctx, param, regular_files(ctx, param, values))
 
 
+#: What --kernels selects when not given (measure/selection.select): the help of every command
+#: that takes it says so in these words.
+KERNELS_DEFAULT = (
+    "the family's C kernels, known-bad ones left out; the Python peers (numpy, numba, kdtree) "
+    "run only when named (`sectorbench kernels` lists every name)"
+)
+
 #: A seed: any integer numpy's SeedSequence takes, which is any integer >= 0.
 SEED = click.IntRange(min=0)
 

@@ -36,9 +36,18 @@ def _query_families():
     help="A scene kind of a family that answers queries [default: that family's game-scale scene, game].",
 )
 @click.option(
-    "-n", "--shapes", "--sectors", "shapes", default=10_000, show_default=True, help="N: shapes of the scene."
+    "-n",
+    "--shapes",
+    "--sectors",
+    "shapes",
+    default=10_000,
+    show_default=True,
+    type=click.IntRange(min=1),  # refused here, where the option's own name can be given
+    help="N: shapes of the scene.",
 )
-@click.option("-m", "--points", default=200_000, show_default=True, help="M: points of the scene.")
+@click.option(
+    "-m", "--points", default=200_000, show_default=True, type=click.IntRange(min=1), help="M: points of the scene."
+)
 @click.option("--seed", default=0, show_default=True, type=SEED, help="Scene seed (an integer >= 0).")
 @click.option(
     "--broadphase",
@@ -61,10 +70,8 @@ def _query_families():
     help="Stop with an error past this many hits (4 bytes each): the answer's memory bound "
     "[default: the family's, 2^28 hits for sectors].",
 )
-@click.option(
-    "--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The .npz file to write (required)."
-)
-@click.option("--force", is_flag=True, help="Replace an existing --out file [default: off].")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The .npz file to write.")
+@click.option("--force", is_flag=True, help="Replace an existing --out file (a regular file only) [default: refuse].")
 def query_command(scene, shapes, points, seed, broadphase, threads, max_hits, out, force, **scene_values):
     """Write the hits of a scene's shapes (offsets, indices, counts) to OUT, with the scene's description."""
     check_outputs(force, out)
