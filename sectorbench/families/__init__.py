@@ -3,7 +3,7 @@
 Registering a family is one line: its module's name in BUILTIN below, or, for a family
 of your own, in $SECTORBENCH_FAMILIES (comma-separated importable module names; the
 workers inherit it).  Each such module calls `register(...)` with its Family when
-imported.  See the README's "Add a family".
+imported.  See docs/extending.md, "Add a family".
 """
 
 from __future__ import annotations
