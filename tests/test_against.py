@@ -318,3 +318,39 @@ def test_confirm_against_a_baseline_keeps_the_reference_rows_of_the_flagged_rows
     flagged_key = RowKey("a", "cc", "-O2", "inline", 1)
     assert again.failures == () and [r.key for r in again.rows] == [flagged_key, flagged_key.with_kernel("ref")]
     assert [(r.key, r.verdict) for r in confirmed.rows] == [(flagged_key, "regression")]
+
+
+#: A triangle kernel: that family's default set is two kernels, so a run without --kernels
+#: (which can name only kernels the head has) stays small.
+TRIANGLE_KERNEL = """#include "sb_common.h"
+static inline int mine(float ax, float ay, float bx, float by, float cx, float cy, float px, float py) {
+    const float o_ab = (bx - ax) * (py - ay) - (by - ay) * (px - ax);
+    const float o_bc = (cx - bx) * (py - by) - (cy - by) * (px - bx);
+    const float o_ca = (ax - cx) * (py - cy) - (ay - cy) * (px - cx);
+    return (o_ab > 0 && o_bc > 0 && o_ca > 0) || (o_ab < 0 && o_bc < 0 && o_ca < 0);
+}
+SB_KERNEL(mine, SCALAR, 1, (ax, ay, bx, by, cx, cy), .family = "triangle", .summary = "user kernel");
+"""
+
+
+def test_a_kernel_removed_in_the_head_is_listed_and_fails_the_gate(tmp_path, monkeypatch):
+    """The working tree renames mine: it is missing in the head, which fails the gate (exit 1)
+    and is listed in the Markdown, as regress fails a kernel a saved run lost (it was once
+    only a note on stderr, and the gate passed)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    source = repo / "mine.c"
+    source.write_text(TRIANGLE_KERNEL)
+    commit_all(repo, "mine")
+    source.write_text(TRIANGLE_KERNEL.replace("mine", "renamed"))
+    monkeypatch.chdir(repo)
+    markdown = tmp_path / "gate.md"
+    result = invoke("run", *SMALL, "--family", "triangle", "--source", str(source), "--against", "HEAD",
+                    "--markdown", str(markdown), "--no-confirm")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "1 failure(s): mine [-O2, inline] missing" in result.output
+    text = markdown.read_text()
+    assert text.startswith("1 failure, ")
+    assert "Missing in head (removed or renamed; each fails the gate):\n\n- mine [-O2, inline]" in text
+    assert "New in head (not compared):\n\n- renamed [-O2, inline]" in text

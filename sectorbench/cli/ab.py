@@ -110,7 +110,7 @@ def gate_revision(config, baseline, current, gate_config, confirm: bool, metric:
         note(f"confirm: re-measuring {len(keys)} flagged row(s) in fresh rounds")
         again = measure(_restricted(config, keys, gate_config.normalize), against_label=against_label)
         if config.base_builds:
-            base, head, _ = split(again)
+            base, head = split(again)
             return gate(base, head, gate_config)
         wanted = set(keys)
         if gate_config.normalize not in (None, OVERHEAD):  # and the rows theirs are divided by
@@ -163,10 +163,8 @@ def run_ab(
         console.print(fit(run_table(with_sides(result)), console.width, RUN_DROP))
         print_instructions(result, metric, gated=True)
         write_json(result, json_path, force, save)
-        base, head, removed = split(result)
+        base, head = split(result)
         write_exports(head, exports, force)
-        for line in removed:
-            note(line)
         revise = gate_revision(config, base, head, gate_config, confirm, metric, ab.label)
         run_gate(
             base,

@@ -197,16 +197,14 @@ def check_common(rows: tuple[tuple, ...], sides: tuple[str | None, ...], label: 
         raise SectorbenchError(f"--against {label}: no kernel in common between the base and the working tree")
 
 
-def split(result: RunResult) -> tuple[RunResult, RunResult, list[str]]:
-    """The run's base and head rows as two results the gate pairs by kernel name, and a note per
-    kernel only the base has (removed in the head: nothing to gate)."""
+def split(result: RunResult) -> tuple[RunResult, RunResult]:
+    """The run's base and head rows as two results the gate pairs by kernel name.
+
+    A kernel only the base has (removed or renamed in the head) stays in the base: the gate
+    names it missing and fails, as regress does with a kernel a saved run lost."""
     base = [r for r in result.results if r.side == BASE_SIDE]
     head = [r for r in result.results if r.side == HEAD_SIDE]
-    head_keys = {r.key for r in head}
-    removed = [f"{r.kernel} [{r.flags}, {r.mode}]: only in the base (removed), not compared" for r in base]
-    removed = [note for r, note in zip(base, removed) if r.key not in head_keys]
-    base = [r for r in base if r.key in head_keys]
-    return replace(result, results=base), replace(result, results=head), removed
+    return replace(result, results=base), replace(result, results=head)
 
 
 def confirm(

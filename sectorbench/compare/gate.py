@@ -339,7 +339,8 @@ def check_rows(baseline: RunResult, rows: Iterable[RowKey], normalize: str | Non
     current = set(rows)
     show_cc = shows_cc([*(r.key for r in baseline.results), *current])
     base_rows = _index(baseline, _BASE, show_cc)
-    _check_missing(base_rows, current, show_cc)
+    # Before timing, a row missing is one the run's options leave out, not one that failed.
+    _check_missing(base_rows, current, show_cc, selection=True)
     if normalize not in (None, OVERHEAD):
         for key, row in base_rows.items():
             reference = key.with_kernel(normalize)
@@ -349,12 +350,21 @@ def check_rows(baseline: RunResult, rows: Iterable[RowKey], normalize: str | Non
                 )
 
 
-def _check_missing(base_rows: dict[RowKey, KernelResult], current: Iterable[RowKey], show_cc: bool) -> None:
+def _check_missing(
+    base_rows: dict[RowKey, KernelResult], current: Iterable[RowKey], show_cc: bool, selection: bool = False
+) -> None:
+    """Refuse when a row ok in the baseline is not among `current`: a `selection` (the rows a
+    run is about to time) that leaves it out, or two results with no row in common."""
     current = set(current)
     missing = [key for key, row in base_rows.items() if row.status == "ok" and key not in current]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise IncompatibleResults(f"missing kernel {row_label(missing[0], show_cc)} in {_CURRENT}{more}")
+        said = f"missing kernel {row_label(missing[0], show_cc)} in {_CURRENT}{more}"
+        if selection:
+            said += (
+                f": this run does not select {'them' if more else 'it'} (see its --kernels, --flags, --mode, --threads)"
+            )
+        raise IncompatibleResults(said)
 
 
 def _environment_warnings(baseline: RunResult, current: RunResult, used_ccs: set[str]) -> list[str]:

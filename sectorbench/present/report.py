@@ -798,6 +798,10 @@ def gate_markdown(report, baseline_label: str = "baseline", current_label: str =
         lines.append("| " + " | ".join(cells) + " |")
     if not rows and not report.failures:
         lines.append("| " + " | ".join(["–"] * len(header)) + " |")
+    missing = [failure.key for failure in report.failures if failure.status == "missing"]
+    if missing:
+        lines += ["", f"Missing in {_cell(current_label)} (removed or renamed; each fails the gate):", ""]
+        lines += [f"- {_cell(row_label(key, show_cc))}" for key in missing]
     if report.new_kernels:
         lines += ["", f"New in {_cell(current_label)} (not compared):", ""]
         lines += [f"- {_cell(row_label(key, show_cc))}" for key in report.new_kernels]
