@@ -341,3 +341,25 @@ def test_plot_unavailable_without_matplotlib(monkeypatch, tmp_path):
         assert str(info.value) == INSTALL_HINT == "plotting needs matplotlib: pip install 'sectorbench[plot]'"
         assert isinstance(info.value, SectorbenchError)
     assert list(tmp_path.iterdir()) == []
+
+
+def drawn_to_the_edge(path: Path) -> bool:
+    """Whether any pixel of the PNG's outermost rows and columns is not white: something cut off."""
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(path)[:, :, :3]
+    edges = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
+    return bool((edges < 0.99).any())
+
+
+def test_heatmap_labels_are_never_cut_off(mpl, tmp_path):
+    short = run_result(builds=(("gcc", "-O0"), ("gcc", "-O2")), kernels=("naive", "basic"))
+    out = heatmap(short, tmp_path / "short.png")
+    assert png_size(out) == (400 + 160 * 2, 200 + 40 * 2) and not drawn_to_the_edge(out)  # fits: exact size
+    long_flags = (
+        ("gcc-14", "-O2 -mfpmath=387 -ffast-math -march=native"),
+        ("clang-18", "-O3 -march=native -ffast-math -fno-tree-vectorize"),
+    )
+    long = run_result(builds=long_flags, kernels=("naive",), modes=("inline", "call"))
+    out = heatmap(long, tmp_path / "long.png")
+    assert not drawn_to_the_edge(out)  # cropped to what is drawn, not cut at the figure's edge

@@ -22,7 +22,9 @@ Figure sizes (pixels at 100 dpi; SVGs have the same size in points x 0.72):
              200 + 40 per kernel row high
   trend      max(800, 200 + 80 per result) wide, 500 high
 The sizes are exact: the figure size is derived from a whole number of pixels
-(see _figure_size), and the layout engine fits labels inside it.
+(see _figure_size), and the layout engine fits labels inside it.  Where it cannot
+(labels too long for the size), the image is cropped to what is drawn instead (_save):
+larger than the size above, but no label is cut off.
 
 One module although it is over 500 lines: the three charts share their labelling,
 interval, scale and file rules, and matplotlib layout code is long by nature.
@@ -244,8 +246,16 @@ def check_out(out: Path, overwrite: bool) -> tuple[Path, str]:
 
 
 def _save(fig, out: Path, fmt: str, overwrite: bool) -> Path:
-    """Write the figure atomically, never over an existing file unless `overwrite`."""
-    return write_atomic(out, lambda stream: fig.savefig(stream, format=fmt, dpi=DPI), overwrite)
+    """Write the figure atomically, never over an existing file unless `overwrite`.
+
+    At its exact size where everything drawn lies inside it; else (long build labels the
+    layout engine could not fit, rotated tick labels it misplaced) cropped to what is drawn
+    (bbox_inches="tight"), so a label is never cut off at the edge."""
+    fig.draw_without_rendering()  # the layout saving would do, so that the extents below are its
+    drawn, inside = fig.get_tightbbox(), fig.bbox_inches
+    fits = drawn.x0 >= inside.x0 and drawn.y0 >= inside.y0 and drawn.x1 <= inside.x1 and drawn.y1 <= inside.y1
+    crop = {} if fits else {"bbox_inches": "tight"}
+    return write_atomic(out, lambda stream: fig.savefig(stream, format=fmt, dpi=DPI, **crop), overwrite)
 
 
 def _wants_log(values: Sequence[float]) -> bool:
