@@ -354,3 +354,27 @@ def test_a_kernel_removed_in_the_head_is_listed_and_fails_the_gate(tmp_path, mon
     assert text.startswith("1 failure, ")
     assert "Missing in head (removed or renamed; each fails the gate):\n\n- mine [-O2, inline]" in text
     assert "New in head (not compared):\n\n- renamed [-O2, inline]" in text
+
+
+def test_a_base_that_does_not_compile_names_its_side(user_repo):
+    """The ref's source does not compile, the working tree's does: the error says it is the base
+    side's (it once read "compiling with '-O2' failed:" alone, as if the working tree's)."""
+    source = user_repo / "kernels" / "mine.c"
+    source.write_text(USER_KERNEL.replace("return (s < r2)", "return (s < r2) +"))
+    commit_all(user_repo, "broken")
+    source.write_text(USER_KERNEL)
+    result = invoke("run", *SMALL, "--source", str(source), "--kernels", "mine", "--against", "HEAD")
+    assert result.exit_code == 2, result.output
+    first = result.output.strip().splitlines()[0]
+    assert "the base side (HEAD (" in first and "compiling with '-O2' failed" in first, first
+
+
+def test_an_unknown_ref_in_a_shallow_clone_says_to_fetch_the_history(user_repo, tmp_path, monkeypatch):
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", user_repo.as_uri(), str(shallow))
+    monkeypatch.chdir(shallow)
+    result = invoke("run", *SMALL, "--source", str(shallow / "kernels" / "mine.c"), "--against", "HEAD~1")
+    assert_one_line_error(result, "--against HEAD~1: unknown ref", "shallow", "fetch-depth: 0")
+    result = invoke("run", *SMALL, "--source", str(user_repo / "kernels" / "mine.c"), "--against", "no-such-ref")
+    assert_one_line_error(result, "unknown ref")
+    assert "shallow" not in result.output  # a full clone: the ref is simply unknown

@@ -131,6 +131,18 @@ def gate_revision(config, baseline, current, gate_config, confirm: bool, metric:
     return revise
 
 
+def _build_base(ab) -> None:
+    """Build the base side first (cached: the run loads these same libraries), so that its
+    compile error names the side: the compiler's message alone reads as the working tree's."""
+    from ..native.build import build
+
+    for config in ab.base_builds:
+        try:
+            build(config)
+        except SectorbenchError as exc:
+            raise SectorbenchError(f"the base side ({ab.label}): {exc}") from None
+
+
 def run_ab(
     config, against, against_source, sources, gate_config, confirm, metric, json_path, force, save, markdown, exports
 ):
@@ -156,6 +168,7 @@ def run_ab(
             ab = against_file(against_source, config.builds, tuple(sources))
         for line in ab.notes:
             note(line)
+        _build_base(ab)
         config = replace(config, builds=ab.head_builds, base_builds=ab.base_builds)
         result = with_metric(measure(config, against_label=ab.label), config, metric)
         result = replace(result, config={**result.config, "against": ab.label})

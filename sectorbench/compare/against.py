@@ -61,7 +61,14 @@ def resolve(ref: str, root: Path) -> str:
     """The commit `ref` names in the repository at `root`; SectorbenchError if none."""
     done = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], root)
     if done.returncode != 0 or not done.stdout.strip():
-        raise SectorbenchError(f"--against {ref}: unknown ref in the git repository {root}")
+        # CI's default checkout is one commit deep: the merge base or HEAD~1 is simply not there.
+        shallow = _git(["rev-parse", "--is-shallow-repository"], root).stdout.strip() == "true"
+        hint = (
+            " (a shallow clone: fetch the history, `fetch-depth: 0` in actions/checkout or `git fetch --unshallow`)"
+            if shallow
+            else ""
+        )
+        raise SectorbenchError(f"--against {ref}: unknown ref in the git repository {root}{hint}")
     return done.stdout.strip()
 
 
