@@ -19,6 +19,7 @@ import sectorbench
 from sectorbench import families
 from sectorbench.cli import main
 from sectorbench.families import scene_kinds as scenes
+from sectorbench.families.sector.broadphase import FASTEST
 from sectorbench.measure.runner import available_cpus
 from sectorbench.measure.server import fp_environment
 from sectorbench.oracle.exact import check_fp_environment
@@ -216,13 +217,17 @@ def test_cli_query_writes_hits_and_refuses_to_overwrite(tmp_path, game):
         assert np.array_equal(data["offsets"], expected.offsets)
         assert np.array_equal(data["indices"], expected.indices)
         assert np.array_equal(data["counts"], expected.counts)
-        assert json.loads(str(data["meta"]))["scene"]["options"]["world"] == 300.0
+        meta = json.loads(str(data["meta"]))
+        assert meta["scene"]["options"]["world"] == 300.0
+        assert meta["broadphase"] == expected.broadphase == FASTEST  # what answered, not "auto"
     before = out.read_bytes()
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 2 and "exists" in again.output
     assert out.read_bytes() == before
     forced = CliRunner().invoke(main, [*args, "--force", "--broadphase", "morton"])
     assert forced.exit_code == 0
+    with np.load(out) as data:
+        assert json.loads(str(data["meta"]))["broadphase"] == "morton"
     every_cpu = CliRunner().invoke(main, [*args, "--force", "--threads", "all"])  # as run's --threads takes it
     assert every_cpu.exit_code == 0, every_cpu.output
     with np.load(out) as data:

@@ -87,7 +87,7 @@ def query_command(scene, shapes, points, seed, broadphase, threads, max_hits, ou
         hits = family.query(columns, columns, broadphase=broadphase, threads=threads, **limit)
     except ValueError as exc:  # the API's bad-input error; here an option's value caused it
         raise SectorbenchError(str(exc).replace("max_hits=", "--max-hits ").replace("max_hits", "--max-hits")) from None
-    meta = {"scene": made.describe(), "broadphase": broadphase, "threads": threads}
+    meta = {"scene": made.describe(), "broadphase": hits.broadphase, "threads": threads}  # "auto" resolved
 
     def write(stream):
         np.savez(

@@ -50,13 +50,15 @@ class Hits:
 
     candidates: the (sector, point) pairs the narrow phase tested (N x M for broadphase
     "none"); index_build_s and query_s: the C side's seconds building the point index and
-    answering the query (boxes, runs, narrow phase, sorting, CSR), the Python around them aside."""
+    answering the query (boxes, runs, narrow phase, sorting, CSR), the Python around them aside;
+    broadphase: the one that answered ("auto" resolved), as query sets it."""
 
     offsets: np.ndarray  # int64, N + 1
     indices: np.ndarray  # int32
     candidates: int = 0  # pairs the narrow phase tested
     index_build_s: float = 0.0  # building the point index (0 for none)
     query_s: float = 0.0  # boxes, runs, narrow phase, sorting, CSR
+    broadphase: str | None = None  # "grid", "morton" or "none"; None: not said (an Engine's own call)
 
     @property
     def counts(self) -> np.ndarray:

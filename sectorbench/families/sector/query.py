@@ -290,7 +290,7 @@ def query(
     if n == 0 or m == 0:
         if broadphase != "none":  # no index will count them: numpy does
             point_columns(points)
-        return Hits(np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int32))
+        return Hits(np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int32), broadphase=broadphase)
     if m >= 2**31:
         raise ValueError(f"points has {m} rows; at most 2^31 - 1 are indexed by int32")
     runner = engine()
@@ -341,7 +341,7 @@ def query(
             # the handler, so that its "more than max_hits" error does not come chained to OverLimit
             parts = answer(_chunks(runner.bounds(index, columns, n), int(max_hits)), 0)
     check_fp_environment()
-    return _joined(parts, index_s)
+    return dataclasses.replace(_joined(parts, index_s), broadphase=broadphase)
 
 
 def _chunks(bounds: np.ndarray, max_hits: int) -> list[tuple[int, int]]:
