@@ -650,3 +650,25 @@ def test_regress_and_export_take_an_ab_runs_head_rows(tmp_path):
     assert exported.exit_code == 0, exported.output
     names_exported = [b["metadata"]["name"] for b in json.loads(out.read_text())["benchmarks"]]
     assert len(names_exported) == len(set(names_exported)) == len(KERNELS)
+
+
+def test_the_ratio_is_said_to_be_hodges_lehmann_where_it_contradicts_the_medians():
+    """Medians 0.280 -> 0.297 ms with a ratio of 0.952 (a CI run showed 0.301 -> 0.304 with 0.940):
+    gate.md once said the medians and the ratio describe one thing; the table and the Markdown
+    now say what the ratio is."""
+    from rich.console import Console
+
+    from sectorbench.present.report import gate_table
+
+    base_samples = [t * 1e-3 for t in (0.252, 0.271, 0.276, 0.280, 0.335, 0.341, 0.350)]
+    current_samples = [t * 1e-3 for t in (0.204, 0.258, 0.271, 0.297, 0.301, 0.322, 0.329)]
+    only = {"basic": KERNELS["naive"]}
+    base = replace_row(make_run(40, n=7, kernels=only), "basic", samples_s=base_samples)
+    current = replace_row(make_run(41, n=7, kernels=only), "basic", samples_s=current_samples)
+    (row,) = gate(base, current, GateConfig(alpha=0.05)).rows
+    assert row.current_median_s > row.baseline_median_s and row.ratio < 1  # the two disagree
+    report = gate(base, current, GateConfig(alpha=0.05))
+    assert "Hodges–Lehmann" in markdown(report) and "not the ratio of the two medians" in markdown(report)
+    console = Console(width=300, record=True)
+    console.print(gate_table(report))
+    assert "ratio: the ratio is current / baseline of that quantity as the Hodges–Lehmann" in console.export_text()

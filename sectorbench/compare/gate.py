@@ -216,7 +216,8 @@ class GateRow:
     current_dropped: int = 0
     threads: int = 1
     #: Medians of what was compared: the seconds above, or with normalisation the unitless
-    #: ratios to the reference (so that they and the ratio describe one quantity).
+    #: ratios to the reference (so that they and the ratio are of one quantity; the ratio is
+    #: stats.compare's Hodges-Lehmann estimate, not the ratio of these medians).
     baseline_compared: float | None = None
     current_compared: float | None = None
     #: The verdict came from valgrind's instruction counts (--metric instructions): the
