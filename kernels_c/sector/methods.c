@@ -71,7 +71,10 @@ static inline int localframe(float cx, float cy, float ux, float uy, float r2, f
  * theta >= pi/2: OR (the complement of the wedge between e1 and e2), plus D.u > 0 for
  * when float32 cos(theta) = -1 makes e1 = e2 = -u.  On an edge ray one cross product is 0
  * and the other has the sign of sin(2 theta): outside in both cases; at the apex both are
- * 0.  The wide case is a per-sector mask, not a branch, so the loop stays straight. */
+ * 0.  The narrow case also asks D.u > 0: when float32 cos(theta) = 1 makes e1 = e2 = u, both
+ * cross products of a D along -u are rounding noise, and with FMA contraction (-march=native)
+ * they can both come out > 0, a point behind the apex inside (found by verify's needle rows).
+ * The wide case is a per-sector mask, not a branch, so the loop stays straight. */
 static inline int cross(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
     const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy;
     const float sin_theta = sin_from_cos(k); /* per sector (hoisted) */
@@ -80,7 +83,7 @@ static inline int cross(float cx, float cy, float ux, float uy, float r2, float 
     const int left_of_e2 = e2x * dy - e2y * dx > 0.0f, right_of_e1 = dx * e1y - dy * e1x > 0.0f;
     const int wide = k < 0.0f, ahead = dx * ux + dy * uy > 0.0f;
     const int in_angle =
-        (left_of_e2 & right_of_e1) | (wide & (left_of_e2 | right_of_e1 | ahead)) | ((k < -1.0f) & (s > 0.0f));
+        (left_of_e2 & right_of_e1 & ahead) | (wide & (left_of_e2 | right_of_e1 | ahead)) | ((k < -1.0f) & (s > 0.0f));
     return (s < r2) & in_angle;
 }
 
