@@ -31,6 +31,8 @@ EXTRA = tuple(
         "loop_blind_spots.c",
         "process_changers.c",
         "subnormal_guards.c",
+        "extreme_half_angles.c",
+        "long_loop_blind_spots.c",
     )
 )
 UNUSED = """#include "sb_common.h"

@@ -271,3 +271,37 @@ def test_needle_and_near_pi_cones_are_checked(seed):
             row["group"] == "extreme half-angles" and row["class"] == "logic-bug" for row in verdicts[mutant].failing
         )
     assert verdicts["basic"].verdict != "FAIL" and verdicts["basic"].mismatches["logic-bug"] == 0
+
+
+LONG_BLIND_SPOTS = BuildConfig.parse("-O2", extra_sources=(DATA / "long_loop_blind_spots.c",))
+
+
+@pytest.fixture(scope="module")
+def long_blind_result():
+    kernels = ("tile_drop", "unrolled_128", "short_index", "basic", "sse2_nosqrt", "avx2_nosqrt_b4")
+    result = verify(VerifyConfig(kernels=kernels, builds=(LONG_BLIND_SPOTS,), cases=300, show=40, jobs=1))
+    return {v.kernel: v for v in result.kernels}
+
+
+@pytest.mark.parametrize(
+    "kernel, where",
+    [
+        ("tile_drop", "long scene 3 x 100003"),
+        ("unrolled_128", "long scene 1003 x 37"),
+        ("short_index", "long scene 3 x 100003"),
+    ],
+)
+def test_loops_wrong_only_on_long_scenes_fail(long_blind_result, kernel, where):
+    """Each passed verify (loop scenes of at most 64 shapes and 4 096 points) while run's
+    default 1 000 x 100 000 counted wrong: a dropped partial tile of 8 192 points, shapes
+    unrolled by 128 with one skipped, a 16-bit point index."""
+    verdict = long_blind_result[kernel]
+    assert verdict.verdict == "FAIL" and verdict.mismatches["logic-bug"] > 0, verdict
+    assert any(where in row["group"] and "count_inline counts" in row["kernel"] for row in verdict.failing)
+
+
+def test_the_long_scenes_pass_the_shipped_kernels(long_blind_result):
+    for name in ("basic", "sse2_nosqrt", "avx2_nosqrt_b4"):
+        verdict = long_blind_result[name]
+        if verdict.status == "ok":  # not the ones this CPU cannot run
+            assert verdict.verdict != "FAIL" and verdict.mismatches["logic-bug"] == 0, verdict

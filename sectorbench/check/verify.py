@@ -77,6 +77,12 @@ SPLIT_THREADS = (2, 3, 4)
 #: Loop check on the scene kinds as run makes them: shapes of each kind after the first
 #: (Family.run_check_size gives the first kind's N and every kind's M).
 RUN_CHECK_OTHER_SHAPES = 16
+#: Loop check on long scenes (the family's loop scene): few shapes x many points, past 65 536
+#: points and a multiple of no tile (a dropped partial tile, a 16-bit point index or hit
+#: counter), and many shapes x few points, a multiple of no unroll up to 128 (a typo in an
+#: unrolled body the smaller scenes never enter).  ~300 K and ~37 K tests: the oracle on them
+#: costs ~0.2 s a kernel contract here, as the 64 x 4 096 scene does.
+LONG_CHECK_SIZES = ((3, 100_003), (1_003, 37))
 #: Broadphase check: the points of its scene, and the thread counts it runs the broadphase on.
 BROADPHASE_CHECK_POINTS = 300
 BROADPHASE_CHECK_THREADS = (1, 2, 3)
@@ -613,7 +619,9 @@ def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, s
     loop scenes hold most points in some shape, so tails have hits to lose or invent.
     The scene kinds at Family.run_check_size reach what those cannot: a hand-written loop
     unrolled over more shapes than its row declares, or over points in tiles, a narrow hit
-    counter, a count loop that clamps what its evaluation loop does not.
+    counter, a count loop that clamps what its evaluation loop does not; the LONG_CHECK_SIZES
+    scenes what run's default N x M reaches beyond them (tiles past 4 096 points, more than
+    65 536 points, unrolls up to 128 shapes).
     """
     runnable = [t for t in tallies if t.status == "ok"]
     if not runnable or config.input_path:
@@ -630,6 +638,11 @@ def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, s
         kind_shapes = n if number == 0 else min(n, RUN_CHECK_OTHER_SHAPES)
         scene = generate(kind, kind_shapes, m, seed, {})
         where = f"loop check, {kind} scene {kind_shapes} x {m}"
+        _check_scene_loops(family, session, runnable, scene, config, scratch, progress, where)
+    long_rng = np.random.default_rng([config.seed, 1 << 20, 3])  # apart: the other scenes stay as they were
+    for long_shapes, long_points in LONG_CHECK_SIZES:
+        scene = family.loop_scene(long_shapes, long_points, long_rng)
+        where = f"loop check, long scene {long_shapes} x {long_points}"
         _check_scene_loops(family, session, runnable, scene, config, scratch, progress, where)
     split_rng = np.random.default_rng([config.seed, 1 << 20, 1])  # apart: the scenes above stay as they were
     for points in SPLIT_CHECK_POINTS:
