@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import sectorbench
@@ -79,3 +80,16 @@ def test_a_kernel_that_hangs_does_not_pass(private_cache):
     report = sectorbench.verify(source=DATA / "unruly_kernels.c", kernels="hangs,basic", cases=300, kernel_timeout=1.0)
     assert report.kernel("hangs").verdict == "timed-out" and not report.kernel("hangs").passed
     assert report.kernel("basic").passed and not report.passed
+
+
+def test_a_case_file_gets_the_loop_checks_too(tmp_path):
+    """verify --input (cases="x.npz") used to skip every loop check: m_tail_mask, right on any
+    rows and wrong only in its count loops' tails, passed on a case file."""
+    path = tmp_path / "cases.npz"
+    rows = {"cx": 0.0, "cy": 0.0, "ux": 1.0, "uy": 0.0, "r2": 4.0, "cos_theta": 0.5, "px": 1.0, "py": 0.25}
+    np.savez(path, **{k: np.full(3, v, dtype=np.float32) for k, v in rows.items()})
+    report = sectorbench.verify(source=DATA / "mutants.c", kernels="m_tail_mask,basic", cases=str(path), show=5)
+    bad, basic = report.kernel("m_tail_mask"), report.kernel("basic")
+    assert report.cases == 3 and not bad.passed and bad.mismatches["logic-bug"] > 0, report.summary()
+    assert all(row["group"].startswith("loop check") for row in bad.failing)
+    assert basic.passed and basic.loop_checks == bad.loop_checks > 0

@@ -175,6 +175,9 @@ class _Tally:
     exact_evaluable: int = 0
     loop_checks: int = 0
     failing: list = field(default_factory=list)  # rows of a failing class, up to `show`
+    #: loops wrong beyond rounding, up to `show`: shown after the rows (a case file's labelled
+    #: rows first, now that its verify runs the loop checks too)
+    loop_failing: list = field(default_factory=list)
     other: list = field(default_factory=list)  # tolerated mismatches, up to `show`
     any_mismatch: bool = False
     any_failure: bool = False
@@ -210,7 +213,7 @@ class _Tally:
         self.any_failure |= part.any_failure
         self.fp_change = self.fp_change or part.fp_change
 
-    def verdict(self) -> KernelVerdict:
+    def verdict(self, show: int) -> KernelVerdict:
         notes = load_notes(self.fp_change_at_load)
         notes += [f"changes the FP environment: {self.fp_change}"] if self.fp_change else []
         notes += [note for note in (self.printed, self.process_change) if note]
@@ -234,7 +237,7 @@ class _Tally:
             exact_evaluable=self.exact_evaluable,
             loop_checks=self.loop_checks,
             verdict=verdict,
-            failing=self.failing if self.failing else self.other,
+            failing=[*self.failing, *self.loop_failing][:show] if self.any_failure else self.other,
             **base,
         )
 
@@ -368,7 +371,7 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
             for session in [*sessions, clock]:
                 if session is not None:
                     session.close()
-    verdicts = [tally.verdict() for tally in tallies.values()]
+    verdicts = [tally.verdict(config.show) for tally in tallies.values()]
     env = {
         "machine": environment.machine_fingerprint(),
         "compilers": {b.cc: environment.compiler_fingerprint(b.cc) for b in config.builds},
@@ -624,7 +627,7 @@ def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, s
     65 536 points, unrolls up to 128 shapes).
     """
     runnable = [t for t in tallies if t.status == "ok"]
-    if not runnable or config.input_path:
+    if not runnable:  # with --input too: the loop scenes come from --seed, not from the cases
         return
     lanes = max(t.kernel.lanes for t in runnable)
     shapes = 2 * max(t.kernel.block for t in runnable) + 3
@@ -732,8 +735,8 @@ def _loop_problem(tally: _Tally, config, where: str, problem: str) -> None:
     """A loop wrong beyond rounding: a logic bug of the kernel, kept among its failing rows."""
     tally.counts["logic-bug"] += 1
     tally.any_mismatch = tally.any_failure = True
-    if len(tally.failing) < config.show:
-        tally.failing.append(
+    if len(tally.loop_failing) < config.show:
+        tally.loop_failing.append(
             {
                 "row": None,
                 "group": where,
