@@ -13,7 +13,7 @@ from sectorbench.check import distribute
 from sectorbench.check.verify import VerifyConfig, verify
 from sectorbench.cli import main
 from sectorbench.errors import SectorbenchError
-from sectorbench.native.build import BuildConfig
+from sectorbench.native.build import KERNELS_DIR, BuildConfig
 
 DATA = Path(__file__).parent / "data"
 BROKEN = BuildConfig.parse("-O2", extra_sources=(DATA / "broken_kernels.c",))
@@ -93,3 +93,33 @@ def test_bad_jobs_and_unreachable_scheduler_are_one_line(monkeypatch):
     result = CliRunner().invoke(main, ["verify", "--cases", "200", "--scheduler", "tcp://127.0.0.1:9"])
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
     assert "tcp://127.0.0.1:9" in result.output
+
+
+def test_dask_workers_compile_the_headers_beside_the_source(tmp_path):
+    """A source including an edited copy of a family header (nosqrt.h, its arc test made <=):
+    the workers used to receive the .c alone, resolve "nosqrt.h" to kernels_c/sector's and
+    judge the right kernel (verify FAIL locally, passed on the cluster)."""
+    distributed = pytest.importorskip("distributed")
+    family_header = (KERNELS_DIR / "sector" / "nosqrt.h").read_text()
+    assert family_header.count("_mm_cmplt_ps(squared_length, r2)") == 1
+    (tmp_path / "nosqrt.h").write_text(
+        family_header.replace("_mm_cmplt_ps(squared_length, r2)", "_mm_cmple_ps(squared_length, r2)")
+    )
+    source = tmp_path / "edited.c"
+    source.write_text(
+        '#include "sb_common.h"\n#include "nosqrt.h"\n'
+        "SB_SSE2_ATTR static inline __m128 edited_nosqrt(__m128 cx, __m128 cy, __m128 ux, __m128 uy, __m128 r2,\n"
+        "                                                __m128 k, __m128 px, __m128 py) {\n"
+        "    return sse2_nosqrt(cx, cy, ux, uy, r2, k, px, py);\n}\n"
+        'SB_KERNEL(edited_nosqrt, SSE2, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector",\n'
+        '          .summary = "test: sse2_nosqrt from an edited nosqrt.h beside it");\n'
+    )
+    config = dataclasses.replace(
+        CONFIG, kernels=("edited_nosqrt",), builds=(BuildConfig.parse("-O2", extra_sources=(source,)),)
+    )
+    local = verify(config)
+    assert not local.passed and local.kernels[0].mismatches["logic-bug"] > 0
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        clustered = verify(dataclasses.replace(config, scheduler=cluster.scheduler_address, jobs=None))
+    assert sum(w["batches"] for w in clustered.env["workers"].values()) >= 2  # judged on the cluster
+    assert without_env(clustered) == without_env(local)

@@ -5,11 +5,11 @@ and merges the batches' verdicts in batch order; where a batch is judged (the cl
 itself, one of `jobs` local processes, a Dask worker) and in which order batches finish
 change nothing in the result.  Each process judges with build sessions of its own: a
 local process builds (from the shared build cache) and starts its own workers; a Dask
-worker receives the user's C sources as text, builds its own library from them and the
-kernels shipped in its installed sectorbench, and first reports its environment
-fingerprint (compilers, CPU features): a worker whose compilers or CPU features differ
-from the client's would judge other code on other hardware, so it is refused, with the
-reason, and gets no batch.
+worker receives the user's C sources and the headers beside them as text, builds its own
+library from them and the kernels shipped in its installed sectorbench, and first reports
+its environment fingerprint (compilers, CPU features): a worker whose compilers or CPU
+features differ from the client's would judge other code on other hardware, so it is
+refused, with the reason, and gets no batch.
 """
 
 from __future__ import annotations
@@ -220,15 +220,43 @@ def refusal(client: dict, worker: dict) -> str | None:
 
 @dataclass(frozen=True)
 class ShippedPlan:
-    """A BatchPlan whose user C sources travel as text (a cluster worker may not share the client's files)."""
+    """A BatchPlan whose user C sources travel as text (a cluster worker may not share the client's
+    files), with the headers beside each (native.build.local_headers): the ones its build's
+    identity counts, and the ones its quoted #include finds first.  Without them a header named
+    like one of the family's (an edited nosqrt.h) resolved on the worker to the shipped
+    kernels_c's, and the worker judged another kernel."""
 
     plan: object
     sources: tuple[tuple[str, str], ...]  # (the client's path, its text)
+    headers: tuple[tuple[str, str], ...] = ()  # (the client's path, its text): *.h beside a source
 
 
 def ship(plan) -> ShippedPlan:
+    from ..native.build import local_headers
+
     paths = dict.fromkeys(str(p) for build, _, _ in plan.sessions for p in build.extra_sources)
-    return ShippedPlan(plan, tuple((path, Path(path).read_text()) for path in paths))
+    headers = dict.fromkeys(str(h) for path in paths for h in local_headers(Path(path)))
+    return ShippedPlan(
+        plan,
+        tuple((path, Path(path).read_text()) for path in paths),
+        tuple((path, Path(path).read_text()) for path in headers),
+    )
+
+
+def _unpack(shipped: ShippedPlan, directory: Path) -> dict[str, Path]:
+    """Write the shipped files into `directory`, each client folder's files into a folder of
+    their own (so a source's quoted #include finds the headers that were beside it, and two
+    sources of one name from two folders do not meet); the worker's path of each source."""
+    folders: dict[str, Path] = {}
+    written = {}
+    for path, text in (*shipped.sources, *shipped.headers):
+        client_folder = str(Path(path).parent)
+        folder = folders.setdefault(client_folder, directory / str(len(folders)))
+        folder.mkdir(exist_ok=True)
+        local = folder / Path(path).name
+        local.write_text(text)
+        written[path] = local
+    return written
 
 
 _worker_state = threading.local()  # per worker thread: its LocalJudge for the plan it last judged
@@ -243,11 +271,7 @@ def _judge_on_worker(shipped: ShippedPlan, index: int, case_set, live: dict):
         if getattr(_worker_state, "judge", None) is not None:
             _worker_state.judge.close()
         directory = Path(tempfile.mkdtemp(prefix="sectorbench-verify-worker-"))
-        written = {}
-        for number, (path, text) in enumerate(shipped.sources):
-            local = directory / f"{number}-{Path(path).name}"
-            local.write_text(text)
-            written[path] = local
+        written = _unpack(shipped, directory)
         plan = shipped.plan
         sessions = tuple(
             (replace(build, extra_sources=tuple(written[str(p)] for p in build.extra_sources)), peers, names)
