@@ -1,4 +1,5 @@
-"""What a signal must not cut in half: starting a process, and removing scratch files.
+"""What a signal must not cut in half: starting a process, and removing scratch files; and
+the one way to run a short command that must not outlive us.
 
 sectorbench ends on Ctrl-C and on the signals the CLI unwinds on like it (cli/app.py): their
 handler raises, and the Python code running at that moment stops where it is.  Two things
@@ -11,8 +12,10 @@ signals held: one that arrives meanwhile is raised again as soon as the step is 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -60,3 +63,39 @@ def scratch_directory(prefix: str, parent: Path | None = None, suffix: str | Non
         if path is not None:
             with signals_held():
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def run_in_own_session(
+    command: list[str], timeout: float, cwd: str | Path | None = None, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """One short command, output captured as text, in a session of its own: no terminal it
+    could open, and on timeout (subprocess.TimeoutExpired) or when this process is interrupted
+    it goes with every process it started (a `--cc` wrapper's children, what a kernel run
+    under valgrind forked).  OSError if it does not run."""
+    process = None
+    try:
+        with signals_held():
+            process = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
+        stdout, stderr = process.communicate(timeout=timeout)
+    except BaseException:
+        if process is not None:
+            kill_session(process)
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def kill_session(process: subprocess.Popen) -> None:
+    """Kill a process started in its own session, and every process of its group."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()  # every writer of its pipes was in the group: they reach EOF

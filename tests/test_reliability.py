@@ -517,6 +517,39 @@ def test_a_source_object_is_reused_until_a_file_it_read_changes(tmp_path, seeded
     assert mine.stat().st_mtime_ns != compiled and alone.read_bytes() != before  # the constant is in the code
 
 
+def test_a_header_that_appears_where_the_compile_looked_builds_the_source_again(tmp_path, seeded_cache):
+    """No file a --source compile read changes when a header it looked for and did not find
+    (`__has_include`) appears, or one appears in a folder searched before the one it was found
+    in: the cached object compiled without it was linked, and run and verify judged the old
+    kernel."""
+    source = tmp_path / "mine" / "mine.c"
+    source.parent.mkdir()
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "scale.h").write_text("#define MY_SCALE 1.0f\n")
+    source.write_text(
+        '#if __has_include("extra.h")\n#include "extra.h"\n#endif\n#include "scale.h"\n'
+        "#ifndef MY_OFFSET\n#define MY_OFFSET 0.0f\n#endif\n"
+        "float mine_scale(void) { return MY_SCALE + MY_OFFSET; }\n"
+    )
+    cache = seeded_cache(tmp_path / "cache", "-O0")
+
+    def compiled() -> int:
+        config = BuildConfig.parse(f"-O0 -I{tmp_path / 'include'}", extra_sources=(source,))
+        build(config, cache)
+        [mine] = [path for _, _, path, is_source in build_module.object_paths(config, cache) if is_source]
+        return mine.stat().st_mtime_ns
+
+    first = compiled()
+    assert compiled() == first  # nothing changed: taken from the cache
+    (source.parent / "notes.txt").write_text("not a header\n")
+    assert compiled() == first
+    (source.parent / "extra.h").write_text("#define MY_OFFSET 1.0f\n")
+    second = compiled()
+    assert second != first
+    (source.parent / "scale.h").write_text("#define MY_SCALE 3.0f\n")  # found before include/scale.h
+    assert compiled() != second
+
+
 def test_a_source_file_is_c_whatever_its_name_ends_in(tmp_path, private_cache):
     """gcc takes my_kernel.txt for a linker input (no object, "is it a C compiler?"), and its
     preprocessor would not list its rows: a --source file is compiled and read as C."""

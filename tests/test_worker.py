@@ -51,10 +51,11 @@ def small_run(build_config: BuildConfig, kernels: tuple[str, ...], **fields) -> 
 
 def test_messages_round_trip_and_anything_else_is_refused():
     request = messages.Sample(LoopRef("basic", "call", noop=True, threads=2, shapes=(3, 9)), calls=5)
-    assert messages.decode(messages.encode(request)) == request
+    assert messages.decode(messages.encode(request, 4)) == (4, request)
     reply = messages.Timed(0.5, 7, 3, extras=messages.LoopExtras(jit_s=0.1, broadphase="grid"))
-    assert messages.decode(messages.encode(reply)) == reply
-    for junk in (b'{"mhz": 1}', b"debug: call 1", b'{"type": "Timed", "seconds": 1, "oops": 2}', b"[]"):
+    assert messages.decode(messages.encode(reply, 4)) == (4, reply)
+    unnumbered = b'{"type": "ClockRead", "mhz": 1}'
+    for junk in (b'{"mhz": 1}', b"debug: call 1", b'{"type": "Timed", "seconds": 1, "oops": 2}', b"[]", unnumbered):
         with pytest.raises(messages.ProtocolError):
             messages.decode(junk)
 
@@ -116,25 +117,30 @@ def test_a_printing_kernel_is_verified_like_any_other(unruly_build):
     assert any("debug: grid of" in note for note in verdicts["chatty"].notes)
 
 
-def test_a_kernel_that_writes_into_its_input_crashes_its_own_row_and_no_other(private_cache):
+@pytest.mark.parametrize("scribbler", ["rotates_in_place", "unprotects_and_rotates"])
+def test_a_kernel_that_writes_into_its_input_crashes_its_own_row_and_no_other(private_cache, scribbler):
     """The scene is in read-only pages: a kernel rotating its polygon in place used to change
-    the polygons of every kernel after it in the worker (all then failed verify as logic bugs)."""
-    scribbler = BuildConfig.parse("-O2", extra_sources=(DATA / "scribbling_kernel.c",))
+    the polygons of every kernel after it in the worker (all then failed verify as logic bugs).
+    The pages' file is sealed: mprotect() cannot make them writable again (it could, and hill
+    and the BCS kernels failed verify with hundreds of logic bugs)."""
+    build_config = BuildConfig.parse("-O2", extra_sources=(DATA / "scribbling_kernel.c",))
     checked = verify(
-        VerifyConfig(kernels=("rotates_in_place", "scan", "hill"), builds=(scribbler,), cases=500, seed=5, jobs=1)
+        VerifyConfig(kernels=(scribbler, "scan", "hill"), builds=(build_config,), cases=500, seed=5, jobs=1)
     )
     verdicts = {v.kernel: v for v in checked.kernels}
-    assert verdicts["rotates_in_place"].status == "crashed", verdicts["rotates_in_place"]
-    assert "killed by signal 11" in verdicts["rotates_in_place"].reason
+    assert verdicts[scribbler].status == "crashed", verdicts[scribbler]
+    assert "killed by signal 11" in verdicts[scribbler].reason
     for neighbour in ("scan", "hill"):
         assert verdicts[neighbour].status == "ok" and verdicts[neighbour].verdict != "FAIL", verdicts[neighbour]
 
     def timed(kernels):
-        config = RunConfig(scene="polygons16", sectors=6, points=200, kernels=kernels, builds=(scribbler,), timing=FAST)
+        config = RunConfig(
+            scene="polygons16", sectors=6, points=200, kernels=kernels, builds=(build_config,), timing=FAST
+        )
         return {r.kernel: r for r in run(config).results}
 
-    rows, alone = timed(("rotates_in_place", "scan")), timed(("scan",))
-    assert rows["rotates_in_place"].status == "crashed" and rows["scan"].status == "ok"
+    rows, alone = timed((scribbler, "scan")), timed(("scan",))
+    assert rows[scribbler].status == "crashed" and rows["scan"].status == "ok"
     assert rows["scan"].hits == alone["scan"].hits
 
 
@@ -150,12 +156,18 @@ def test_a_source_rows_noop_twin_stands_for_itself_alone(private_cache):
     assert not any("not a NoOperation" in w for w in basic.warnings)
 
 
-CHANGERS = ("arms_timer", "leaves_thread", "lowers_file_limit", "stops_parent", "terminates_parent")
 CHANGES = {
     "arms_timer": "left a timer armed (ITIMER_REAL)",
     "leaves_thread": "left 1 thread running",
     "lowers_file_limit": "RLIMIT_NOFILE",
+    "forks_and_returns": "left 1 child process",
+    "forks_a_spinner": "left 1 child process",
+    "leaves_files_open": "left 3 files open",
+    "handles_segv": "changed the handling of SIGSEGV",
+    "blocks_signals": "blocked signals none -> SIGALRM+SIGTERM",
+    "goes_idle": "scheduling policy SCHED_OTHER -> SCHED_IDLE",
 }
+CHANGERS = (*CHANGES, "stops_parent", "terminates_parent")
 
 
 @pytest.fixture(scope="module")
@@ -184,6 +196,46 @@ def test_a_kernel_that_changes_its_worker_process_costs_no_other_row(changers_bu
     verdicts = {v.kernel: v for v in checked.kernels}
     assert verdicts["basic"].status == "ok" and verdicts["basic"].verdict != "FAIL", verdicts["basic"]
     assert verdicts[changer].status == "ok", verdicts[changer]
+
+
+def test_a_reply_a_kernel_writes_into_the_channel_crashes_its_own_row(changers_build):
+    """A reply the worker did not send for this request (a kernel writing into the channel, a
+    forked child answering) is the row's crash: every row after it was answered by the reply
+    meant for the row before."""
+    rows = {r.kernel: r for r in run(small_run(changers_build, ("naive", "forges_reply", "basic"))).results}
+    assert rows["forges_reply"].status == "crashed", rows["forges_reply"]
+    assert "a reply this request did not ask for" in rows["forges_reply"].reason
+    assert rows["naive"].status == rows["basic"].status == "ok"
+    assert rows["naive"].hits == rows["basic"].hits > 0
+
+
+def test_a_kernel_that_stops_its_worker_times_out_saying_so(changers_build):
+    rows = {r.kernel: r for r in run(small_run(changers_build, ("stops_itself", "basic"), kernel_timeout=1.0)).results}
+    assert rows["stops_itself"].status == "timed-out" and "it was stopped (SIGSTOP" in rows["stops_itself"].reason
+    assert rows["basic"].status == "ok"
+
+
+def test_two_kernels_of_one_name_in_files_of_one_name_are_told_apart(tmp_path):
+    """Two --source files both called k.c, in two folders, defining one kernel: the refusal
+    said "(k.c:4 and k.c:4)"."""
+    text = (DATA / "shadowing_kernel.c").read_text().replace("basic", "twice")
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "k.c").write_text(text)
+    command = [sys.executable, "-m", "sectorbench", "kernels", "--flags", "-O2"]
+    command += ["--source", str(tmp_path / "a" / "k.c"), "--source", str(tmp_path / "b" / "k.c")]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=PATIENCE_S)
+    assert completed.returncode == 2
+    assert "two kernels are named twice" in completed.stderr
+    assert str(tmp_path / "a" / "k.c") in completed.stderr and str(tmp_path / "b" / "k.c") in completed.stderr
+
+
+def test_workers_have_no_terminal_a_kernel_could_open(unruly_build, scratch):
+    """A kernel that opened /dev/tty wrote into the user's terminal and left its echo off."""
+    with Worker(build(unruly_build)) as worker:
+        assert os.getsid(worker._process.pid) != os.getsid(0)
+        tty_nr = int(Path(f"/proc/{worker._process.pid}/stat").read_text().rsplit(")", 1)[1].split()[4])
+        assert tty_nr == 0
 
 
 def test_what_a_kernel_printed_leaves_the_disk_once_read(unruly_build, scratch):

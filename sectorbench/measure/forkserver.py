@@ -145,7 +145,9 @@ class ForkServer:
                 stderr=self._said,
                 env=env,
                 pass_fds=(theirs.fileno(),),
-                process_group=0,  # the terminal's ^C is the parent's to handle, as for workers
+                # The terminal's ^C is the parent's to handle, and in a session of their own
+                # the workers have no terminal a kernel could open (/dev/tty) and leave changed.
+                start_new_session=True,
             )
         finally:
             theirs.close()

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..compare.gate import GateConfig, GateReport, GateRow
 from ..errors import SectorbenchError
-from ..interrupts import scratch_directory
+from ..interrupts import run_in_own_session, scratch_directory
 from ..model.results import KernelResult, RunResult
 from ..native.build import BuildConfig, build, build_driver, valgrind_include_dir
 
@@ -126,7 +126,7 @@ def count_loops(library: Path, scene_path: Path, jobs: list[str], cc: str, scrat
     try:
         # SB_PARENT_PID: the driver ends if this process died before it asked to die with it
         environment = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
-        done = subprocess.run(command, capture_output=True, text=True, timeout=VALGRIND_TIMEOUT_S, env=environment)
+        done = run_in_own_session(command, VALGRIND_TIMEOUT_S, env=environment)
     except subprocess.TimeoutExpired:
         raise SectorbenchError(f"valgrind took over {VALGRIND_TIMEOUT_S} s") from None
     counts = parse_dumps(Path(scratch), out.name)

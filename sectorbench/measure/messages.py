@@ -3,7 +3,9 @@
 Every message is a frozen dataclass; on the wire it is one JSON object {"type": class name,
 ...fields}, framed by multiprocessing.connection on the private channel (never the worker's
 stdout, which a kernel may print to).  decode() rebuilds the dataclass and refuses any other
-type, so a reply is either what the request asked for or a Failure.
+type, so a reply is either what the request asked for or a Failure.  Each request is numbered
+and its reply carries the number: a reply to another request (a kernel's forked child
+answering, or a kernel writing into the channel) is told apart from the answer.
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ class Described:
     counters: dict  # {"available": bool, "reason": str | None}
     cpus: int
     cpu_features: list[str]
-    name_clashes: list[str]  # rows named as an earlier row of the build: "name (a.c:L and b.c:L)"
+    name_clashes: list[str]  # rows named as an earlier row of the build: "name (/a/k.c:L and /b/k.c:L)"
     fp_change_at_load: str | None = None  # how loading the library changed it (restored at once)
 
 
@@ -164,8 +166,10 @@ class ProtocolError(ValueError):
     """Bytes on the channel that are not a message."""
 
 
-def encode(message) -> bytes:
-    return json.dumps({"type": type(message).__name__, **dataclasses.asdict(message)}).encode()
+def encode(message, request_id: int) -> bytes:
+    """A request with its number, or a reply with the number of the request it answers."""
+    fields = {"type": type(message).__name__, "request_id": request_id, **dataclasses.asdict(message)}
+    return json.dumps(fields).encode()
 
 
 def _build(cls, fields: dict):
@@ -182,10 +186,14 @@ def _build(cls, fields: dict):
     return cls(**values)
 
 
-def decode(data: bytes):
+def decode(data: bytes) -> tuple[int, object]:
+    """The request number and the message."""
     try:
         fields = json.loads(data)
         cls = MESSAGES[fields.pop("type")]
-        return _build(cls, fields)
+        request_id = fields.pop("request_id")
+        if not isinstance(request_id, int):
+            raise TypeError(f"request_id {request_id!r}")
+        return request_id, _build(cls, fields)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ProtocolError(f"not a message: {data[:80]!r} ({type(exc).__name__}: {exc})") from None

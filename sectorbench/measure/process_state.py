@@ -1,6 +1,7 @@
 """What a kernel can change in its worker process besides the FP environment, and which the
-kernels after it would inherit: threads left running, timers armed, resource limits, the
-CPU affinity or priority of any thread, the working directory, the umask.
+kernels after it would inherit: threads or child processes left running, timers armed, files
+left open, resource limits, signal handlers and blocked signals, the CPU affinity, priority
+or scheduling policy of any thread, the working directory, the umask.
 
 The worker takes a snapshot when its scene is loaded and compares after every request that
 runs a C row (server.Server.handle); a difference is the row's note, and the parent replaces
@@ -11,11 +12,14 @@ kernel runs next.  docs/worker.md.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 import resource
 import signal
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 TIMERS = {"ITIMER_REAL": signal.ITIMER_REAL, "ITIMER_VIRTUAL": signal.ITIMER_VIRTUAL, "ITIMER_PROF": signal.ITIMER_PROF}
 #: Each limit once, by its first name (RLIMIT_OFILE is RLIMIT_NOFILE's other name).
@@ -23,13 +27,34 @@ _FIRST_NAMES = {getattr(resource, n): n for n in sorted(dir(resource), reverse=T
 LIMITS = {name: which for which, name in _FIRST_NAMES.items()}
 
 
+#: Every named signal but the two no handler can take, by number.
+SIGNALS = {sig.value: sig.name for sig in signal.Signals if sig not in (signal.SIGKILL, signal.SIGSTOP)}
+_GLIBC = platform.libc_ver()[0] == "glibc"
+
+
+class _SigAction(ctypes.Structure):
+    """glibc's struct sigaction on Linux; of sa_mask, only the kernel's 64 signals are filled in."""
+
+    _fields_ = [
+        ("handler", ctypes.c_void_p),
+        ("mask", ctypes.c_uint64 * 16),
+        ("flags", ctypes.c_int),
+        ("restorer", ctypes.c_void_p),
+    ]
+
+
 @dataclass(frozen=True)
 class ProcessState:
     native_threads: frozenset[int]  # threads Python did not start (a kernel's pthreads, OpenMP's pool)
+    children: frozenset[int]  # child processes, running or not yet reaped
+    open_files: frozenset[int]  # descriptors
     timers: tuple[str, ...]  # the armed ones
     limits: tuple[tuple[str, tuple[int, int]], ...]
+    handlers: tuple[tuple[str, tuple[int, int, int]], ...]  # each signal's handler, mask and flags
+    blocked: frozenset[str]  # each thread's blocked-signal mask (SigBlk), each once
     affinities: frozenset[frozenset[int]]  # the CPU sets of the process's threads, each once
     nices: frozenset[int]  # ... and their nice values
+    policies: frozenset[int]  # ... and their scheduling policies
     cwd: str | None
     umask: int
 
@@ -48,6 +73,52 @@ def _cwd() -> str | None:
         return None
 
 
+def _children(tids: list[int]) -> frozenset[int]:
+    found: set[int] = set()
+    for tid in tids:
+        try:  # Linux with CONFIG_PROC_CHILDREN (every distribution's); elsewhere none are seen
+            found.update(int(pid) for pid in Path(f"/proc/self/task/{tid}/children").read_text().split())
+        except (OSError, ValueError):
+            pass
+    return frozenset(found)
+
+
+def _open_files() -> frozenset[int]:
+    try:
+        listed = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        return frozenset()
+    still_open = set()
+    for descriptor in listed:
+        try:
+            os.fstat(descriptor)
+        except OSError:  # the listing's own descriptor, closed since
+            continue
+        still_open.add(descriptor)
+    return frozenset(still_open)
+
+
+def _handlers() -> tuple[tuple[str, tuple[int, int, int]], ...]:
+    """Python's signal.getsignal() sees only Python's handlers: a kernel's sigaction() is read
+    from the C library (glibc's layout: elsewhere none are compared)."""
+    if not _GLIBC:
+        return ()
+    sigaction = ctypes.CDLL(None).sigaction
+    found = []
+    for number, name in SIGNALS.items():
+        action = _SigAction()
+        if sigaction(number, None, ctypes.byref(action)) == 0:
+            found.append((name, (action.handler or 0, action.mask[0], action.flags)))
+    return tuple(found)
+
+
+def _blocked(tid: int) -> str:
+    for line in Path(f"/proc/self/task/{tid}/status").read_text().splitlines():
+        if line.startswith("SigBlk:"):
+            return line.split()[1]
+    return ""
+
+
 def _per_thread(read, tids: list[int]) -> frozenset:
     found = set()
     for tid in tids:
@@ -63,17 +134,36 @@ def snapshot() -> ProcessState:
     python_threads = {t.native_id for t in threading.enumerate()}
     umask = os.umask(0o022)
     os.umask(umask)
+    linux = hasattr(os, "sched_getaffinity")
     return ProcessState(
         native_threads=frozenset(tid for tid in tids if tid not in python_threads and tid != 0),
+        children=_children(tids),
+        open_files=_open_files(),
         timers=tuple(name for name, which in TIMERS.items() if signal.getitimer(which)[0] > 0),
         limits=tuple((name, resource.getrlimit(which)) for name, which in LIMITS.items()),
-        affinities=_per_thread(lambda tid: frozenset(os.sched_getaffinity(tid)), tids)
-        if hasattr(os, "sched_getaffinity")  # Linux's
-        else frozenset(),
+        handlers=_handlers(),
+        blocked=_per_thread(_blocked, tids) if linux else frozenset(),
+        affinities=_per_thread(lambda tid: frozenset(os.sched_getaffinity(tid)), tids) if linux else frozenset(),
         nices=_per_thread(lambda tid: os.getpriority(os.PRIO_PROCESS, tid), tids),
+        policies=_per_thread(os.sched_getscheduler, tids) if linux else frozenset(),
         cwd=_cwd(),
         umask=umask,
     )
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count > 1 else ''}"
+
+
+def _signal_names(mask: str) -> str:
+    bits = int(mask or "0", 16)
+    names = [SIGNALS.get(number, str(number)) for number in range(1, 65) if bits >> (number - 1) & 1]
+    return "+".join(names) or "none"
+
+
+def _policy_name(policy: int) -> str:
+    names = {getattr(os, n): n for n in dir(os) if n.startswith("SCHED_") and n not in ("SCHED_RESET_ON_FORK",)}
+    return names.get(policy, str(policy))
 
 
 def _cpus(cpus: frozenset[int]) -> str:
@@ -87,7 +177,13 @@ def describe_change(before: ProcessState, after: ProcessState) -> str | None:
     changes = []
     left = after.native_threads - before.native_threads
     if left:
-        changes.append(f"left {len(left)} thread{'s' if len(left) > 1 else ''} running")
+        changes.append(f"left {_plural(len(left), 'thread')} running")
+    children = after.children - before.children
+    if children:
+        changes.append(f"left {_plural(len(children), 'child process')} (pid {', '.join(map(str, sorted(children)))})")
+    opened = after.open_files - before.open_files
+    if opened:
+        changes.append(f"left {_plural(len(opened), 'file')} open")
     armed = [name for name in after.timers if name not in before.timers]
     if armed:
         changes.append(f"left a timer armed ({', '.join(armed)})")
@@ -95,6 +191,13 @@ def describe_change(before: ProcessState, after: ProcessState) -> str | None:
     changes += [
         f"{name} {old_limits[name]} -> {value}" for name, value in after.limits if old_limits.get(name) != value
     ]
+    old_handlers = dict(before.handlers)
+    handled = [name for name, action in after.handlers if old_handlers.get(name, action) != action]
+    if handled:
+        changes.append(f"changed the handling of {', '.join(handled)}")
+    if after.blocked != before.blocked:
+        masks = [" / ".join(sorted(map(_signal_names, state.blocked))) for state in (before, after)]
+        changes.append(f"blocked signals {masks[0]} -> {masks[1]}")
     if after.affinities != before.affinities:
         sets = [" / ".join(_cpus(cpus) for cpus in state.affinities) for state in (before, after)]
         changes.append(f"CPU affinity {sets[0]} -> {sets[1]}")
@@ -102,6 +205,9 @@ def describe_change(before: ProcessState, after: ProcessState) -> str | None:
         changes.append(
             f"nice {' / '.join(map(str, sorted(before.nices)))} -> {' / '.join(map(str, sorted(after.nices)))}"
         )
+    if after.policies != before.policies:
+        policies = [" / ".join(sorted(map(_policy_name, state.policies))) for state in (before, after)]
+        changes.append(f"scheduling policy {policies[0]} -> {policies[1]}")
     if after.cwd != before.cwd:
         changes.append(f"working directory {before.cwd} -> {after.cwd or '(removed)'}")
     if after.umask != before.umask:

@@ -82,6 +82,7 @@ class Server:
     def __init__(self, library: str, peers: bool = False, reference: str | None = None):
         from ..families import all_families
 
+        self.pid = os.getpid()
         self.ffi = interface()
         self.fpenv = self.ffi.new("sb_fpenv *")
         #: How loading the library changed the build's FP environment (None: it did not); restored.
@@ -103,7 +104,7 @@ class Server:
             self.lib.sb_fpenv_restore(self.fpenv)  # every kernel starts from the build's environment
         self.disabled = disabled_features()
         self.loops: dict[str, TimedLoop] = {}
-        #: rows whose name an earlier row of the build already has ("name (first.c:L and second.c:L)")
+        #: rows whose name an earlier row of the build already has ("name (/a/first.c:L and /b/second.c:L)")
         self.name_clashes: list[str] = []
         if peers:
             for peer in (p for family in all_families() for p in family.peers()):
@@ -112,12 +113,14 @@ class Server:
             count = self.ffi.new("size_t *")
             table = self.lib.sb_kernel_table(count)
             rows = sorted((table[i] for i in range(count[0])), key=lambda r: (self.ffi.string(r.source), r.line))
+            defined_at: dict[str, str] = {}  # whole paths: two files of one name in two folders clash too
             for row in rows:
                 loop = CRowLoop(self, row)
+                here = f"{self.ffi.string(row.source).decode(errors='replace')}:{row.line}"
                 if loop.kernel.name in self.loops:  # a --source row named as another: said, not shadowed
-                    first = self.loops[loop.kernel.name].kernel
-                    self.name_clashes.append(f"{first.name} ({first.source} and {loop.kernel.source})")
+                    self.name_clashes.append(f"{loop.kernel.name} ({defined_at[loop.kernel.name]} and {here})")
                     continue
+                defined_at[loop.kernel.name] = here
                 self.loops[loop.kernel.name] = self._checked(loop)
             for family in all_families():
                 for name in family.broadphases():
@@ -317,6 +320,7 @@ class Server:
         loop = self._loop(request.kernel)
         self.lib.sb_fpenv_restore(self.fpenv)
         result = loop.answers(request.shapes)
+        self.end_if_forked_child()  # before the answers are written: the child's would be the parent's file
         change = self._fp_change()
         self.lib.sb_fpenv_restore(self.fpenv)
         np.save(request.out, result)
@@ -335,6 +339,12 @@ class Server:
         start = time.perf_counter_ns()
         self.lib.sb_dependent_adds(iterations)
         return (time.perf_counter_ns() - start) / 1e9
+
+    def end_if_forked_child(self) -> None:
+        """A kernel's fork() returned here in its child: it ends before doing anything of ours
+        (writing an answer, replying), unflushed (the parent's buffers are the parent's)."""
+        if os.getpid() != self.pid:
+            os._exit(0)
 
     def handle(self, request):
         self._request += 1
@@ -420,9 +430,12 @@ def main(argv: list[str]) -> int:
             data = channel.recv_bytes()
         except (EOFError, OSError):  # the parent closed the channel: done
             return 0
+        request_id = 0
         try:
-            reply = server.handle(messages.decode(data))
+            request_id, request = messages.decode(data)
+            reply = server.handle(request)
         except Exception as exc:  # reported to the parent, which decides what it means
             reply = messages.Failure(error=f"{type(exc).__name__}: {exc}")
+        server.end_if_forked_child()
         flush_stdio()
-        channel.send_bytes(messages.encode(reply))
+        channel.send_bytes(messages.encode(reply, request_id))

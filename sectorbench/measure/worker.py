@@ -150,6 +150,7 @@ class Worker:
         }
         self._peers, self._reference = peers, None if reference is None else str(reference)  # see reference_library
         self._scene_path: Path | None = None
+        self._request_id = 0
         self._start_process()
 
     def _start_process(self) -> None:
@@ -186,18 +187,22 @@ class Worker:
         limit = min(deadline_s, left)
         self._stdout.empty()
         self._stderr.empty()
+        self._request_id += 1
         try:
-            self._channel.send_bytes(messages.encode(request))
+            self._channel.send_bytes(messages.encode(request, self._request_id))
             ready = self._channel.poll(max(limit, 0.0))
         except OSError:
             ready = True  # a dead worker: recv says so
         if not ready:
+            stopped = _stopped(self._process.pid)
             self.kill()
             self._take_output(who)
             if left < deadline_s:
                 raise WorkerTimedOut(f"the run's --max-minutes {self.budget.minutes:g} ran out during this request")
             # start-up (the library's load, its constructors included) has its own allowance
             why = "the start-up allowance" if deadline_s == STARTUP_S else "--kernel-timeout sets the floor"
+            if stopped:
+                why += "; it was stopped (SIGSTOP, SIGTSTP: a kernel that stopped its process or group?)"
             raise WorkerTimedOut(f"no answer within {deadline_s:.3g} s ({why}): killed")
         try:
             data = self._channel.recv_bytes(MAX_REPLY_BYTES)
@@ -210,10 +215,13 @@ class Worker:
             raise WorkerCrashed(f"the worker's channel carried something else: {exc}") from None
         self._take_output(who)
         try:
-            reply = messages.decode(data)
+            answers, reply = messages.decode(data)
         except messages.ProtocolError as exc:
             self.kill()
             raise WorkerCrashed(f"the worker's channel carried something else: {exc}") from None
+        if answers != self._request_id or self._channel.poll(0):
+            self.kill()  # a second writer on the channel (a forked child, a forged reply): end it here
+            raise WorkerCrashed("the worker's channel carried a reply this request did not ask for (a forked child?)")
         if isinstance(reply, messages.Failure):
             raise WorkerError(reply.error)
         change = getattr(reply, "process_change", None)
@@ -326,6 +334,14 @@ class Worker:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _stopped(pid: int) -> bool:
+    """The process is stopped by a signal (its state in /proc is T; False where unknown)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
 
 
 class BuildSession:

@@ -9,6 +9,7 @@ where it uses anything else).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import mmap
 import os
@@ -116,15 +117,33 @@ def read_only_copy(array: np.ndarray) -> np.ndarray:
         copy.flags.writeable = False
         return copy
     size = max(array.nbytes, 1)
-    descriptor = os.memfd_create("sectorbench-scene", os.MFD_CLOEXEC)
+    descriptor = os.memfd_create("sectorbench-scene", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         os.ftruncate(descriptor, size)
         with mmap.mmap(descriptor, size) as writable:
             writable[: array.nbytes] = np.ascontiguousarray(array).data.cast("B")
+        _seal(descriptor)
         pages = mmap.mmap(descriptor, size, prot=mmap.PROT_READ)
     finally:
         os.close(descriptor)
     return np.frombuffer(pages, dtype=array.dtype, count=array.size)
+
+
+#: linux/fcntl.h's F_SEAL_FUTURE_WRITE (Linux 5.1), which Python's fcntl does not name.
+F_SEAL_FUTURE_WRITE = 0x0010
+
+
+def _seal(descriptor: int) -> None:
+    """No write to the file from now on, by any descriptor or mapping: a kernel that
+    mprotect()s the read-only pages back to writable gets EACCES, as one reopening the memfd
+    through /proc gets EPERM.  Before Linux 6.7 only the future-write seal took the right to
+    write from a read-only shared mapping, and before 5.1 no seal did (the pages stay
+    PROT_READ)."""
+    seals = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+    try:
+        fcntl.fcntl(descriptor, fcntl.F_ADD_SEALS, seals | F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_SEAL)
+    except OSError:  # EINVAL: a kernel before 5.1
+        fcntl.fcntl(descriptor, fcntl.F_ADD_SEALS, seals | fcntl.F_SEAL_SEAL)
 
 
 @dataclass(frozen=True)
@@ -198,7 +217,7 @@ def aligned_extra(values: np.ndarray, dtype) -> np.ndarray:
 def check_size(n: int, m: int, shape_arrays: int = MAX_SHAPE_ARRAYS, point_arrays: int = 2) -> None:
     """Reject sizes that are not positive or whose arrays would not fit in memory."""
     if n <= 0 or m <= 0:
-        raise SectorbenchError(f"--sectors and --points must be positive (got N={n}, M={m})")
+        raise SectorbenchError(f"-n/--shapes and -m/--points must be positive (got N={n}, M={m})")
     if m > MAX_POINTS:
         raise SectorbenchError(f"--points is at most {MAX_POINTS} (2^28) per scene (got M={m})")
     needed = 4 * (shape_arrays * padded_length(n) + point_arrays * padded_length(m))

@@ -20,7 +20,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -30,7 +29,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import SectorbenchError
-from ..interrupts import scratch_directory, signals_held
+from ..interrupts import kill_session, run_in_own_session, scratch_directory, signals_held
 from .compiler_flags import refused
 
 
@@ -436,6 +435,8 @@ def _compiled(config: BuildConfig, cc_path: str, keyed: list, private: Path) -> 
         listed = _read_depfile(fresh.with_suffix(".d")) if mine else None
         if mine and listed is None:
             continue  # a compiler that wrote no list of what it read: its object is linked, never kept
+        if mine:
+            listed.update(_searched_folders(listed, config))
         read.update(listed or {})
         try:  # a copy under a temporary name, renamed: another build may be linking the same object
             partial = cached.with_name(f".{cached.name}.{os.getpid()}.partial")
@@ -476,6 +477,37 @@ def _read_depfile(path: Path) -> dict[str, str] | None:
         return None
 
 
+#: A key of a dependency list naming a folder the preprocessor searched, not a file it read.
+FOLDER_KEY = "folder:"
+#: What an #include names, by the ends of its name: a folder's listing of these is kept.
+HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".inc", ".inl", ".def", ".c")
+
+
+def _searched_folders(listed: dict[str, str], config: BuildConfig) -> dict[str, str]:
+    """The headers present, when compiled, in every folder the preprocessor searched: each
+    read file's own (a quoted #include looks there first), the -I folders of the flags and of
+    kernels_c/.  A header that appears later in one of them (`__has_include`, or one found
+    before the one read) changes what the same bytes compile to, and no file read changed."""
+    folders = {str(Path(name).parent) for name in listed}
+    words = list(config.compile_flags)
+    for number, word in enumerate(words):
+        for option in ("-I", "-iquote", "-isystem", "-idirafter"):
+            if word == option and number + 1 < len(words):
+                folders.add(str(Path(words[number + 1]).resolve()))
+            elif word.startswith(option) and len(word) > len(option):
+                folders.add(str(Path(word[len(option) :]).resolve()))
+    folders.update(str(folder) for folder in include_dirs(config))
+    return {FOLDER_KEY + folder: _headers_in(Path(folder)) for folder in sorted(folders)}
+
+
+def _headers_in(folder: Path) -> str:
+    try:
+        names = sorted(name for name in os.listdir(folder) if name.endswith(HEADER_SUFFIXES))
+    except OSError:  # gone, or never there (an -I of a missing folder): so it stays
+        names = []
+    return hashlib.sha256("\0".join(names).encode()).hexdigest()
+
+
 def _dependencies(cached: Path) -> dict[str, str] | None:
     """The files listed beside `cached` (OBJECT.deps), each with its sha256 when compiled; None
     if there is no list, {} if it is damaged."""
@@ -489,9 +521,16 @@ def _dependencies(cached: Path) -> dict[str, str] | None:
 
 
 def _still_as_read(listed: dict[str, str] | None) -> bool:
-    """Every listed file has the bytes it had when compiled (no list, or an empty one: no)."""
+    """Every listed file has the bytes it had when compiled, every listed folder the headers
+    (no list, or an empty one: no)."""
+
+    def unchanged(name: str, sha: str) -> bool:
+        if name.startswith(FOLDER_KEY):
+            return _headers_in(Path(name.removeprefix(FOLDER_KEY))) == sha
+        return _sha256(Path(name)) == sha
+
     try:
-        return bool(listed) and all(_sha256(Path(name)) == sha for name, sha in listed.items())
+        return bool(listed) and all(unchanged(name, sha) for name, sha in listed.items())
     except OSError:  # a file it read is gone
         return False
 
@@ -543,7 +582,7 @@ def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig
                 break
     finally:
         for process, _ in running:
-            _kill_group(process)
+            kill_session(process)
     if failed:
         raise BuildError(f"compiling with {config.label!r} failed:\n" + "\n".join(failed))
     return [(private / f"compiler-{number}.log").read_text(errors="replace") for number in range(len(commands))]
@@ -570,37 +609,8 @@ def run_compiler(
     command: list[str], timeout: float, cwd: str | Path | None = None, env: dict | None = None
 ) -> subprocess.CompletedProcess:
     """One short compiler call (its version, a preprocessing, a probe of -march=native), output
-    captured as text: in its own process group like a build's compilers, so that on timeout
-    (subprocess.TimeoutExpired) or when this process is interrupted, the compiler goes with
-    every process it started (a `--cc` wrapper's children too).  OSError if it does not run."""
-    process = None
-    try:
-        with signals_held():
-            process = subprocess.Popen(
-                command,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                errors="replace",
-                start_new_session=True,
-            )
-        stdout, stderr = process.communicate(timeout=timeout)
-    except BaseException:
-        if process is not None:
-            _kill_group(process)
-        raise
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.communicate()  # every writer of its pipes was in the group: they reach EOF
+    captured as text, in its own session like a build's compilers (interrupts.run_in_own_session)."""
+    return run_in_own_session(command, timeout, cwd, env)
 
 
 #: The suffix of a private build directory in the cache.

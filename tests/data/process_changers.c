@@ -1,12 +1,22 @@
 /* Test-only: kernels that change their worker process on their first call, as --source
- * kernels did in a probe, each once costing other rows: a one-shot timer (its SIGALRM killed
+ * kernels did in probes, each once costing other rows: a one-shot timer (its SIGALRM killed
  * whichever kernel ran 0.3 s later), a thread left running, a lowered file limit (verify then
- * failed as a whole: "Too many open files"), and two that signal their parent, the fork server
- * (SIGSTOP hung the run for ever; SIGTERM killed the other workers). */
+ * failed as a whole: "Too many open files"), two that signal their parent, the fork server
+ * (SIGSTOP hung the run for ever; SIGTERM killed the other workers); a fork() whose child
+ * returned from the kernel and answered the next request (every reply after it went to the
+ * wrong row), a child left spinning (the next rows ran 2.5-4x slower), files left open, a
+ * SIGSEGV handler left installed (the next crashing kernel timed out instead), signals left
+ * blocked, the idle scheduling policy; and one that writes a reply of its own into the
+ * worker's channel. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdint.h>
+#include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -54,3 +64,54 @@ CHANGER(leaves_thread, leave_thread());
 CHANGER(lowers_file_limit, lower_file_limit());
 CHANGER(stops_parent, kill(getppid(), SIGSTOP));
 CHANGER(terminates_parent, kill(getppid(), SIGTERM));
+
+static void spin_in_a_child(void) {
+    if (fork() == 0)
+        for (;;)
+            ;
+}
+static void leave_files_open(void) {
+    for (int i = 0; i < 3; i++)
+        open("/dev/null", O_RDONLY);
+}
+static void ignore_segv(int sig) { (void)sig; }
+static void handle_segv(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = ignore_segv;
+    sigaction(SIGSEGV, &action, 0);
+}
+static void block_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGALRM);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_BLOCK, &set, 0);
+}
+static void go_idle(void) {
+    const struct sched_param none = {0};
+    sched_setscheduler(0, SCHED_IDLE, &none);
+}
+/* multiprocessing.connection's framing: a 4-byte big-endian length, then the bytes. */
+static void forge_reply(void) {
+    static const char reply[] = "{\"type\": \"ClockRead\", \"request_id\": 1, \"mhz\": 1.0}";
+    const uint32_t length = sizeof reply - 1;
+    const unsigned char header[4] = {length >> 24, length >> 16 & 255, length >> 8 & 255, length & 255};
+    for (int fd = 3; fd < 256; fd++) {
+        struct stat about;
+        if (fstat(fd, &about) == 0 && S_ISSOCK(about.st_mode)) {
+            (void)!write(fd, header, 4);
+            (void)!write(fd, reply, length);
+        }
+    }
+}
+
+CHANGER(forks_and_returns, (void)fork());
+CHANGER(forks_a_spinner, spin_in_a_child());
+CHANGER(leaves_files_open, leave_files_open());
+CHANGER(handles_segv, handle_segv());
+CHANGER(blocks_signals, block_signals());
+CHANGER(goes_idle, go_idle());
+CHANGER(forges_reply, forge_reply());
+/* Stops itself: its row timed out "no answer within ... killed", which did not say why. */
+CHANGER(stops_itself, raise(SIGSTOP));

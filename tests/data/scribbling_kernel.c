@@ -22,3 +22,22 @@ static inline void rotates_in_place(const aabr_poly *p, float a, float c, float 
     o[0] = max_x, o[1] = max_y, o[2] = min_x, o[3] = min_y;
 }
 AABR_KERNEL(rotates_in_place, , "", "scalar", .summary = "test only: writes into its input");
+
+/* The same, after making the read-only pages writable again, as a kernel "fixing" its
+ * segmentation fault would. */
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static void unprotect(const float *values, int32_t n) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t begin = (uintptr_t)values & ~(page - 1), end = (uintptr_t)(values + n);
+    mprotect((void *)begin, end - begin, PROT_READ | PROT_WRITE);
+}
+static inline void unprotects_and_rotates(const aabr_poly *p, float a, float c, float s, int32_t *state,
+                                          int32_t o[4]) {
+    unprotect(p->x, p->n);
+    unprotect(p->y, p->n);
+    rotates_in_place(p, a, c, s, state, o);
+}
+AABR_KERNEL(unprotects_and_rotates, , "", "scalar", .summary = "test only: mprotect()s its input writable");
