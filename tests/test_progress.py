@@ -73,6 +73,17 @@ def test_an_absurd_run_is_refused_with_how_long_it_would_take(monkeypatch):
     assert estimate_s(2, 10**8, TimingConfig(), 4.0) == pytest.approx(2 * (0.4 + 5 * 0.4))
 
 
+def test_a_run_its_plan_puts_over_max_minutes_is_refused_before_timing(tmp_path):
+    """Checked before the build with one kernel (the fewest series), the default kernels' plan
+    said "about 58 s" and the run started under --max-minutes 0.3: calibration ate the budget,
+    every row came back timed-out, exit 0.  The plan, every series counted, is checked too."""
+    args = ["run", "-n", "1000", "-m", "100000", "--flags", "-O0", "--repeat", "10", "--max-minutes", "1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert "series would take about" in result.stderr and "over the limit of 1 min" in result.stderr
+    assert "calibrating" not in result.stderr
+
+
 @pytest.mark.parametrize(
     "seconds, text", [(0.25, "250 ms"), (42, "42 s"), (210, "3.5 min"), (7560, "2.1 h"), (216000, "2.5 days")]
 )

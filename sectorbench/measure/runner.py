@@ -174,9 +174,9 @@ class Plan:
         return (
             f"plan: {' × '.join(counts)} (+ {', '.join(extra)}), "
             f"{plural(self.repeat, 'round')} after calibration, {self.tests:,} tests a pass; "
-            f"about {duration(self.estimate_s)} (assuming {TYPICAL_NS_PER_TEST:g} ns a test"
+            f"timing about {duration(self.estimate_s)} (assuming {TYPICAL_NS_PER_TEST:g} ns a test"
             + (f", a broadphase {BROADPHASE_NS_PER_ITEM:g} ns a shape or point" if self.broadphase_series else "")
-            + " until calibrated)"
+            + " until calibrated, where naive takes ~13; the checks after timing not included)"
         )
 
 
@@ -347,6 +347,15 @@ def _measure(
     # A broadphase row's own model: its cost grows with the shapes and points it indexes, not N x M.
     indexed = {(s.config, k.name, m, t) for s, k, m, t in plan if k.noop_reason is not None}
     priors = {key: (scene.n_shapes + scene.n_points) * BROADPHASE_NS_PER_ITEM * 1e-9 for key in indexed}
+    plan_estimate_s = estimate_s(
+        len(series) - len(indexed), scene.tests, config.timing, TYPICAL_NS_PER_TEST
+    ) + estimate_s(len(indexed), scene.n_shapes + scene.n_points, config.timing, BROADPHASE_NS_PER_ITEM)
+    if plan_estimate_s > config.max_minutes * 60:  # check_time's rule, now with every series counted
+        raise SectorbenchError(
+            f"this run's {len(series)} series would take about {duration(plan_estimate_s)} (at "
+            f"{TYPICAL_NS_PER_TEST:g} ns a test until calibrated), over the limit of {config.max_minutes:g} min: "
+            "use a smaller scene, fewer rounds or fewer kernels, or raise --max-minutes"
+        )
     on_plan(
         Plan(
             builds=len(sessions),
@@ -358,8 +367,7 @@ def _measure(
             tests=scene.tests,
             repeat=config.timing.repeat,
             rows=tuple(_row(session, kernel, mode, threads) for session, kernel, mode, threads in plan),
-            estimate_s=estimate_s(len(series) - len(indexed), scene.tests, config.timing, TYPICAL_NS_PER_TEST)
-            + estimate_s(len(indexed), scene.n_shapes + scene.n_points, config.timing, BROADPHASE_NS_PER_ITEM),
+            estimate_s=plan_estimate_s,
             broadphase_series=len(indexed),
             sides=tuple(session.side for session, _, _, _ in plan),
         )
@@ -699,7 +707,7 @@ def _cycles(series: Series, clock_mhz: list[float], tests: int, loop, threads: i
             out["bound_cycles_per_test"], out["bound_model"] = loop.bound_cycles_per_test, loop.model
         out["bound_reason"] = loop.reason
         if not per_test:
-            out["bound_reason"] = "none derived: the hot loop runs inside one test (its family's kernels loop there)"
+            out["bound_reason"] = "the hot loop runs inside one test (its family's kernels loop there)"
         if loop.vector == NOT_CLASSIFIED:
             out["bound_reason"] = f"loop not classified: {loop.reason or 'no floating-point arithmetic in it'}"
     if series.counted:
@@ -769,21 +777,21 @@ def _with_speedups(results: list[KernelResult], reference: str | None) -> list[K
     basis = validity.basis([r.net_valid for r in results])
 
     def time_s(r: KernelResult) -> float | None:
-        return r.median_s if basis == validity.GROSS else r.net_s
+        if basis == validity.GROSS:
+            return r.median_s
+        return r.net_s if r.net_above_zero else None  # a ratio to noise is no speedup, saved or shown
 
-    reference_time = {(r.key, r.side): time_s(r) for r in results if r.kernel == reference and time_s(r)}
+    reference_time = {(r.key, r.side): time_s(r) for r in results if r.kernel == reference}
 
     def reference_of(r: KernelResult) -> tuple[RowKey, str | None]:
         return (r.key.with_kernel(reference), r.side)
 
+    def speedup(r: KernelResult) -> float | None:
+        return reference_time[reference_of(r)] / time_s(r) if time_s(r) and reference_time[reference_of(r)] else None
+
     return [
-        replace(
-            r,
-            speedup=reference_time[reference_of(r)] / time_s(r),
-            speedup_basis=basis,
-            speedup_reference=reference,
-        )
-        if time_s(r) and reference_of(r) in reference_time
+        replace(r, speedup=speedup(r), speedup_basis=basis, speedup_reference=reference)
+        if reference_of(r) in reference_time
         else r
         for r in results
     ]

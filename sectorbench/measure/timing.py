@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..compare.stats import median_interval
 from ..errors import SectorbenchError
+from ..model.results import NET_NOT_ABOVE_ZERO_NOTES
 from .messages import LoopExtras, Timed
 
 #: Each setting's one home, with its default and why.
@@ -169,6 +170,9 @@ class NetTime:
     warnings: tuple[str, ...]
 
 
+CLAMPED_AT_ZERO, NOT_CLEARLY_ABOVE_ZERO = NET_NOT_ABOVE_ZERO_NOTES
+
+
 def net_time(kernel_samples: Sequence[float], overhead_samples: Sequence[float]) -> NetTime:
     """Kernel time minus NoOperation time, paired by round, clamped at 0 with a warning."""
     net_samples = tuple(k - o for k, o in zip(kernel_samples, overhead_samples))
@@ -176,7 +180,7 @@ def net_time(kernel_samples: Sequence[float], overhead_samples: Sequence[float])
     warnings = []
     if net <= 0:
         warnings.append(
-            "net time <= 0: the NoOperation loop is as slow as the kernel "
+            f"{CLAMPED_AT_ZERO}: the NoOperation loop is as slow as the kernel "
             "(optimised away, or a different loop shape); clamped to 0"
         )
         net = 0.0
@@ -188,7 +192,7 @@ def net_time(kernel_samples: Sequence[float], overhead_samples: Sequence[float])
         interval = median_interval(net_samples, NET_ABOVE_ZERO_CONFIDENCE)
         if interval.low <= 0:
             warnings.append(
-                f"net time not clearly above 0 (its {interval.achieved_confidence:.0%} interval over the "
+                f"{NOT_CLEARLY_ABOVE_ZERO} (its {interval.achieved_confidence:.0%} interval over the "
                 f"rounds reaches {interval.low * 1e3:.3g} ms): too small next to the loop overhead to "
                 f"measure, or optimised away"
             )

@@ -122,7 +122,7 @@ def speedup_caption(results: list[KernelResult]) -> str | None:
     ok = [r for r in results if r.status == "ok"]
     if not ok:
         return None
-    compared = [r for r in ok if r.speedup is not None]
+    compared = [r for r in ok if r.speedup_reference is not None]
     if not compared:
         return "speedup: – (no reference kernel ran in any row's build, mode and thread count)"
     references = ", ".join(dict.fromkeys(r.speedup_reference for r in compared if r.speedup_reference))
@@ -133,11 +133,14 @@ def speedup_caption(results: list[KernelResult]) -> str | None:
             "; gross (end to end), not net, because a row is marked memory-bound: there the NoOperation "
             "subtraction removes load time the kernel hides, so net would rank it wrongly"
         )
-    missing = sorted({r.kernel for r in ok if r.speedup is None})
+    missing = sorted({r.kernel for r in ok if r.speedup_reference is None})
     if missing:
         text += f"; none for {', '.join(missing)} (no reference in its build)"
     if any(shown_speedup(r, results) is None for r in compared):
-        text += "; – where the row's net time, or its reference's, is not clearly above 0 (its note): a ratio of noise"
+        text += (
+            "; – where the row's net time, or its reference's, is not clearly above 0 (its note: a ratio "
+            "of noise) or was not measured"
+        )
     return text
 
 
