@@ -15,15 +15,20 @@ from .app import note, result_json, run_gate, stdout, write_exports, write_json
 TIME, INSTRUCTIONS = METRICS
 
 
-def metric_option(command):
-    return click.option(
-        "--metric",
-        type=click.Choice(METRICS),
-        default=TIME,
-        show_default=True,
-        help="instructions: also count each loop's instructions once under valgrind (deterministic); "
-        "a gate then uses the counts where both sides have them.",
-    )(command)
+def metric_option(what_counts_do: str):
+    """--metric, its help ending in what the command does with the counts."""
+
+    def option(command):
+        return click.option(
+            "--metric",
+            type=click.Choice(METRICS),
+            default=TIME,
+            show_default=True,
+            help="instructions: also count each loop's instructions once under valgrind (deterministic); "
+            + what_counts_do,
+        )(command)
+
+    return option
 
 
 def _scene(config):

@@ -16,6 +16,7 @@ from ..native.build import build_label
 from .ab import gate_revision, metric_option, print_instructions, run_ab, with_metric
 from .app import Reporter, load_plain, main, note, result_json, run_gate, stdout, write_exports, write_json
 from .options import (
+    KERNELS_DEFAULT,
     SEED,
     SceneCommand,
     broadphase_option,
@@ -113,7 +114,7 @@ def size_options(command):
     "--kernels",
     multiple=True,
     callback=comma_list,
-    help="Kernels to time, e.g. naive,sse2 [default: the family's, known-bad ones left out].",
+    help=f"Kernels to time, e.g. naive,sse2 [default: {KERNELS_DEFAULT}].",
 )
 @broadphase_option
 @build_options(DEFAULT_RUN_FLAGS)
@@ -158,7 +159,7 @@ def size_options(command):
     help="Gate mode: re-measure a kernel flagged as regressed once, in fresh rounds; it fails only if flagged "
     "again [default: --confirm].",
 )
-@metric_option
+@metric_option("a gate (--baseline, --against) then uses the counts where both sides have them.")
 def run_command(
     sectors,
     points,
@@ -343,7 +344,7 @@ QUICK = dict(points=10_000, repeat=5)
     "--kernels",
     multiple=True,
     callback=comma_list,
-    help="Kernels to time [default: the family's, known-bad ones left out].",
+    help=f"Kernels to time [default: {KERNELS_DEFAULT}].",
 )
 @build_options(COMPARE_FLAGS)
 @click.option(
@@ -364,7 +365,7 @@ QUICK = dict(points=10_000, repeat=5)
 @click.option(
     "--table", is_flag=True, help="Also print the full run table before the matrix [default: the matrix alone]."
 )
-@metric_option
+@metric_option("shown in a table under the matrix and kept in the JSON.")
 def compare_command(
     preset,
     quick,

@@ -49,9 +49,7 @@ def regress_command(baseline, current, alpha, threshold, thresholds, normalize, 
 
 @main.command("plot")
 @click.argument("results", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Image file: .png or .svg (required)."
-)
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Image file: .png or .svg.")
 @click.option(
     "--chart",
     type=click.Choice(["bar", "heatmap", "trend"]),
