@@ -61,7 +61,7 @@ static inline int orient(float ax, float ay, float bx, float by, float cx,
 
 SB_KERNEL(recast_dot, SCALAR, 1, (ax, ay, bx, by, cx, cy), .family = "triangle",
           .rounding_bound = 8, .tolerance = (double)1e-4f, .known_bad = 1,
-          .summary = "recastnavigation's dot-product barycentrics, EPS 1e-4 (known-bad)");
+          .summary = "recastnavigation's dot-product barycentrics, EPS 1e-4");
 SB_KERNEL(recast_cross, SCALAR, 1, (ax, ay, bx, by, cx, cy), .family = "triangle",
           .rounding_bound = 16, .tolerance = (double)1e-4f,
           .summary = "the article's fix: cross products, tolerance 1e-4 scaled by the area");
