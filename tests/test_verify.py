@@ -286,9 +286,9 @@ def long_blind_result():
 @pytest.mark.parametrize(
     "kernel, where",
     [
-        ("tile_drop", "long scene 3 x 100003"),
+        ("tile_drop", "long scene 2 x 66037"),
         ("unrolled_128", "long scene 1003 x 37"),
-        ("short_index", "long scene 3 x 100003"),
+        ("short_index", "long scene 2 x 66037"),
     ],
 )
 def test_loops_wrong_only_on_long_scenes_fail(long_blind_result, kernel, where):
