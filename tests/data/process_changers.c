@@ -22,6 +22,10 @@
 
 #include "sb_common.h"
 
+#ifndef SCHED_IDLE /* glibc names it under _GNU_SOURCE, which a file included after another cannot set */
+#define SCHED_IDLE 5
+#endif
+
 static inline int changer_basic(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
     const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy;
     return s < r2 && dx * ux + dy * uy > sqrtf(s) * k;
