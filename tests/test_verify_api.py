@@ -75,6 +75,22 @@ def test_bad_arguments_raise_value_error_naming_them(arguments, name):
         sectorbench.verify(**arguments)
 
 
+@pytest.mark.parametrize(
+    "arguments,message",
+    [
+        ({"kernels": "basc"}, "unknown kernel basc (did you mean basic?)"),
+        ({"family": "triangle", "kernels": "basic"}, "basic is a sector kernel, not a triangle one"),
+        ({"kernels": "basic,orient"}, "basic is a sector kernel, orient is a triangle kernel: name kernels of one"),
+    ],
+)
+def test_a_wrong_kernel_name_is_said_as_the_cli_says_it(arguments, message):
+    """It listed every kernel with no suggestion, and a wrong family read "kernels: family
+    'triangle', basic are of the families sector"."""
+    with pytest.raises(ValueError, match="^kernels: ") as raised:
+        sectorbench.verify(cases=10, **arguments)
+    assert message in str(raised.value)
+
+
 def test_a_kernel_that_hangs_does_not_pass(private_cache):
     """Its verdict is timed-out after kernel_timeout, and neither it nor the report passes."""
     report = sectorbench.verify(source=DATA / "unruly_kernels.c", kernels="hangs,basic", cases=300, kernel_timeout=1.0)

@@ -143,8 +143,17 @@ def verify(
     runs its own workers; None: one per CPU); kernel_timeout: seconds a kernel may go without
     answering before it is killed and its verdict is "timed-out" (the floor of every
     deadline, as `verify --kernel-timeout`).
+
+    Returns a Report: `passed` (every verdict exact, rounding-band or skipped), `kernels` (a
+    KernelReport per kernel and build: verdict, cases, mismatches by class, loop_checks, reason,
+    its first failing rows as exact hex floats), `report.kernel(name, flags)`, `summary()` (also
+    its str()) for an assertion message, and `result` (`result.to_dict()` is what `verify
+    --json` writes).  Raises ValueError naming the argument for a bad one (an unknown kernel,
+    with the closest name; kernels of another family) before anything is timed or judged, and
+    SectorbenchError when a kernel does not compile, with the compiler's message.
     """
     from .. import families
+    from ..measure.selection import check_names
     from ..measure.worker import BuildSession
     from ..native.build import DEFAULT_CC, BuildConfig, build
     from .verify import VerifyConfig
@@ -186,14 +195,17 @@ def verify(
         with contextlib.closing(BuildSession(builds[0], build(builds[0]))) as session:
             table = {k.name: k.family for k in session.kernels}
         table.update({peer.name: f.name for f in families.all_families() for peer in f.peers()})
-        unknown = [name for name in names if name not in table]
-        if unknown:
-            raise ValueError(f"kernels: no kernel {', '.join(unknown)} in this build (known: {', '.join(table)})")
-        found = {table[name] for name in names}
-        if len(found) > 1 or (family is not None and found != {family}):
-            given = f"family {family!r}, " if family is not None else ""
-            raise ValueError(f"kernels: {given}{', '.join(names)} are of the families {', '.join(sorted(found))}")
-        family = found.pop()
+        try:  # the CLI's check: the closest name suggested
+            check_names(names, table)
+        except SectorbenchError as exc:
+            raise ValueError(f"kernels: {exc}") from None
+        wrong = [name for name in names if family is not None and table[name] != family]
+        if wrong:
+            raise ValueError("kernels: " + "; ".join(f"{n} is a {table[n]} kernel, not a {family} one" for n in wrong))
+        if len({table[name] for name in names}) > 1:
+            kinds = ", ".join(f"{name} is a {table[name]} kernel" for name in names)
+            raise ValueError(f"kernels: {kinds}: name kernels of one family")
+        family = table[names[0]]
     config = VerifyConfig(
         family=family or VerifyConfig.family,
         kernels=names,
