@@ -288,6 +288,7 @@ SHAPES = {
     "cores a string": lambda d: d["env"]["machine"]["cpu"].update(logical_cores="two"),
     "clock infinite": lambda d: d["env"]["machine"]["cpu"].update(measured_mhz=float("inf")),
     "side unknown": lambda d: d["results"][0].update(side="middle"),
+    "status unknown": lambda d: d["results"][0].update(status="weird"),
     "the whole a list": None,
 }
 

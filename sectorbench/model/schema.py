@@ -39,6 +39,8 @@ AT_LEAST_ONE = ("tests", "threads")
 #: The values a row's side may have (None outside an A/B run): another would drop the row
 #: unseen when an A/B run's head rows are taken (results.head_rows).
 SIDES = (None, "base", "head")
+#: The statuses a row may have: another would be neither measured nor a failure to the gate.
+STATUSES = ("ok", "skipped", "crashed", "timed-out")
 #: The numbers of env.machine.cpu the exports read: (JSON types, least value).
 CPU_NUMBERS = {"logical_cores": (int, 1), "measured_mhz": (int | float, 0), "nominal_mhz": (int | float, 0)}
 #: The parts of `env` that the gate, the tables and the exports walk, when present: their
@@ -138,6 +140,8 @@ def _check_numbers(name: str, value, place: str) -> None:
         raise SectorbenchError(f"{place} is {_describe(value)}, not at least 1")
     if name == "side" and value not in SIDES:
         raise SectorbenchError(f"{place} is {_describe(value)}, not null, 'base' or 'head'")
+    if name == "status" and value not in STATUSES:
+        raise SectorbenchError(f"{place} is {_describe(value)}, not one of {', '.join(STATUSES)}")
 
 
 def check_run(data) -> None:
