@@ -12,6 +12,7 @@ import json
 import math
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from click.testing import CliRunner
 from conftest import USER_KERNEL
 
 from sectorbench.cli import main
+from sectorbench.compare import against
 from sectorbench.compare.against import confirm
 from sectorbench.compare.gate import GateConfig, GateReport, GateRow
 from sectorbench.model.results import KernelResult, RowKey, RunResult
@@ -223,8 +225,13 @@ def test_a_working_tree_whose_abi_differs_from_the_installed_package_is_refused(
     assert_one_line_error(result, "--against HEAD", "ABI", "of the working tree", "installed sectorbench")
 
 
-def test_a_ref_whose_kernels_c_links_outside_is_refused(tmp_path, monkeypatch):
-    """tarfile's data filter refuses to extract a link out of the tree: one line, not an internal error."""
+@pytest.mark.parametrize("python", ["3.11.4 and later", "3.11.0 to 3.11.3"])
+def test_a_ref_whose_kernels_c_links_outside_is_refused(tmp_path, monkeypatch, python):
+    """tarfile's data filter refuses to extract a link out of the tree: one line, not an internal
+    error.  Python before 3.11.4 (Debian 12's 3.11.2) has no filter: every --against was an
+    internal error there (AttributeError: tarfile has no FilterError); its checks are made by hand."""
+    if python.startswith("3.11.0"):
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, capture_output=True)
     (clone / "kernels_c" / "sector" / "elsewhere").symlink_to("/etc")
@@ -232,6 +239,19 @@ def test_a_ref_whose_kernels_c_links_outside_is_refused(tmp_path, monkeypatch):
     monkeypatch.chdir(clone)
     result = invoke("run", *SMALL, "--kernels", "basic", "--against", "HEAD")
     assert_one_line_error(result, "--against: kernels_c/ at", "holds what is not extracted", "elsewhere")
+
+
+def test_without_tarfiles_filter_a_ref_inside_the_tree_is_extracted(tmp_path, monkeypatch):
+    """The hand-made checks of Python before 3.11.4 let a link inside the tree through."""
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, capture_output=True)
+    (clone / "kernels_c" / "sector" / "same_header.h").symlink_to("nosqrt.h")
+    commit_all(clone, "a link inside the tree")
+    extracted = against._kernels_at("HEAD", clone, tmp_path / "scratch")
+    assert (extracted / "sector" / "same_header.h").read_text() == (
+        clone / "kernels_c" / "sector" / "nosqrt.h"
+    ).read_text()
 
 
 def test_against_from_a_removed_directory_is_refused(user_repo, monkeypatch):

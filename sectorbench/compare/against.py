@@ -12,6 +12,7 @@ same run (RunConfig.base_builds).
 from __future__ import annotations
 
 import io
+import os
 import re
 import subprocess
 import tarfile
@@ -86,10 +87,38 @@ def _kernels_at(commit: str, root: Path, scratch: Path) -> Path:
     target = scratch / "kernels"
     try:
         with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
-            archive.extractall(target, filter="data")
-    except tarfile.FilterError as exc:  # a link out of the tree, a device: never written outside scratch
+            _extract_in_place(archive, target)
+    except (_UnsafeMember, *_FILTER_ERRORS) as exc:  # a link out of the tree, a device: never written outside
         raise SectorbenchError(f"--against: kernels_c/ at {commit[:12]} holds what is not extracted: {exc}") from None
     return target / "kernels_c"
+
+
+class _UnsafeMember(Exception):
+    """A member that would be written outside the target, or is not a file, folder or link."""
+
+
+#: tarfile's extraction filters came with Python 3.11.4 (and 3.8.17, 3.9.17, 3.10.12).
+_FILTER_ERRORS = (tarfile.FilterError,) if hasattr(tarfile, "FilterError") else ()
+
+
+def _extract_in_place(archive: tarfile.TarFile, target: Path) -> None:
+    """Extract with tarfile's "data" filter; before Python 3.11.4 (Debian 12's 3.11.2), its
+    refusals by hand: a name or a link that leaves the target, anything but a file, a folder
+    or a symbolic link."""
+    if hasattr(tarfile, "data_filter"):
+        archive.extractall(target, filter="data")
+        return
+    root = os.path.abspath(target)
+    for member in archive.getmembers():
+        place = os.path.normpath(os.path.join(root, member.name))
+        linked = os.path.normpath(os.path.join(os.path.dirname(place), member.linkname)) if member.issym() else place
+        if not (member.isfile() or member.isdir() or member.issym()):
+            raise _UnsafeMember(f"{member.name} is not a file, a folder or a symbolic link")
+        if os.path.isabs(member.name) or os.path.isabs(member.linkname) and member.issym():
+            raise _UnsafeMember(f"{member.name} is an absolute path or a link to one")
+        if os.path.commonpath([root, place]) != root or os.path.commonpath([root, linked]) != root:
+            raise _UnsafeMember(f"{member.name} would be outside the destination")
+    archive.extractall(target)  # every member checked above
 
 
 #: C comments, which say nothing to cffi: a ref whose ABI headers differ only in them is comparable.
