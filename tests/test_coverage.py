@@ -4,6 +4,7 @@ mutants that are wrong only there (docs/coverage.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from fractions import Fraction
 from pathlib import Path
@@ -42,6 +43,8 @@ def test_without_the_constructions_most_cells_are_empty(family, monkeypatch):
     module = CONSTRUCTIONS[family]
     names = (*families.get(family).oracle_arrays,)
     monkeypatch.setattr(module, "exact_cell_rows", lambda: {k: [] for k in names})
+    if family == "sector":  # the unit-u cells fill them too
+        monkeypatch.setattr(module, "unit_u_cell_rows", lambda: {k: [] for k in names})
     result = coverage(family, CASES)
     assert not result.passed
     assert len(result.empty) >= len(result.cells) // 2
@@ -166,3 +169,61 @@ def test_needle_and_near_pi_cones_are_cells_of_their_own(region, monkeypatch):
     )
     emptied = [c for c in coverage("sector", CASES, seed=3).cells if c.region == region]
     assert sum(not c.filled for c in emptied) >= 3, emptied
+
+
+def test_unit_u_constructions_fill_every_cell_inside_the_contract():
+    """The cells again with |u|² within 2^-20 of 1, every row exact: a kernel declaring
+    "unit u" is judged on them (the other constructions' |u| is ~2^-9 from 1).  The needle and
+    near-π regions are the extreme half-angle part's, whose u is unit too."""
+    fam = families.get("sector")
+    cases = case_set(fam, [("exact cells, unit u", sector_cases.unit_u_cell_rows())])
+    reference = fam.reference(cases, _nominal_kernel(fam))
+    piece, inside, regions, counted = fam.coverage_rows(cases, reference)
+    unit_u = dataclasses.replace(fam.nominal_kernel(), contract="unit u")
+    assert fam.applicable(unit_u, cases).all() and reference.exact.all() and counted.all()
+    filled = {(p, r, bool(i)) for labels in regions for p, r, i in zip(piece, labels, inside) if p and r}
+    wanted = [(p, r) for p, r in fam.coverage_cells() if "needle" not in r and "near π" not in r]
+    assert len(wanted) == 80
+    assert [(p, r) for p, r in wanted if not {(p, r, True), (p, r, False)} <= filled] == []
+
+
+def test_unit_u_on_ray_rows_lie_outside_the_angle_to_u_too():
+    """The oracle's edge ray is D·u = |D|·cos θ; a unit-u kernel may test the angle to u, whose
+    ray is D·u = |D|·|u|·cos θ.  Each on-ray row is outside both (Fractions), so an inside
+    answer is wrong whatever the kernel measures; the unit-u band leaves them judged."""
+    from sectorbench.families.sector.oracle import unit_u_band
+
+    fam = families.get("sector")
+    cases = case_set(fam, [("exact cells, unit u", sector_cases.unit_u_cell_rows())])
+    c = cases.columns
+    on_ray = 0
+    for i in range(len(cases)):
+        v = {k: Fraction(float(c[k][i])) for k in ("cx", "cy", "ux", "uy", "cos_theta", "px", "py")}
+        dx, dy = v["px"] - v["cx"], v["py"] - v["cy"]
+        a, s, k, u2 = dx * v["ux"] + dy * v["uy"], dx * dx + dy * dy, v["cos_theta"], v["ux"] ** 2 + v["uy"] ** 2
+        if s and a * abs(a) == s * k * abs(k):
+            on_ray += 1
+            assert a * abs(a) < s * u2 * k * abs(k), i  # outside the angle to u as well
+    assert on_ray >= 60
+    assert not unit_u_band(c).any()
+
+
+def test_unit_u_band_excuses_rows_the_unit_reading_decides():
+    """On the oracle's ray of a wide sector with |u| > 1 the angle to u is below θ: inside for
+    a unit-u kernel, outside for the oracle, so either answer is right there (margin 0, not
+    exact).  With |u| < 1 both say outside, and the row stays exact."""
+    from sectorbench.families.sector.oracle import unit_u_band
+
+    def on_ray(p1, p2):  # u = (p1, p2)·2^-12, D = (-1, 0): D·u = -p1·2^-12 = |D|·cos θ
+        values = dict(cx=0.0, cy=0.0, ux=p1 / 4096, uy=p2 / 4096, r2=4.0, cos_theta=-p1 / 4096, px=-1.0, py=0.0)
+        return {k: np.array([v], dtype=np.float32) for k, v in values.items()}
+
+    assert 972**2 + 3979**2 == 2**24 + 9 and 1058**2 + 3957**2 == 2**24 - 3
+    assert unit_u_band(on_ray(972, 3979))[0]
+    assert not unit_u_band(on_ray(1058, 3957))[0]
+    fam = families.get("sector")
+    unit_u = dataclasses.replace(fam.nominal_kernel(), contract="unit u")
+    cases = case_set(fam, [("probe", {k: v.astype(np.float64) for k, v in on_ray(972, 3979).items()})])
+    assert fam.reference(cases, fam.nominal_kernel()).exact[0]
+    judged = fam.reference(cases, unit_u)
+    assert not judged.exact[0] and judged.margin[0] == 0

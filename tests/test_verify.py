@@ -305,3 +305,21 @@ def test_the_long_scenes_pass_the_shipped_kernels(long_blind_result):
         verdict = long_blind_result[name]
         if verdict.status == "ok":  # not the ones this CPU cannot run
             assert verdict.verdict != "FAIL" and verdict.mismatches["logic-bug"] == 0, verdict
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_unit_u_contract_keeps_the_boundary_mutants_caught(seed):
+    """m_edge_ge_wide and m_tiny_radius with only `.contract = "unit u"` added passed verify
+    (every exact cell row had |u| ~2^-9 from 1, outside the contract); the unit-u cells catch
+    them as logic bugs, and the unit-u kernels that measure the angle pass beside them."""
+    build_config = BuildConfig.parse("-O2", extra_sources=(DATA / "unit_u_mutants.c",))
+    kernels = ("u_edge_ge_wide", "u_tiny_radius", "localframe", "cross", "polar")
+    result = verify(VerifyConfig(kernels=kernels, builds=(build_config,), cases=300, seed=seed, show=1000, jobs=1))
+    verdicts = {v.kernel: v for v in result.kernels}
+    for mutant in kernels[:2]:
+        assert verdicts[mutant].verdict == "FAIL", verdicts[mutant]
+        assert any(
+            row["group"] == "exact cells, unit u" and row["class"] == "logic-bug" for row in verdicts[mutant].failing
+        )
+    for correct in kernels[2:]:
+        assert verdicts[correct].verdict != "FAIL" and verdicts[correct].mismatches["logic-bug"] == 0

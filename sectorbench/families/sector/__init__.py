@@ -15,13 +15,18 @@ from ..base import BooleanFamily
 from ..scene_kinds import make_scene
 from . import cases as sector_cases
 from .cases import TRANSFORMS, case_parts, random_sectors
-from .oracle import judged_rows, sector_inside, self_check_sector
+from .oracle import judged_rows, sector_inside, self_check_sector, unit_u_band
 from .scenes import GAME_SCENES, OPTIONS, SCENES
 
 #: How far |u|^2 may be from 1 for a kernel taking theta to be judged (see applicable).
 UNIT_TOLERANCE = 2.0**-20
 #: A row's .contract for kernels that test the angle to u, ignoring |u|.
 UNIT_U = "unit u"
+
+
+def takes_unit_u(kernel) -> bool:
+    """Judged on unit-u rows only: it takes theta (an angle to u), or declares the contract."""
+    return "theta" in kernel.takes or UNIT_U in kernel.contract
 
 
 def angle_to_u(columns) -> np.ndarray:
@@ -88,13 +93,16 @@ class SectorFamily(BooleanFamily):
         return tuple(name for name in self.shape_arrays if name not in ("r", "theta"))
 
     def reference_key(self, kernel):
-        return "theta" in kernel.takes, kernel.tolerance
+        return "theta" in kernel.takes, takes_unit_u(kernel), kernel.tolerance
 
     def exact_rows(self, columns, kernel):
         """The oracle's verdict; for a tolerant kernel (its row's .tolerance, an angle in
         radians) either answer is right for a point whose angle to u lies within the
         tolerance of theta: those rows' margin is 0 and they are never exact."""
         inside, margin, exact_rows, evaluable = judged_rows(columns, takes_theta="theta" in kernel.takes)
+        if takes_unit_u(kernel):  # where |u| = 1 ± 2^-21 decides, u taken as unit is as right as not
+            band = unit_u_band(columns)
+            margin, exact_rows = np.where(band, 0.0, margin), exact_rows & ~band
         if kernel.tolerance:
             band = np.abs(angle_to_u(columns) - half_angle(columns, kernel)) <= kernel.tolerance
             margin, exact_rows = np.where(band, 0.0, margin), exact_rows & ~band
@@ -128,7 +136,7 @@ class SectorFamily(BooleanFamily):
         if "theta" in kernel.takes:
             rows &= ~has_special_input(c["r"], c["theta"], c["r2"], c["cos_theta"])
             rows &= (c["r"] > 0) & (c["theta"] > 0) & (c["theta"] < np.pi)
-        if "theta" in kernel.takes or UNIT_U in kernel.contract:
+        if takes_unit_u(kernel):
             with np.errstate(all="ignore"):
                 length2 = c["ux"].astype(np.float64) ** 2 + c["uy"].astype(np.float64) ** 2
             rows &= np.abs(length2 - 1) <= UNIT_TOLERANCE

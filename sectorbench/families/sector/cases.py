@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...model.cases import (
@@ -313,6 +315,7 @@ def case_parts(count: int) -> list[Part]:
         fixed("exact cells", exact_cell_rows()),
         Part("subnormal lengths", 64, _subnormal_lengths, unit_rows=2),
         Part("extreme half-angles", max(256, count // 32), _extreme_half_angles, unit_rows=16),
+        fixed("exact cells, unit u", unit_u_cell_rows()),
     ]
 
 
@@ -501,3 +504,123 @@ def _labels(names: list[str], index: np.ndarray) -> np.ndarray:
     table = np.array([*names, ""], dtype=object)
     index = np.nan_to_num(np.asarray(index, dtype=float), nan=-1).astype(np.int64)
     return table[np.where((index >= 0) & (index < len(names)), index, len(names))]
+
+
+# ------------------------------------------------------------------ coverage cells, unit u
+#
+# The cells above use u of length 1 ± 2^-9, outside the "unit u" contract (|u|² within
+# 2^-20 of 1): a kernel that declares it never saw them.  These rows rebuild every cell
+# with u = (p1, p2)·2^-12 for the lattice points with p1² + p2² = 2^24 + δ, 0 < |δ| ≤ 16 —
+# |u|² = 1 + δ·2^-24, inside the contract — and D along an axis, D = ±2^e·(1, 0) or
+# ±2^e·(0, 1): |D| = 2^e and cos θ = D·u/|D| = ±p·2^-12 exactly, so p lies exactly on
+# the edge ray.  Every product then has at most 24 bits (p < 4095 has 12), so both kernel
+# forms evaluate exactly.
+#
+# The sign of δ is chosen with cos θ's: a unit-u kernel may measure the angle to u, whose
+# boundary D·u = |D|·|u|·cos θ lies δ/2·(2^12/p⊥)² float32 roundings beside the oracle's
+# D·u = |D|·cos θ (p⊥ the component of u across D).  With δ·cos θ > 0 the on-ray row is
+# outside for both, so a kernel calling it inside is wrong whichever it measures; with
+# |δ| ≥ UNIT_U_MIN_DELTA that gap is ≥ UNIT_U_MIN_GAP roundings, past what an angle-form
+# kernel's own roundings of sin θ can cross (localframe, cross: one or two).
+
+#: Fractional bits of u's components: 12, so that (u·D)² fits float32's 24 bits.
+UNIT_U_BITS = 12
+#: |p1² + p2² − 2^24| at most this: |u|² − 1 ≤ 16·2^-24 = 2^-20 (sector UNIT_TOLERANCE).
+UNIT_U_MAX_DELTA = 16
+#: ... and at least this, with UNIT_U_MIN_GAP, so the on-ray rows stay clear of the angle form's boundary.
+UNIT_U_MIN_DELTA = 3
+UNIT_U_MIN_GAP = 3.0
+
+
+def _unit_lattice() -> list[tuple[int, int, int]]:
+    """(p1, p2, δ): every lattice point with p1² + p2² = 2^24 + δ, UNIT_U_MIN_DELTA ≤ |δ| ≤
+    UNIT_U_MAX_DELTA, in every quadrant."""
+    n = 1 << (2 * UNIT_U_BITS)
+    quadrant = set()
+    for p1 in range(1, 1 << UNIT_U_BITS):
+        root = math.isqrt(n - p1 * p1)
+        for p2 in range(max(1, root - 1), root + 3):
+            delta = p1 * p1 + p2 * p2 - n
+            if UNIT_U_MIN_DELTA <= abs(delta) <= UNIT_U_MAX_DELTA:
+                quadrant.add((p1, p2, delta))
+    return sorted({(s1 * p1, s2 * p2, d) for p1, p2, d in quadrant for s1 in (1, -1) for s2 in (1, -1)})
+
+
+def _unit_u_rays() -> list[tuple[float, int, int, int, int, int, int]]:
+    """(θ, side, p1, p2, axis, sign, along): u = (p1, p2)·2^-12, D = sign·(axis 0: x, 1: y),
+    `along` = D·u in units of 2^-12 (cos θ = along·2^-12), for every lattice u and axis whose
+    on-ray row is outside under both readings of the angle (see above)."""
+    out = []
+    for p1, p2, delta in _unit_lattice():
+        for axis in (0, 1):
+            for sign in (1, -1):
+                along, across = sign * (p1, p2)[axis], (p1, p2)[1 - axis]
+                gap = abs(delta) / 2 * (2.0**UNIT_U_BITS / across) ** 2
+                if along * delta <= 0 or abs(along) >= (1 << UNIT_U_BITS) - 1 or gap < UNIT_U_MIN_GAP:
+                    continue
+                d = (sign, 0) if axis == 0 else (0, sign)
+                cross = p1 * d[1] - p2 * d[0]  # u × D: > 0, D left of u
+                theta = math.acos(along / math.sqrt(p1 * p1 + p2 * p2))
+                out.append((theta, 1 if cross > 0 else -1, p1, p2, axis, sign, along))
+    return sorted(out)
+
+
+def _unit_u_ray_rows(rows: dict, ray, e: int, cx: float, cy: float) -> None:
+    """The ten rows of _ray_rows for one lattice u and axis D of length 2^e."""
+    _, _, p1, p2, axis, sign, along = ray
+    unit = 2.0**-UNIT_U_BITS
+    s = 4.0**e
+
+    def add(k_units, r2, scale=1.0):
+        length = sign * 2.0**e * scale
+        dx, dy = (length, 0.0) if axis == 0 else (0.0, length)
+        for key, value in (
+            ("cx", cx),
+            ("cy", cy),
+            ("ux", p1 * unit),
+            ("uy", p2 * unit),
+            ("r2", r2),
+            ("cos_theta", k_units * unit),
+            ("px", cx + dx),
+            ("py", cy + dy),
+        ):
+            rows[key].append(value)
+
+    for dk in (0, 1, -1):  # on the ray, just outside, just inside
+        add(along + dk, 4 * s)
+    s32 = F32(s)
+    for r2 in (s32, np.nextafter(s32, F32(np.inf)), np.nextafter(s32, F32(0))):  # on, inside, outside the arc
+        add(along - 1, float(r2))
+    for dk in (1, -1):  # beside the apex, outside and inside the angle
+        add(along + dk, 4 * s, scale=APEX_SHARE / 2)
+    add(along, 4 * s, scale=0.0)  # the apex itself
+
+
+def unit_u_cell_rows() -> dict:
+    """exact_cell_rows' cells again with u inside the unit-u contract: every θ bin, r² bin,
+    offset, both edge rays (each θ bin's nearest lattice rays on each side)."""
+    rows = {k: [] for k in ("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py")}
+    rays = _unit_u_rays()
+
+    def nearest(theta: float, side: int, count: int = 2):
+        mine = [ray for ray in rays if ray[1] == side]
+        return sorted(mine, key=lambda ray: abs(ray[0] - theta))[:count]
+
+    step = np.pi / THETA_BINS
+    for i in range(THETA_BINS):
+        for side in (1, -1):
+            for ray in nearest((i + 0.5) * step, side):
+                if i * step <= ray[0] < (i + 1) * step:
+                    _unit_u_ray_rows(rows, ray, 0, 0.0, 0.0)
+    wide_and_narrow = (3 * np.pi / 16, 11 * np.pi / 16)
+    for exponent in (-110, -60, -24, 0, 24, 60, 124):  # r² = 4·4^e near 2^exponent
+        for theta in wide_and_narrow:
+            for side in (1, -1):
+                for ray in nearest(theta, side, 1):
+                    _unit_u_ray_rows(rows, ray, int(round((exponent - 2) / 2)), 0.0, 0.0)
+    for offset in (0.0, 1.25, 40.5, 4000.5, 100000.0):
+        for theta in wide_and_narrow:
+            for side in (1, -1):
+                for ray in nearest(theta, side, 1):
+                    _unit_u_ray_rows(rows, ray, 0, offset, -offset)
+    return rows

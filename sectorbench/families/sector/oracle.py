@@ -199,6 +199,45 @@ def judged_rows(columns: dict[str, np.ndarray], takes_theta: bool):
     return result.inside, margin, exact_rows, radius_exact & angle_exact
 
 
+def unit_u_band(columns: dict[str, np.ndarray]) -> np.ndarray:
+    """Rows whose answer changes when u is taken as a unit vector: inside the radius, with
+    D·u > |D|·cos_theta (the oracle) and D·u > |D|·|u|·cos_theta (the angle to u below θ,
+    what a "unit u" kernel may test instead) of different truth, or the latter exactly on
+    its boundary away from the apex.  Under the unit-u contract either answer is right there.
+
+    The two slacks differ by |D|·|cos_theta|·||u| − 1|, so only rows whose oracle slack is
+    within a few times that are redone in exact integers (a|a| against s·|u|²·k|k|, signs kept
+    as in _exact_terms); the rest cannot change.  Rows with a non-finite input are never in it.
+    """
+    names = ("cx", "cy", "ux", "uy", "r2", "cos_theta", "px", "py")
+    c = {name: columns[name].astype(np.float64) for name in names}
+    band = np.zeros(len(c["cx"]), dtype=bool)
+    with np.errstate(all="ignore"):
+        finite = np.logical_and.reduce([np.isfinite(v) for v in c.values()])
+        dx, dy = c["px"] - c["cx"], c["py"] - c["cy"]
+        s = dx * dx + dy * dy
+        root_k = np.sqrt(s) * np.abs(c["cos_theta"])
+        slack = dx * c["ux"] + dy * c["uy"] - np.sqrt(s) * c["cos_theta"]
+        scale = np.abs(dx * c["ux"]) + np.abs(dy * c["uy"]) + root_k
+        shift = root_k * np.abs(np.hypot(c["ux"], c["uy"]) - 1)
+        near = finite & (np.abs(slack) <= 4 * shift + 2.0**-40 * scale) & (s <= c["r2"] * (1 + 2.0**-40))
+    rows = np.flatnonzero(near)
+    if not rows.size:
+        return band
+    x = {name: exact.scaled_ints(columns[name][rows]) for name in names}
+    dx, dy = x["px"] - x["cx"], x["py"] - x["cy"]
+    s = dx * dx + dy * dy
+    a = dx * x["ux"] + dy * x["uy"]
+    k = x["cos_theta"]
+    length2 = x["ux"] * x["ux"] + x["uy"] * x["uy"]  # |u|², scale 2^298
+    lhs = a * np.abs(a)  # scale 2^596
+    oracle = exact.sign(lhs - s * k * np.abs(k)) > 0
+    angle = exact.sign(lhs * 2 ** (2 * SCALE_BITS) - s * length2 * k * np.abs(k))
+    radius = exact.sign(x["r2"] * 2**SCALE_BITS - s) > 0
+    band[rows] = radius & ((oracle != (angle > 0)) | ((angle == 0) & (s != 0)))  # the apex is outside for both
+    return band
+
+
 # ---------------------------------------------------------------- Fraction reference
 
 
