@@ -72,7 +72,8 @@ class OracleSelfCheckError(RuntimeError):
 def check_fp_environment() -> None:
     """Raise RuntimeError if flush-to-zero or denormals-are-zero is active here."""
     smallest, smallest_normal = float("5e-324"), float("2.2250738585072014e-308")
-    float32_denormal = np.array([1e-45], dtype=np.float32)
+    # 2^-149 by its bits: the literal 1e-45 rounds to 0 under round-down or toward zero
+    float32_denormal = np.array([1], dtype=np.uint32).view(np.float32)
     daz = smallest + 0.0 == 0.0 or float32_denormal.astype(np.float64)[0] == 0.0
     ftz = smallest_normal / 2.0 == 0.0 or (np.array([smallest_normal]) / 2.0)[0] == 0.0
     if daz or ftz:

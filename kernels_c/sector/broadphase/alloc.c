@@ -41,6 +41,16 @@ static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static header *pool[BP_POOL_SLOTS];
 static size_t pool_bytes;
 
+/* A fork while another thread held pool_lock copied it held, for ever, into the child, whose
+ * next query hung in bp_alloc (1 fork in ~1 000 beside a querying thread): a fork waits for
+ * the pool to be whole, and the child, one thread, starts with the lock free. */
+static void pool_before_fork(void) { pthread_mutex_lock(&pool_lock); }
+static void pool_after_fork_in_parent(void) { pthread_mutex_unlock(&pool_lock); }
+static void pool_after_fork_in_child(void) { pthread_mutex_init(&pool_lock, NULL); }
+__attribute__((constructor)) static void pool_init(void) {
+    pthread_atfork(pool_before_fork, pool_after_fork_in_parent, pool_after_fork_in_child);
+}
+
 void *bp_alloc(size_t bytes) {
     const size_t need = bytes + sizeof(header);
     header *h = NULL;

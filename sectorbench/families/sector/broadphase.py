@@ -43,10 +43,11 @@ class OverLimit(BroadphaseError):
     """The sectors' boxes touch more candidates than the caller's limit (nothing was allocated)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # == over arrays is ambiguous: same_as compares the hits
 class Hits:
     """Which points each sector holds, as CSR: sector i's points are
-    indices[offsets[i]:offsets[i + 1]], ascending; counts[i] is their number.
+    indices[offsets[i]:offsets[i + 1]], ascending; counts[i] is their number.  Two answers are
+    compared with same_as (== is identity, and a Hits can be a dict key or in a set).
 
     candidates: the (sector, point) pairs the narrow phase tested (N x M for broadphase
     "none"); index_build_s and query_s: the C side's seconds building the point index and

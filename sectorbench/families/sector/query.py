@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import dataclasses
+import functools
 import logging
+import platform
 import threading
 import time
 from collections.abc import Mapping
@@ -12,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 from ...native.build import BuildConfig, build, cdef_source, library_path
-from ...oracle.exact import check_fp_environment
 from . import UNIT_TOLERANCE
 from .broadphase import BROADPHASES, FASTEST, ISA_CODES, ISA_NAMES, Engine, Hits, OverLimit
 
@@ -160,8 +163,6 @@ def sector_columns(sectors) -> dict[str, np.ndarray]:
     if r2 is not None and cos_theta is not None:
         columns["r2"] = float32_column(r2, "sectors['r2']")
         columns["cos_theta"] = float32_column(cos_theta, "sectors['cos_theta']")
-        if r is not None and theta is not None:  # both pairs (a scene's columns): they must be one
-            _check_agree(columns, float32_column(r, "sectors['r']"), float32_column(theta, "sectors['theta']"))
         if (bad := ~(columns["r2"] > 0)).any():
             raise ValueError(f"sectors['r2'][{_first(bad)}] = {columns['r2'][_first(bad)]} is not > 0")
         k = columns["cos_theta"]
@@ -173,10 +174,20 @@ def sector_columns(sectors) -> dict[str, np.ndarray]:
             raise ValueError(f"sectors['r'][{_first(bad)}] = {r32[_first(bad)]} is not > 0")
         if (bad := ~((theta32 > 0) & (theta32.astype(np.float64) < np.pi))).any():
             raise ValueError(f"sectors['theta'][{_first(bad)}] = {theta32[_first(bad)]} is outside (0, pi)")
-        columns["r2"] = r32 * r32  # float32, as the scenes compute it
+        with np.errstate(over="ignore", under="ignore"):
+            columns["r2"] = r32 * r32  # float32, as the scenes compute it
+        if (bad := ~((columns["r2"] > 0) & np.isfinite(columns["r2"]))).any():
+            i = _first(bad)
+            raise ValueError(f"sectors['r'][{i}] = {r32[i]}: its square {columns['r2'][i]} is not a float32 > 0")
         columns["cos_theta"] = np.cos(theta32.astype(np.float64)).astype(np.float32)
     else:
         raise ValueError("sectors needs columns r2 and cos_theta, or r and theta")
+    # A column of the other pair given too must say what the pair answered from does.
+    from_r2 = r2 is not None and cos_theta is not None
+    others = {"r": r, "theta": theta} if from_r2 else {"r2": r2, "cos_theta": cos_theta}
+    for name, given in others.items():
+        if given is not None:
+            _check_agrees(columns, name, float32_column(given, f"sectors[{name!r}]"))
     # named as the caller gave them: r2, cos_theta were derived from r, theta when only those came
     given = {"r2": "r", "cos_theta": "theta"} if r2 is None or cos_theta is None else {}
     lengths = {given.get(name, name): len(v) for name, v in columns.items()}
@@ -193,23 +204,31 @@ def sector_columns(sectors) -> dict[str, np.ndarray]:
     return columns
 
 
-def _check_agree(columns: dict[str, np.ndarray], r: np.ndarray, theta: np.ndarray) -> None:
-    """Sectors given with r, theta and r2, cos_theta too are answered from r2, cos_theta: refuse
-    them unless each pair says what the other does (r2 = r*r, cos_theta = cos(theta), in
-    float32 as the scenes compute them).  A stale r2 beside a new r answered 29 600 hits where
-    r, theta alone gave 7 868, without a word."""
-    if len(r) != len(columns["r2"]) or len(theta) != len(columns["cos_theta"]):
-        raise ValueError("sectors' r, theta and r2, cos_theta differ in length: give one pair")
+def _check_agrees(columns: dict[str, np.ndarray], name: str, given: np.ndarray) -> None:
+    """Sectors are answered from r2, cos_theta (derived from r, theta when those alone come): a
+    column of the other pair given too must say what they do (r2 = r*r, cos_theta = cos(theta),
+    in float32 as the scenes compute them, to within one float32 step).  A stale r2 beside a
+    new r answered 29 600 hits where r, theta alone gave 7 868, without a word."""
+    answered = {"r": "r2", "theta": "cos_theta", "r2": "r2", "cos_theta": "cos_theta"}[name]
+    if len(given) != len(columns[answered]):
+        raise ValueError(f"sectors[{name!r}] differs in length from the other columns: give r2, cos_theta or r, theta")
     with np.errstate(all="ignore"):
-        r2 = r * r
-        cos_theta = np.cos(theta.astype(np.float64)).astype(np.float32)
-    for name, derived in (("r2", r2), ("cos_theta", cos_theta)):
-        if (bad := ~((derived == columns[name]) | (np.isnan(derived) & np.isnan(columns[name])))).any():
-            i = _first(bad)
-            raise ValueError(
-                f"sectors give both r, theta and r2, cos_theta, and they disagree: sectors[{name!r}][{i}] = "
-                f"{columns[name][i]}, from r, theta {derived[i]} (give one pair)"
-            )
+        if name == "r":
+            derived, other = given * given, columns["r2"]
+        elif name == "theta":
+            derived, other = np.cos(given.astype(np.float64)).astype(np.float32), columns["cos_theta"]
+        else:
+            derived, other = given, columns[name]
+        # within one float32 step: under the caller's directed rounding they round otherwise
+        near = (other >= np.nextafter(derived, np.float32(-np.inf))) & (
+            other <= np.nextafter(derived, np.float32(np.inf))
+        )
+    if (bad := ~(near | (np.isnan(derived) & np.isnan(other)))).any():
+        i = _first(bad)
+        raise ValueError(
+            f"sectors give {name} beside the columns answered from, and they disagree at [{i}]: "
+            f"{answered} {other[i]}, from {name} {derived[i]} (give r2, cos_theta or r, theta, not a mix)"
+        )
 
 
 def point_columns(points, finite: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -217,7 +236,7 @@ def point_columns(points, finite: bool = True) -> tuple[np.ndarray, np.ndarray]:
     columns); finite=False leaves NaN and infinities to the caller (the index counts them)."""
     if isinstance(points, list | tuple):  # a list of (x, y) pairs: the (M, 2) array it spells
         try:
-            points = np.asarray(points)
+            points = np.asarray(points) if len(points) else np.zeros((0, 2), dtype=np.float32)
         except ValueError:
             raise ValueError("points as a list must hold (x, y) pairs of numbers") from None
         if points.ndim != 2:
@@ -252,15 +271,21 @@ def query(
     kernel: the narrow phase, "auto" (the best SIMD one here), "avx512_nosqrt", "avx2_nosqrt"
     or "sse2_nosqrt"; threads: the index build and the sectors split among this many C threads
     (the GIL is released meanwhile; at most 64, more run as 64).  The hits are the same for
-    every choice: the answer of the float32 kernel avx512_nosqrt and its twins, pair for pair.
+    every choice: the answer of the float32 kernel avx512_nosqrt and its twins, pair for pair
+    (in round-to-nearest: see below).
     Freed index and hit buffers are kept for the next call (fresh pages cost a fault each);
     release_buffers() gives them back.
 
     It runs in this process, not in a worker: the library it loads is built with plain -O2,
     never with fast-math flags, so loading it cannot switch the process to flush-to-zero or
     denormals-are-zero (gcc's -ffast-math crtfastmath does that), and its kernels only read
-    the arrays they are given.  After the call the floating-point environment is checked:
-    RuntimeError if it changed.
+    the arrays they are given.  The kernels run under the caller's floating-point environment
+    (its flush-to-zero, denormals-are-zero, rounding, traps): after the call its controls are
+    compared with those before it, RuntimeError if they changed.  The hits are the same for
+    every thread count and broadphase in any rounding mode; in round-to-nearest they are the
+    same for every kernel too (under a directed rounding, the kernels may differ on a pair
+    within a rounding of the boundary: avx512_nosqrt rounds a*|a| where the others round
+    a*a and copy a's sign).
 
     The first call builds (once per machine and compiler, a few seconds) and loads that library,
     said once on the "sectorbench" logger; call sectorbench.prepare() at start-up to do it
@@ -281,6 +306,7 @@ def query(
     threads = min(int(threads), MAX_THREADS)
     if not isinstance(max_hits, int | np.integer) or isinstance(max_hits, bool) or not 1 <= max_hits <= MAX_HITS_LIMIT:
         raise ValueError(f"max_hits must be an integer from 1 to 2^62 (got {max_hits!r})")
+    fp_before = _fp_controls()
     columns = sector_columns(sectors)
     # An index counts the points' NaN and infinities while it reads them anyway: checked here
     # too, they cost a second pass over memory (0.5 ms at 1 000 000 points, the arrays having
@@ -340,8 +366,52 @@ def query(
         if parts is None:  # cut the sectors by their bounds (computed again: the rare case), outside
             # the handler, so that its "more than max_hits" error does not come chained to OverLimit
             parts = answer(_chunks(runner.bounds(index, columns, n), int(max_hits)), 0)
-    check_fp_environment()
+    _check_unchanged(fp_before)
     return dataclasses.replace(_joined(parts, index_s), broadphase=broadphase)
+
+
+class _FEnv(ctypes.Structure):
+    """glibc's fenv_t on x86-64: the x87 environment (its control word first), then MXCSR."""
+
+    _fields_ = [("x87_control", ctypes.c_uint16), ("x87_rest", ctypes.c_uint8 * 26), ("mxcsr", ctypes.c_uint32)]
+
+
+#: MXCSR's exception flags: any float32 work sets some (inexact), so they are not compared.
+MXCSR_FLAGS = 0x3F
+
+
+@functools.cache
+def _libm():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+    except OSError:
+        return None
+
+
+def _fp_controls() -> tuple[int, ...]:
+    """The caller's floating-point controls, read without computing: the rounding mode, and on
+    x86-64 glibc the x87 control word and MXCSR (denormals-are-zero, flush-to-zero, traps),
+    exception flags aside.  A game may well run with flush-to-zero on, or with traps enabled:
+    probing by arithmetic read round-down as denormals-are-zero and raised a trapped underflow."""
+    libm = _libm()
+    if libm is None:
+        return ()
+    rounding = libm.fegetround()
+    if platform.machine() not in ("x86_64", "AMD64") or platform.libc_ver()[0] != "glibc":
+        return (rounding,)
+    env = _FEnv()
+    libm.fegetenv(ctypes.byref(env))
+    return (rounding, env.x87_control, env.mxcsr & ~MXCSR_FLAGS)
+
+
+def _check_unchanged(before: tuple[int, ...]) -> None:
+    """RuntimeError if the call changed the floating-point controls (the library it loaded, or
+    its threads); the caller's own settings, whatever they are, are not this call's to judge."""
+    after = _fp_controls()
+    if after != before:
+        names = ("rounding mode", "x87 control word", "MXCSR")
+        changed = ", ".join(f"{name} {b:#x} -> {a:#x}" for name, b, a in zip(names, before, after) if a != b)
+        raise RuntimeError(f"sectorbench.query changed this process's floating-point environment: {changed}")
 
 
 def _chunks(bounds: np.ndarray, max_hits: int) -> list[tuple[int, int]]:
