@@ -33,6 +33,8 @@ EXTRA = tuple(
         "subnormal_guards.c",
         "extreme_half_angles.c",
         "long_loop_blind_spots.c",
+        "unit_u_mutants.c",
+        "over_declared.c",
     )
 )
 UNUSED = """#include "sb_common.h"

@@ -323,3 +323,32 @@ def test_a_unit_u_contract_keeps_the_boundary_mutants_caught(seed):
         )
     for correct in kernels[2:]:
         assert verdicts[correct].verdict != "FAIL" and verdicts[correct].mismatches["logic-bug"] == 0
+
+
+@pytest.mark.parametrize(
+    "family, kernel, correct, capped",
+    [
+        ("sector", "ignores_angle", "lut", ("tolerance of 10 rad",)),
+        ("triangle", "always_inside", "recast_cross", ("rounding bound of 1e+30", "tolerance of 1e+30")),
+        ("aabr", "vertex_zero", "scan", ("rounding bound of 1e+30",)),
+    ],
+)
+def test_a_declared_bound_or_tolerance_cannot_excuse_anything(family, kernel, correct, capped):
+    """A probe's kernels, wrong by logic, passed by declaring enough (a sector kernel with no
+    angle test and tolerance 10, a triangle `return 1` with tolerance and bound 1e30 under
+    fast-math, an aabr kernel naming vertex 0 with bound 1e30: 'rounding-band', worst margin
+    1.68e7).  Each is judged at its family's caps, says so, and fails; the tolerant and
+    default-bound kernels beside them pass, their tolerance shown."""
+    build_config = BuildConfig.parse("-O2 -ffast-math", extra_sources=(DATA / "over_declared.c",))
+    result = verify(VerifyConfig(family=family, kernels=(kernel, correct), builds=(build_config,), cases=300, jobs=1))
+    verdicts = {v.kernel: v for v in result.kernels}
+    fam = families.get(family)
+    wrong = verdicts[kernel]
+    assert wrong.verdict == "FAIL" and wrong.mismatches["logic-bug"] > 0, wrong
+    assert wrong.rounding_bound <= fam.max_rounding_bound
+    assert fam.max_tolerance is None or wrong.tolerance <= fam.max_tolerance
+    for words in capped:
+        assert any(words in note and "over the" in note for note in wrong.notes), wrong.notes
+    assert verdicts[correct].verdict != "FAIL"
+    if fam.max_tolerance is not None:
+        assert any(note.startswith("tolerance ") for note in verdicts[correct].notes), verdicts[correct].notes

@@ -120,7 +120,8 @@ class KernelVerdict:
     status: str  # ok | skipped | crashed
     reason: str | None = None
     cases: int = 0
-    rounding_bound: float = 0.0
+    rounding_bound: float = 0.0  # as judged: the declared (or default) bound, capped at the family's
+    tolerance: float = 0.0  # as judged: the declared tolerance, capped at the family's
     mismatches: dict = field(default_factory=dict)  # class -> count
     worst_margin: float | None = None  # largest margin among non-special mismatches
     metamorphic_inconsistencies: int = 0
@@ -185,6 +186,7 @@ class _Tally:
     printed: str | None = None
     process_change: str | None = None  # what it changed in its worker process (the worker was replaced)
     fp_change_at_load: str | None = None  # how loading its build changed the FP environment (restored)
+    declared_notes: list = field(default_factory=list)  # its tolerance, and a bound or tolerance over the cap
 
     def fail(self, exc: Exception) -> None:
         """Its worker crashed or was killed at a deadline: the kernel is left out from now on."""
@@ -214,7 +216,7 @@ class _Tally:
         self.fp_change = self.fp_change or part.fp_change
 
     def verdict(self, show: int) -> KernelVerdict:
-        notes = load_notes(self.fp_change_at_load)
+        notes = [*self.declared_notes, *load_notes(self.fp_change_at_load)]
         notes += [f"changes the FP environment: {self.fp_change}"] if self.fp_change else []
         notes += [note for note in (self.printed, self.process_change) if note]
         base = dict(
@@ -222,6 +224,7 @@ class _Tally:
             flags=self.flags,
             cc=self.cc,
             rounding_bound=self.bound,
+            tolerance=self.kernel.tolerance,
             fp_environment_change=row_fp_change(self.fp_change, self.fp_change_at_load),
             notes=notes,
         )
@@ -286,6 +289,31 @@ def nothing_checked(skipped: list[tuple[str, str, str | None]], family: str) -> 
     return f"no kernel could be checked: {reasons}"
 
 
+def judged_as(family, kernel: Kernel) -> tuple[Kernel, float, list[str]]:
+    """The kernel as verify judges it, its rounding bound, and what to say about them: the
+    declared bound (or the family's default) and tolerance, each capped at the family's
+    (Family.max_rounding_bound, max_tolerance: past them a declaration excuses any answer)."""
+    bound = kernel.rounding_bound or family.default_rounding_bound
+    notes = []
+    if bound > family.max_rounding_bound:
+        notes.append(
+            f"declares a rounding bound of {bound:g}, over the {family.name} cap of {family.max_rounding_bound:g} "
+            f"(verify would pass anything): judged at {family.max_rounding_bound:g}"
+        )
+        bound = family.max_rounding_bound
+    cap, unit = family.max_tolerance, family.tolerance_unit
+    if cap is not None and kernel.tolerance:
+        if kernel.tolerance > cap:
+            notes.append(
+                f"declares a tolerance of {kernel.tolerance:g} {unit}, over the {family.name} cap of {cap:g} "
+                f"(verify would pass anything): judged at {cap:g}"
+            )
+            kernel = replace(kernel, tolerance=cap)
+        else:
+            notes.append(f"tolerance {kernel.tolerance:g} {unit}")
+    return kernel, bound, notes
+
+
 def _label(session: BuildSession) -> str:
     return "python" if session.peers else session.config.label
 
@@ -329,9 +357,9 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
             clock_mhz = round(max(clock.worker.clock_mhz() for _ in range(3)), 1)
             for session in sessions:
                 flags, cc = row_build(session)
-                for kernel in chosen[id(session)]:
-                    bound = kernel.rounding_bound or family.default_rounding_bound
-                    tally = _Tally(kernel, session.config, bound, flags, cc)
+                for declared in chosen[id(session)]:
+                    kernel, bound, declared_notes = judged_as(family, declared)
+                    tally = _Tally(kernel, session.config, bound, flags, cc, declared_notes=declared_notes)
                     if not kernel.runnable:
                         tally.status, tally.reason = kernel.unrun_status, kernel.skip_reason
                     tallies[(id(session), kernel.name)] = tally
@@ -447,10 +475,8 @@ class LocalJudge:
             session.use(scene_path)
             batch_tallies = []
             for name in live.get(index, ()):
-                kernel = self.kernels[index][name]
-                tally = _Tally(
-                    kernel, session.config, kernel.rounding_bound or family.default_rounding_bound, *row_build(session)
-                )
+                kernel, bound, _ = judged_as(family, self.kernels[index][name])
+                tally = _Tally(kernel, session.config, bound, *row_build(session))
                 if (index, name) in self.crashed:
                     tally.status, tally.reason = "crashed", self.crashed[(index, name)]
                 else:

@@ -78,6 +78,15 @@ class Family:
     #: size in its name.  They keep working; --scene lists only the kinds.
     scene_aliases: Mapping[str, tuple[str, Mapping[str, object]]] = {}
     default_rounding_bound: float = 8.0  # verify's bound for a row that declares none
+    #: The largest rounding bound verify grants a row, whatever it declares: 2^10 roundings is a
+    #: relative error of 2^-14, more than a float32 expression of a thousand operations makes;
+    #: past it a "bound" excuses wrong answers, not rounding (1e30 passed a kernel always naming
+    #: vertex 0).  A row declaring more is judged at the cap, and verify says so.
+    max_rounding_bound: float = 2.0**10
+    #: The largest tolerance verify grants a tolerant kernel (in the family's unit), likewise;
+    #: None: the family reads no tolerance.
+    max_tolerance: float | None = None
+    tolerance_unit: str = ""
     #: The kernel speedups are against (run's table lists it first); None: the first row's.
     reference_kernel: str | None = None
     answer_dtype = np.uint8  # what eval_grid / eval_pairs write per test

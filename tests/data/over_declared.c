@@ -1,0 +1,25 @@
+/* Test-only: kernels that are wrong by logic and declare a rounding bound or a tolerance
+ * large enough to excuse it (a probe's three): verify caps what a row may declare. */
+#include "aabr.h"
+
+static inline int ignores_angle(float cx, float cy, float ux, float uy, float r, float theta, float px, float py) {
+    (void)ux, (void)uy, (void)theta;
+    const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy;
+    return s < r * r && s > 0;  /* the whole disc */
+}
+SB_KERNEL(ignores_angle, SCALAR, 1, (cx, cy, ux, uy, r, theta), .family = "sector", .known_bad = 1,
+          .tolerance = 10, .contract = "unit u", .summary = "test only: no angle test, tolerance 10 rad");
+
+static inline int always_inside(float ax, float ay, float bx, float by, float cx, float cy, float px, float py) {
+    (void)ax, (void)ay, (void)bx, (void)by, (void)cx, (void)cy, (void)px, (void)py;
+    return 1;
+}
+SB_KERNEL(always_inside, SCALAR, 1, (ax, ay, bx, by, cx, cy), .family = "triangle", .known_bad = 1,
+          .tolerance = 1e30, .rounding_bound = 1e30, .summary = "test only: return 1, tolerance and bound 1e30");
+
+static inline void vertex_zero(const aabr_poly *p, float a, float c, float s, int32_t *state, int32_t o[4]) {
+    (void)p, (void)a, (void)c, (void)s, (void)state;
+    o[0] = o[1] = o[2] = o[3] = 0;
+}
+AABR_KERNEL(vertex_zero, , "", "scalar", .known_bad = 1, .rounding_bound = 1e30,
+            .summary = "test only: vertex 0 for every extreme, bound 1e30");
