@@ -136,9 +136,11 @@ class ClockRead:
 
 @dataclass(frozen=True)
 class Failure:
-    """The worker caught an exception handling the request."""
+    """The worker caught an exception handling the request; process_change: what the row
+    had changed in the worker process meanwhile (the likely cause: no descriptor left)."""
 
     error: str
+    process_change: str | None = None
 
 
 MESSAGES = {

@@ -13,6 +13,7 @@ kernel runs next.  docs/worker.md.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
 import resource
@@ -47,7 +48,7 @@ class _SigAction(ctypes.Structure):
 class ProcessState:
     native_threads: frozenset[int]  # threads Python did not start (a kernel's pthreads, OpenMP's pool)
     children: frozenset[int]  # child processes, running or not yet reaped
-    open_files: frozenset[int]  # descriptors
+    open_files: frozenset[int] | None  # descriptors; None: none left to list them with
     timers: tuple[str, ...]  # the armed ones
     limits: tuple[tuple[str, tuple[int, int]], ...]
     handlers: tuple[tuple[str, tuple[int, int, int]], ...]  # each signal's handler, mask and flags
@@ -83,11 +84,11 @@ def _children(tids: list[int]) -> frozenset[int]:
     return frozenset(found)
 
 
-def _open_files() -> frozenset[int]:
+def _open_files() -> frozenset[int] | None:
     try:
         listed = [int(name) for name in os.listdir("/proc/self/fd")]
-    except OSError:
-        return frozenset()
+    except OSError as exc:  # EMFILE: every descriptor taken; else not Linux, none compared
+        return None if exc.errno == errno.EMFILE else frozenset()
     still_open = set()
     for descriptor in listed:
         try:
@@ -181,8 +182,9 @@ def describe_change(before: ProcessState, after: ProcessState) -> str | None:
     children = after.children - before.children
     if children:
         changes.append(f"left {_plural(len(children), 'child process')} (pid {', '.join(map(str, sorted(children)))})")
-    opened = after.open_files - before.open_files
-    if opened:
+    if after.open_files is None and before.open_files is not None:
+        changes.append("left no file descriptor free")
+    elif opened := (after.open_files or frozenset()) - (before.open_files or frozenset()):
         changes.append(f"left {_plural(len(opened), 'file')} open")
     armed = [name for name in after.timers if name not in before.timers]
     if armed:
@@ -195,7 +197,7 @@ def describe_change(before: ProcessState, after: ProcessState) -> str | None:
     handled = [name for name, action in after.handlers if old_handlers.get(name, action) != action]
     if handled:
         changes.append(f"changed the handling of {', '.join(handled)}")
-    if after.blocked != before.blocked:
+    if after.blocked and before.blocked and after.blocked != before.blocked:  # empty: /proc unreadable
         masks = [" / ".join(sorted(map(_signal_names, state.blocked))) for state in (before, after)]
         changes.append(f"blocked signals {masks[0]} -> {masks[1]}")
     if after.affinities != before.affinities:

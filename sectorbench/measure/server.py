@@ -361,7 +361,13 @@ class Server:
         if not self._runs_a_c_row(request):  # our broadphase keeps its threads, a peer JIT's pool too
             return handler(request)
         before = process_state.snapshot()
-        reply = handler(request)
+        try:
+            reply = handler(request)
+        except Exception as exc:  # writing its answers failed after it took every descriptor, say
+            change = process_state.describe_change(before, process_state.snapshot())
+            if change is None:
+                raise
+            return messages.Failure(error=f"{type(exc).__name__}: {exc}", process_change=change)
         change = process_state.describe_change(before, process_state.snapshot())
         return replace(reply, process_change=change) if change else reply
 

@@ -222,12 +222,14 @@ class Worker:
         if answers != self._request_id or self._channel.poll(0):
             self.kill()  # a second writer on the channel (a forked child, a forged reply): end it here
             raise WorkerCrashed("the worker's channel carried a reply this request did not ask for (a forked child?)")
-        if isinstance(reply, messages.Failure):
-            raise WorkerError(reply.error)
         change = getattr(reply, "process_change", None)
         if change:
             self.process_changes.setdefault(who, change)
             self._replace_process()
+        if isinstance(reply, messages.Failure):
+            if change:  # the row's own doing: its crash, not the worker's error
+                raise WorkerCrashed(f"{reply.error} (the kernel changed its worker process: {change})")
+            raise WorkerError(reply.error)
         return reply
 
     def _take_output(self, who: str) -> None:

@@ -119,3 +119,9 @@ CHANGER(goes_idle, go_idle());
 CHANGER(forges_reply, forge_reply());
 /* Stops itself: its row timed out "no answer within ... killed", which did not say why. */
 CHANGER(stops_itself, raise(SIGSTOP));
+/* Takes every file descriptor: verify then failed as a whole ("Too many open files"). */
+static void take_every_descriptor(void) {
+    while (open("/dev/null", O_RDONLY) >= 0)
+        ;
+}
+CHANGER(takes_every_descriptor, take_every_descriptor());
