@@ -352,3 +352,21 @@ def test_a_declared_bound_or_tolerance_cannot_excuse_anything(family, kernel, co
     assert verdicts[correct].verdict != "FAIL"
     if fam.max_tolerance is not None:
         assert any(note.startswith("tolerance ") for note in verdicts[correct].notes), verdicts[correct].notes
+
+
+@pytest.mark.parametrize("flags", ["-O2", "-O2 -ffast-math"])
+def test_triangles_with_coincident_vertices_are_checked(flags):
+    """Only collinear degenerate triangles (c = 2b − a) were generated, so a kernel holding the
+    point a in a triangle with a = b = c passed; the coincident-vertex rows catch it as a logic
+    bug, and the shipped kernels pass on them."""
+    build_config = BuildConfig.parse(flags, extra_sources=(DATA / "mutants.c",))
+    kernels = ("t_point_triangle", "orient", "recast_cross")
+    result = verify(VerifyConfig(family="triangle", kernels=kernels, builds=(build_config,), cases=300, show=1000))
+    verdicts = {v.kernel: v for v in result.kernels}
+    assert verdicts["t_point_triangle"].verdict == "FAIL"
+    assert any(
+        row["group"] == "exact coincident vertices" and row["class"] == "logic-bug"
+        for row in verdicts["t_point_triangle"].failing
+    )
+    for correct in kernels[1:]:
+        assert verdicts[correct].verdict != "FAIL" and verdicts[correct].mismatches["logic-bug"] == 0

@@ -345,3 +345,12 @@ static inline int t_vertex_snap(float ax, float ay, float bx, float by, float cx
     return ((o1 > 0) & (o2 > 0) & (o3 > 0)) | ((o1 < 0) & (o2 < 0) & (o3 < 0));
 }
 MUTANT(t_vertex_snap, SCALAR, TRIANGLE, "triangle", "points within |ab|/256 of a vertex snapped onto it: outside");
+
+static inline int t_point_triangle(float ax, float ay, float bx, float by, float cx, float cy, float px, float py) {
+    /* "a triangle shrunk to a point holds that point": a zero-area special case that is not outside */
+    if (ax == bx && ay == by && bx == cx && by == cy) return px == ax && py == ay;
+    const float o1 = orient(ax, ay, bx, by, px, py), o2 = orient(bx, by, cx, cy, px, py),
+                o3 = orient(cx, cy, ax, ay, px, py);
+    return ((o1 > 0) & (o2 > 0) & (o3 > 0)) | ((o1 < 0) & (o2 < 0) & (o3 < 0));
+}
+MUTANT(t_point_triangle, SCALAR, TRIANGLE, "triangle", "a triangle with a = b = c holds the point a");

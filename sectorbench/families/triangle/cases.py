@@ -87,6 +87,43 @@ def _exact_triangle_rows() -> tuple[dict, dict]:
     return on_boundary, degenerate
 
 
+def coincident_vertex_rows() -> dict:
+    """Triangles with two vertices equal (a = b, b = c, c = a) and with all three equal, from the
+    integer triangles of _exact_triangle_rows (scaled, offset): points on the repeated vertex,
+    on the other one, on the segment between and beyond it, and off it.  The strict predicate
+    puts every one outside (no area), and every orientation is a product with an exact 0: a
+    kernel that special-cases a zero-area triangle (a = b = c holding the point a) is wrong only
+    here (_exact_triangle_rows' degenerate triangles are collinear, c = 2b − a, never coincident)."""
+    rows = {k: [] for k in (*TRIANGLE_ARRAYS, "px", "py")}
+    triangles = (((0, 0), (8, 0), (0, 8)), ((0, 0), (8, 8), (-4, 12)), ((1, 1), (9, 3), (3, 7)))
+
+    def add(vertices, point):
+        values = [*vertices[0], *vertices[1], *vertices[2], *point]
+        if exactly_float32(np.array(values)[:, None])[0]:
+            for key, value in zip((*TRIANGLE_ARRAYS, "px", "py"), values):
+                rows[key].append(value)
+
+    for a, b, _ in triangles:
+        for k in (-12, 0, 12):
+            for ox, oy in ((0.0, 0.0), (0.5, -0.25), (1024.0, 1024.0)):
+                p, q = ((ox + x * 2.0**k, oy + y * 2.0**k) for x, y in (a, b))
+                ex, ey = q[0] - p[0], q[1] - p[1]
+                points = (
+                    p,  # the repeated vertex
+                    q,  # the other one
+                    (p[0] + ex / 2, p[1] + ey / 2),  # between them
+                    (p[0] - ex, p[1] - ey),  # beyond the repeated one, on the line
+                    (p[0] - ey, p[1] + ex),  # off the line, either side
+                    (p[0] + ex / 2 + ey / 2, p[1] + ey / 2 - ex / 2),
+                )
+                for vertices in ((p, p, q), (q, p, p), (p, q, p)):  # a = b, b = c, c = a
+                    for point in points:
+                        add(vertices, point)
+                for point in points:  # a = b = c
+                    add((p, p, p), point)
+    return rows
+
+
 TRANSFORMS = {
     **coordinate_transforms((("ax", "ay"), ("bx", "by"), ("cx", "cy"), ("px", "py")), (*TRIANGLE_ARRAYS, "px", "py")),
     "rotate vertices": lambda c: {
@@ -164,6 +201,7 @@ def case_parts(count: int) -> list[Part]:
         # last: a part's rows are drawn from (seed, its place in this list), so the parts added
         # later go at the end and every older part keeps its rows for a given --seed
         fixed("exact cells", exact_cell_rows()),
+        fixed("exact coincident vertices", coincident_vertex_rows()),
     ]
 
 
