@@ -108,14 +108,22 @@ def test_a_forked_child_queries_on_threads_of_its_own(game):
             os._exit(0 if same else 1)
         except BaseException:
             os._exit(2)
-    deadline = time.monotonic() + 60
+    code = _exit_code_within(pid, 60)
+    if code is None:
+        pytest.fail("the forked child's threaded query hung")
+    assert code == 0
+
+
+def _exit_code_within(pid: int, patience_s: float) -> int | None:
+    """The child's exit code, or None if it ran past patience_s (it is killed then)."""
+    deadline = time.monotonic() + patience_s
     while (waited := os.waitpid(pid, os.WNOHANG)) == (0, 0) and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(0.001)
     if waited == (0, 0):
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
-        pytest.fail("the forked child's threaded query hung")
-    assert os.waitstatus_to_exitcode(waited[1]) == 0
+        return None
+    return os.waitstatus_to_exitcode(waited[1])
 
 
 def test_a_child_forked_while_another_thread_queries_can_query(game):
@@ -139,15 +147,11 @@ def test_a_child_forked_while_another_thread_queries_can_query(game):
             pid = os.fork()
             if pid == 0:
                 os._exit(0 if sectorbench.query(game, game).same_as(reference) else 1)
-            deadline = time.monotonic() + 20
-            while (waited := os.waitpid(pid, os.WNOHANG)) == (0, 0) and time.monotonic() < deadline:
-                time.sleep(0.001)
-            if waited == (0, 0):
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
+            code = _exit_code_within(pid, 20)
+            if code is None:
                 hung += 1
             else:
-                assert os.waitstatus_to_exitcode(waited[1]) == 0
+                assert code == 0
     finally:
         stop.set()
         frames.join()

@@ -261,16 +261,22 @@ def test_needle_and_near_pi_cones_are_checked(seed):
     """Kernels wrong only for half-angles within ~0.009 rad of 0 or π (no random θ, and no
     random point, reached them; `run` counted −89 and +8 hits) fail on the extreme half-angle
     rows as logic bugs; basic passes beside them."""
-    build_config = BuildConfig.parse("-O2", extra_sources=(DATA / "extreme_half_angles.c",))
-    kernels = ("needle_blind", "near_pi_disc", "basic")
+    mutants = ("needle_blind", "near_pi_disc")
+    _assert_caught_by("extreme_half_angles.c", mutants, "extreme half-angles", ("basic",), seed)
+
+
+def _assert_caught_by(source: str, mutants: tuple, group: str, correct: tuple, seed: int) -> None:
+    """Each mutant of `source` fails verify with a logic bug among the rows of `group`; the
+    correct kernels beside them pass with none."""
+    build_config = BuildConfig.parse("-O2", extra_sources=(DATA / source,))
+    kernels = (*mutants, *correct)
     result = verify(VerifyConfig(kernels=kernels, builds=(build_config,), cases=300, seed=seed, show=1000, jobs=1))
     verdicts = {v.kernel: v for v in result.kernels}
-    for mutant in kernels[:2]:
+    for mutant in mutants:
         assert verdicts[mutant].verdict == "FAIL", verdicts[mutant]
-        assert any(
-            row["group"] == "extreme half-angles" and row["class"] == "logic-bug" for row in verdicts[mutant].failing
-        )
-    assert verdicts["basic"].verdict != "FAIL" and verdicts["basic"].mismatches["logic-bug"] == 0
+        assert any(row["group"] == group and row["class"] == "logic-bug" for row in verdicts[mutant].failing)
+    for name in correct:
+        assert verdicts[name].verdict != "FAIL" and verdicts[name].mismatches["logic-bug"] == 0
 
 
 LONG_BLIND_SPOTS = BuildConfig.parse("-O2", extra_sources=(DATA / "long_loop_blind_spots.c",))
@@ -312,17 +318,8 @@ def test_a_unit_u_contract_keeps_the_boundary_mutants_caught(seed):
     """m_edge_ge_wide and m_tiny_radius with only `.contract = "unit u"` added passed verify
     (every exact cell row had |u| ~2^-9 from 1, outside the contract); the unit-u cells catch
     them as logic bugs, and the unit-u kernels that measure the angle pass beside them."""
-    build_config = BuildConfig.parse("-O2", extra_sources=(DATA / "unit_u_mutants.c",))
-    kernels = ("u_edge_ge_wide", "u_tiny_radius", "localframe", "cross", "polar")
-    result = verify(VerifyConfig(kernels=kernels, builds=(build_config,), cases=300, seed=seed, show=1000, jobs=1))
-    verdicts = {v.kernel: v for v in result.kernels}
-    for mutant in kernels[:2]:
-        assert verdicts[mutant].verdict == "FAIL", verdicts[mutant]
-        assert any(
-            row["group"] == "exact cells, unit u" and row["class"] == "logic-bug" for row in verdicts[mutant].failing
-        )
-    for correct in kernels[2:]:
-        assert verdicts[correct].verdict != "FAIL" and verdicts[correct].mismatches["logic-bug"] == 0
+    mutants, correct = ("u_edge_ge_wide", "u_tiny_radius"), ("localframe", "cross", "polar")
+    _assert_caught_by("unit_u_mutants.c", mutants, "exact cells, unit u", correct, seed)
 
 
 @pytest.mark.parametrize(

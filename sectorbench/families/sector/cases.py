@@ -390,32 +390,36 @@ def _ray_rows(rows: dict, d1: int, d2: int, m: int, theta: float, side: int, e: 
     f = 12 - m.bit_length()
     alpha = np.arctan2(d2, d1) - side * theta
     p1, p2 = (int(round(2.0**f / m * v)) for v in (np.cos(alpha), np.sin(alpha)))
-    K = d1 * p1 + d2 * p2
-    ux, uy = m * p1 * 2.0**-f, m * p2 * 2.0**-f
-    s = m * m * 4.0**e
+    u = (m * p1 * 2.0**-f, m * p2 * 2.0**-f)
+    _boundary_rows(rows, (cx, cy), u, (d1 * 2.0**e, d2 * 2.0**e), 2.0**-f, d1 * p1 + d2 * p2, m * m * 4.0**e)
+
+
+def _boundary_rows(rows: dict, c, u, d, k_unit: float, on: int, s: float) -> None:
+    """Ten rows for the apex c, direction u and D = d on an edge ray, cos θ = on·k_unit and
+    |D|² = s: on the ray and a step of k_unit either side, on the arc and a float32 step either
+    side, beside the apex on both sides, and the apex itself."""
 
     def add(k_units, r2, scale=1.0):
-        dx, dy = d1 * 2.0**e * scale, d2 * 2.0**e * scale
         for key, value in (
-            ("cx", cx),
-            ("cy", cy),
-            ("ux", ux),
-            ("uy", uy),
+            ("cx", c[0]),
+            ("cy", c[1]),
+            ("ux", u[0]),
+            ("uy", u[1]),
             ("r2", r2),
-            ("cos_theta", k_units * 2.0**-f),
-            ("px", cx + dx),
-            ("py", cy + dy),
+            ("cos_theta", k_units * k_unit),
+            ("px", c[0] + d[0] * scale),
+            ("py", c[1] + d[1] * scale),
         ):
             rows[key].append(value)
 
     for dk in (0, 1, -1):  # on the ray, just outside, just inside
-        add(K + dk, 4 * s)
+        add(on + dk, 4 * s)
     s32 = F32(s)
     for r2 in (s32, np.nextafter(s32, F32(np.inf)), np.nextafter(s32, F32(0))):  # on, inside, outside the arc
-        add(K - 1, float(r2))
+        add(on - 1, float(r2))
     for dk in (1, -1):  # a sixteenth of the radius out: beside the apex, outside and inside the angle
-        add(K + dk, 4 * s, scale=APEX_SHARE / 2)
-    add(K, 4 * s, scale=0.0)  # the apex itself
+        add(on + dk, 4 * s, scale=APEX_SHARE / 2)
+    add(on, 4 * s, scale=0.0)  # the apex itself
 
 
 def exact_cell_rows() -> dict:
@@ -569,31 +573,9 @@ def _unit_u_ray_rows(rows: dict, ray, e: int, cx: float, cy: float) -> None:
     """The ten rows of _ray_rows for one lattice u and axis D of length 2^e."""
     _, _, p1, p2, axis, sign, along = ray
     unit = 2.0**-UNIT_U_BITS
-    s = 4.0**e
-
-    def add(k_units, r2, scale=1.0):
-        length = sign * 2.0**e * scale
-        dx, dy = (length, 0.0) if axis == 0 else (0.0, length)
-        for key, value in (
-            ("cx", cx),
-            ("cy", cy),
-            ("ux", p1 * unit),
-            ("uy", p2 * unit),
-            ("r2", r2),
-            ("cos_theta", k_units * unit),
-            ("px", cx + dx),
-            ("py", cy + dy),
-        ):
-            rows[key].append(value)
-
-    for dk in (0, 1, -1):  # on the ray, just outside, just inside
-        add(along + dk, 4 * s)
-    s32 = F32(s)
-    for r2 in (s32, np.nextafter(s32, F32(np.inf)), np.nextafter(s32, F32(0))):  # on, inside, outside the arc
-        add(along - 1, float(r2))
-    for dk in (1, -1):  # beside the apex, outside and inside the angle
-        add(along + dk, 4 * s, scale=APEX_SHARE / 2)
-    add(along, 4 * s, scale=0.0)  # the apex itself
+    length = sign * 2.0**e
+    d = (length, 0.0) if axis == 0 else (0.0, length)
+    _boundary_rows(rows, (cx, cy), (p1 * unit, p2 * unit), d, unit, along, 4.0**e)
 
 
 def unit_u_cell_rows() -> dict:
