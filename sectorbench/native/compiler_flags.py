@@ -7,13 +7,25 @@ itself runs in a private directory (its working directory and TMPDIR too), so fi
 compiler drops beside its output or in its working directory are removed with it; the
 flags below are the ones that could write elsewhere, or that would leave no library.
 
+Refused too, though they write nothing: -fprofile-use and clang's -fprofile-instr-use, which
+can never find a profile (see _NO_PROFILE), so a "PGO" build would be timed without one.
+
 Allowed on purpose: -v (the compiler describes its steps on stderr, which is captured),
--pipe, -flto, -include/-imacros (they read files), -save-temps would only write into the
+-pipe, -flto, -include/-imacros (they read files: the build cache lists every file a compile
+read, native/build.py), -save-temps would only write into the
 private directory but is refused all the same (it names no useful output and its
 `=obj` form follows -o), as are -fdump-* (their `=FILE` form writes anywhere).
 """
 
 from __future__ import annotations
+
+#: Why a profile-guided build (-fprofile-use, clang's -fprofile-instr-use) is refused: it would
+#: silently build without its profile ("profile count data file not found" is only a warning).
+_NO_PROFILE = (
+    "reads a profile that can never match: each build compiles kernels_c/ from a private directory "
+    "of a random name, which the profile's file names (gcc's .gcda, clang's names of static "
+    "functions) contain, and the flags that would write one are refused"
+)
 
 #: (flag prefix, what it does).  A word is refused when it equals the prefix or starts
 #: with it (prefixes ending in "=" or "-" only match longer words).
@@ -42,8 +54,12 @@ REFUSED_PREFIXES: tuple[tuple[str, str], ...] = (
     ("-fsave-optimization-record", "writes an optimisation record beside the output"),
     ("-fprofile-generate", "makes the library write profile files wherever it runs"),
     ("-fprofile-instr-generate", "makes the library write profile files wherever it runs"),
+    ("-fcs-profile-generate", "makes the library write profile files wherever it runs"),
     ("-fprofile-arcs", "makes the library write profile files wherever it runs"),
     ("--coverage", "makes the library write coverage files wherever it runs"),
+    ("-coverage", "makes the library write coverage files wherever it runs"),
+    ("-fprofile-use", _NO_PROFILE),
+    ("-fprofile-instr-use", _NO_PROFILE),
     ("-ftest-coverage", "writes coverage notes beside the output"),
     ("-fcallgraph-info", "writes call-graph files beside the output"),
     ("-fstack-usage", "writes stack-usage files beside the output"),
