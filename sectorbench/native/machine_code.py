@@ -11,7 +11,12 @@ than its scalar epilogue — and reports:
            in cycles per test, derived from the kernel's own instructions.
 llvm-mca (Debian's llvm-19, which models Zen 4 and Zen 5) is optional; without it the
 bound is "unavailable" with the reason.  A loop calling through a pointer (`--mode call`)
-has no bound: llvm-mca cannot see the callee.  Results are cached next to the library.
+has no bound: llvm-mca cannot see the callee.  Nor has a loop that is not the kernel's hot
+loop or not what runs: one with no floating-point arithmetic (at -O0 the predicate is called
+out of line, and the loop found is a setup loop), or a function instrumented by a sanitizer
+(-fsanitize=undefined puts checks in the loop and branches from it to their handlers, which
+llvm-mca's straight-line model neither follows nor skips).  Results are cached next to the
+library.
 """
 
 from __future__ import annotations
@@ -44,6 +49,14 @@ _PACKED = re.compile(
 _SCALAR = re.compile(r"^v?(add|sub|mul|div|sqrt|min|max|cmp[a-z_]*|u?comi|fn?m(add|sub)[0-9]*|rcp|rsqrt|round)s[sd]$")
 _LIBMVEC = re.compile(r"call\s+[0-9a-f]+\s+<_ZGV([bcde])N\d+")
 _LIBMVEC_WIDTH = {"b": "xmm", "c": "ymm", "d": "ymm", "e": "zmm"}
+#: Runtimes whose calls mean the function is instrumented (sanitizers): its loops carry checks
+#: and branches to their handlers, so llvm-mca's cycles for the loop bound nothing.
+_INSTRUMENTED = re.compile(r"call\s+\S+\s+<(__(?:ubsan|asan|hwasan|tsan|msan|lsan|sanitizer)_[^@>]*)")
+#: The version of the analysis the loops cache holds: a new rule must not be hidden by an old
+#: library's cached analyses (2: no bound for a loop without FP arithmetic or in instrumented code).
+ANALYSIS_VERSION = "v2"
+#: The reason machine_code gives for a loop with no floating-point arithmetic it can see.
+NO_FP_ARITHMETIC = "no floating-point arithmetic in it"
 
 
 @dataclass(frozen=True)
@@ -236,7 +249,8 @@ def analyze(library: Path, functions: dict[str, int]) -> dict[str, LoopAnalysis]
     library = Path(library)
     llvm_mca = find_llvm_mca()
     mcpu = host_cpu(llvm_mca)
-    cache = library.with_name(f"{library.stem}.loops-{mcpu}-{Path(llvm_mca).name if llvm_mca else 'none'}.json")
+    mca_name = Path(llvm_mca).name if llvm_mca else "none"
+    cache = library.with_name(f"{library.stem}.loops-{ANALYSIS_VERSION}-{mcpu}-{mca_name}.json")
     known = _read_loops_cache(cache)
     missing = [name for name in functions if name not in known]
     if missing:
@@ -344,6 +358,14 @@ def _analyze_one(
     base["tests_per_iteration"] = tests
     if any(i.mnemonic == "call" for i in loop.body):
         return LoopAnalysis(**base, reason="the loop calls a function (call mode, or a libm call)")
+    if base["vector"] == "none":  # not the kernel's arithmetic: a setup loop (-O0), an integer search
+        return LoopAnalysis(**base, reason=NO_FP_ARITHMETIC)
+    if instrumented := next((m.group(1) for i in code if (m := _INSTRUMENTED.search(i.text))), None):
+        return LoopAnalysis(
+            **base,
+            reason=f"instrumented by a sanitizer (it calls {instrumented}): llvm-mca would model the loop's "
+            "checks and its branches to their handlers as straight-line code, not the loop that runs",
+        )
     if llvm_mca is None:
         return LoopAnalysis(**base, reason="llvm-mca not installed (Debian: llvm-19)")
     if not mcpu:
