@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,15 @@ def test_dask_workers_compile_the_headers_beside_the_source(tmp_path):
         clustered = verify(dataclasses.replace(config, scheduler=cluster.scheduler_address, jobs=None))
     assert sum(w["batches"] for w in clustered.env["workers"].values()) >= 2  # judged on the cluster
     assert without_env(clustered) == without_env(local)
+
+
+def test_the_kernel_timeout_reaches_the_pool_processes():
+    """naps sleeps 5 s on the first NaN px a process meets (only case batches hold one): with
+    kernel_timeout=1 it must time out there too.  The pool processes started their build
+    workers without the run's deadlines and waited the default 60 s, so under jobs=2 it passed
+    where jobs=1 timed it out."""
+    unruly = BuildConfig.parse("-O2", extra_sources=(DATA / "unruly_kernels.c",))
+    config = dataclasses.replace(CONFIG, kernels=("naps",), builds=(unruly,), kernel_timeout=1.0, jobs=2)
+    (naps,) = verify(config).kernels
+    assert naps.status == "timed-out", naps
+    assert re.match(r"no answer within 1\.\d* s \(--kernel-timeout sets the floor\)", naps.reason), naps.reason

@@ -449,10 +449,17 @@ class LocalJudge:
     def open(cls, plan: BatchPlan, scratch: Path) -> LocalJudge:
         """Build and start this process's own sessions for the plan."""
         sessions = []
+        deadlines = Deadlines(plan.config.kernel_timeout)  # --kernel-timeout travels with the plan
         try:
             for build_config, peers, _ in plan.sessions:
                 sessions.append(
-                    BuildSession(build_config, build(build_config), disable_isa=plan.config.disable_isa, peers=peers)
+                    BuildSession(
+                        build_config,
+                        build(build_config),
+                        disable_isa=plan.config.disable_isa,
+                        peers=peers,
+                        deadlines=deadlines,
+                    )
                 )
             return cls(plan, sessions, scratch)
         except BaseException:

@@ -138,3 +138,19 @@ static inline int crawls(float cx, float cy, float ux, float uy, float r2, float
     return s < r2 && dx * ux + dy * uy > sqrtf(s) * k;
 }
 SB_KERNEL(crawls, SCALAR, 1, UNRULY_TAKES, .family = "sector", .known_bad = 1, .summary = "test only: 1 ms a call");
+
+/* ---------------------------------------------------------------- naps */
+
+/* basic, but its first NaN px in each process sleeps 5 s: the case batches hold NaN rows, the
+ * loop scenes none, so only a process judging batches meets it (a short --kernel-timeout must
+ * reach those processes too). */
+static inline int naps(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    static int napped;
+    if (px != px && !napped) {
+        napped = 1;
+        sleep(5);
+    }
+    return basic_predicate(cx, cy, ux, uy, r2, k, px, py);
+}
+SB_KERNEL(naps, SCALAR, 1, UNRULY_TAKES, .family = "sector", .known_bad = 1, .rounding_bound = 8,
+          .summary = "test only: basic, 5 s asleep on its first NaN px");
