@@ -6,6 +6,8 @@ codes: 0 ok, 1 a check failed (verify, regress), 2 usage, build or internal erro
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import signal
@@ -40,9 +42,23 @@ from ..version import __version__
 
 #: Tables going to a file or pipe are not squeezed into 80 columns.
 PIPED_WIDTH = 160
+#: The narrowest a terminal is taken to be: COLUMNS=0 made rich print nothing at all, and 10
+#: left the table's rows blank; narrower terminals wrap the lines instead.
+MIN_WIDTH = 40
 #: With stderr piped (a CI log), one progress line this often, so a long step is not silence.
 HEARTBEAT_S = 5.0
-stderr = Console(stderr=True)
+#: The exit status when stdout was closed before everything was printed (`sectorbench run … | head`):
+#: a shell's for a process killed by SIGPIPE, never 1 ("a check failed") nor 0.  Any other failing
+#: stdout (a full disk, /dev/full) is an output error: 2.
+BROKEN_PIPE_EXIT = 128 + signal.SIGPIPE
+
+
+def _console(**options) -> Console:
+    console = Console(**options)
+    return console if console.width >= MIN_WIDTH else Console(width=MIN_WIDTH, **options)
+
+
+stderr = _console(stderr=True)
 
 
 class Terminated(BaseException):
@@ -65,14 +81,85 @@ def note(text: str) -> None:
 
 
 def stdout() -> Console:
-    console = Console()
+    console = _console()
     return console if console.is_terminal else Console(width=PIPED_WIDTH)
+
+
+class GuardedStream:
+    """sys.stdout (or sys.stderr) while a command runs: a write or flush that fails (a closed
+    pipe, a full disk) is remembered instead of raised, and the stream's descriptor then points
+    at /dev/null, so that the command goes on to write its files (which a traceback, or click's
+    and rich's own broken-pipe exit 1, used to skip) and the interpreter's last flush is quiet."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.failure: OSError | None = None
+
+    def write(self, text):
+        if self.failure is None:
+            try:
+                return self._stream.write(text)
+            except OSError as exc:
+                self._failed(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.failure is None:
+            try:
+                self._stream.flush()
+            except OSError as exc:
+                self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        self.failure = exc
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):  # no descriptor (a test's captured stream): nothing to redirect
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def stdout_failure(failure: OSError) -> tuple[str, int]:
+    """The line and exit status for a stdout that failed during a command that otherwise succeeded."""
+    if failure.errno == errno.EPIPE:
+        return "stdout was closed before everything was printed (broken pipe); files said saved are complete", (
+            BROKEN_PIPE_EXIT
+        )
+    reason = failure.strerror or str(failure)
+    return f"error: cannot write to stdout ({reason}); files said saved are complete", 2
 
 
 class OneLineErrors(click.Group):
     """Report every user error as one line on stderr with exit status 2, never a traceback."""
 
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as exc:  # not stdout's (guarded): click's handler would exit 1, "a check failed"
+            raise SectorbenchError(f"a pipe closed unexpectedly ({exc.strerror})") from None
+
     def main(self, args=None, prog_name="sectorbench", complete_var=None, standalone_mode=True, **extra):
+        out, err = GuardedStream(sys.stdout), GuardedStream(sys.stderr)
+        sys.stdout, sys.stderr = out, err
+        try:
+            code = self._main(args, prog_name, complete_var, **extra)
+        finally:
+            sys.stdout, sys.stderr = out._stream, err._stream
+        if out.failure is not None and code in (None, 0, 1):
+            # the command's files are written (a failing stdout no longer stops it); its exit
+            # status must not read as success, nor as 1 ("a regression") when that is unknown
+            line, code = stdout_failure(out.failure)
+            with contextlib.suppress(OSError):  # a failing stderr too: the exit status says it
+                click.echo(f"sectorbench: {line}", err=True)
+        if standalone_mode:
+            sys.exit(code if isinstance(code, int) else 0)
+        return code
+
+    def _main(self, args, prog_name, complete_var, **extra):
         in_main_thread = threading.current_thread() is threading.main_thread()
         # A signal the caller ignores (nohup's SIGHUP, a shell's SIGINT for a background job) stays ignored.
         caught = [sig for sig in ENDING_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN]
@@ -112,8 +199,6 @@ class OneLineErrors(click.Group):
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        if standalone_mode:
-            sys.exit(code if isinstance(code, int) else 0)
         return code
 
 

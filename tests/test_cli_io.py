@@ -1,0 +1,97 @@
+"""The command line's inputs and outputs at their edges: a stdout that fails, oversized or
+repeated inputs, aliases of standard streams as outputs, one-line messages."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sectorbench.cli import main
+
+TINY = ["-n", "20", "-m", "500", "--repeat", "2", "--min-time", "0.001", "--flags", "-O2"]
+
+
+def sectorbench(*args, cwd=None, stdout=subprocess.PIPE, env=None, timeout=300) -> subprocess.CompletedProcess:
+    """The real CLI in a real process, its stdout as given (a closed pipe, /dev/full)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "sectorbench", *map(str, args)],
+        cwd=cwd,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+        text=True,
+        timeout=timeout,
+    )
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    return result
+
+
+def invoke(*args, env=None):
+    result = CliRunner().invoke(main, [str(a) for a in args], env=env)
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    return result
+
+
+def one_line(result, *fragments) -> str:
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("saved") / "run.json"
+    result = invoke("run", *TINY, "--kernels", "naive,basic", "--json", path)
+    assert result.exit_code == 0, result.stderr
+    return path
+
+
+def closed_pipe():
+    """The write end of a pipe whose reader is gone: `… | true`, without the race."""
+    read, write = os.pipe()
+    os.close(read)
+    return write
+
+
+# -- 1. a failing stdout loses no results and never exits 1 ------------------------------------
+
+
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_a_closed_stdout_still_saves_the_results(tmp_path, command):
+    out = tmp_path / "pipe.json"
+    write = closed_pipe()
+    try:
+        extra = ["--cc", "cc"] if command == "compare" else []
+        result = sectorbench(command, *TINY, *extra, "--kernels", "naive", "--json", out, stdout=write)
+    finally:
+        os.close(write)
+    assert result.returncode == 141, result.stderr
+    assert json.loads(out.read_text())["results"], "the results were written"
+    assert "broken pipe" in result.stderr.strip().splitlines()[-1]
+
+
+def test_a_full_stdout_still_saves_the_results_and_is_no_internal_error(tmp_path):
+    out = tmp_path / "full.json"
+    with open("/dev/full", "w") as full:
+        result = sectorbench("verify", "--kernels", "naive", "--cases", "100", "--json", out, stdout=full)
+    assert result.returncode == 2, result.stderr
+    assert json.loads(out.read_text())["kernels"]
+    assert "cannot write to stdout (No space left on device)" in result.stderr.strip().splitlines()[-1]
+
+
+def test_regress_into_a_closed_pipe_is_not_a_regression(saved):
+    write = closed_pipe()
+    try:
+        result = sectorbench("regress", saved, saved, stdout=write)
+    finally:
+        os.close(write)
+    assert result.returncode == 141, result.stderr
