@@ -95,3 +95,18 @@ def test_regress_into_a_closed_pipe_is_not_a_regression(saved):
     finally:
         os.close(write)
     assert result.returncode == 141, result.stderr
+
+
+# -- 2. an oversized run is refused before its scene is made -----------------------------------
+
+
+def test_an_oversized_default_run_is_refused_before_the_scene_is_generated(monkeypatch):
+    from sectorbench.families import scene_kinds
+
+    def generate(*args, **kwargs):
+        raise AssertionError("the scene was generated before the run was refused")
+
+    monkeypatch.setattr(scene_kinds, "generate", generate)
+    # 2 series (one kernel and its NoOperation) would fit the hour; the default kernels do not
+    result = invoke("run", "-n", "50000000", "-m", "1000", "--repeat", "2", "--flags", "-O2")
+    one_line(result, "would take about", "over the limit of 60 min")

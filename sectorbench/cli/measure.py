@@ -231,6 +231,7 @@ def run_command(
         scene_options=given_scene_options(scene_values),
     )
     config = resolve(config)  # an unknown or mismatched scene is refused here, before any work
+    check_default_kernels_time(config)
     baseline_result = None
     if baseline:
         from ..compare.gate import check_power, check_scene
@@ -284,6 +285,53 @@ def run_command(
             rescue=result_json(result),
             revise=revise,
         )
+
+
+def check_default_kernels_time(config: RunConfig) -> None:
+    """Refuse an oversized run before its scene is made, also when --kernels is not given.
+
+    runner.check_time counts one kernel a build then (the fewest series the run can have),
+    and the plan's own check, with every default kernel, came only after the scene was
+    generated: `run -n 50000000 -m 1000` spent 47 s and 4.5 GB before "its 24 series would
+    take about 4.0 h".  Here, when even every kernel of the family in the first build's
+    sources (read without compiling) would not fit, that build's default, runnable kernels
+    are counted (its cached library listed by a worker, about a second) and the run checked
+    with them.  A build that fails is left to the run, which reports it."""
+    import contextlib
+    from dataclasses import replace
+
+    from ..families import get
+    from ..measure.runner import check_time
+    from ..measure.selection import known_kernels, peer_names
+    from ..measure.worker import BuildSession
+    from ..model import scenes
+    from ..native.build import build
+
+    if config.kernels or not config.builds:
+        return
+    family = get(config.family)
+    scenes.check_size(config.sectors, config.points, len(family.shape_arrays), len(family.point_arrays))
+    broadphases = tuple(config.broadphases or family.default_broadphases(config.scene))
+    if "none" not in broadphases:  # the kernels are not timed on this scene: only its indexes
+        return
+    config = replace(config, broadphases=broadphases)
+    known = known_kernels(config.builds[0]) or {}
+    peers = peer_names(family)
+    every = tuple(name for name, of in known.items() if of == family.name and name not in peers)
+    try:
+        check_time(replace(config, kernels=every))
+        return
+    except SectorbenchError:
+        pass  # over the limit with every kernel: count the ones the run would time
+    try:
+        first = config.builds[0]
+        with contextlib.closing(BuildSession(first, build(first), disable_isa=config.disable_isa)) as session:
+            kernels = session.kernels
+    except SectorbenchError:
+        return
+    timed = tuple(k.name for k in kernels if k.family == family.name and k.is_default and k.runnable)
+    if timed:
+        check_time(replace(config, kernels=timed))
 
 
 def measure(config: RunConfig, baseline=None, gate_config=None, against_label=None):
@@ -430,6 +478,7 @@ def compare_command(
         kernel_timeout=kernel_timeout,
     )
     config = resolve(config)
+    check_default_kernels_time(config)
     for missing in (c for c in cc if c not in installed):
         note(f"compiler {missing!r} is not installed: its builds are left out")
     result = with_metric(measure(config), config, metric)
