@@ -152,3 +152,34 @@ def test_a_sector_table_speaks_of_hits():
     run = replace(a_run([timed_row("naive", "-O2", CLEAR, NOOP)]), exact_count=97)
     text = " ".join(render(run_table(run)).split())
     assert "±k: hits differ by k from the exact oracle's count 97" in text and "verify --family sector" in text
+
+
+def test_a_build_whose_answers_differ_is_marked_and_never_the_fastest():
+    """The probe's `-I` dir whose math.h makes sqrtf(x) x: basic's hits 127 774 against the exact
+    count 124 717, faster than -O2, was shown in bold green as the fastest build.  A build within
+    rounding of the exact count (+1, the band allows 2) is not marked and may be the fastest."""
+    exact = 124717
+    rows = [
+        replace(timed_row("basic", "-O2", [40.0] * 5, NOOP), hits=exact),
+        replace(timed_row("basic", "-O2 -ffast-math", [38.0] * 5, NOOP), hits=exact + 1),
+        replace(timed_row("basic", "-O2 -I/tmp/broken", [30.0] * 5, NOOP), hits=exact + 3057),
+    ]
+    run = replace(a_run(_with_speedups(rows, "basic")), exact_count=exact, count_allowance={"basic": 2})
+    table = compare_table(run)
+    cells = {column.header: next(iter(column.cells)) for column in table.columns}
+    broken = cells["-O2 -I/tmp/broken"]
+    assert "✗ answers differ: +3057 hits" in broken.plain and "green" not in str(broken.style)
+    assert cells["-O2 -ffast-math"].style == "bold green" and "✗" not in cells["-O2 -ffast-math"].plain
+    assert "✗ answers differ: this build's answers are not the kernel's" in matrix_text_of(run)
+    # run's table: the same rule (compare/answers.py) gives the row a note and takes its speedup away
+    table = run_table(run)
+    flags = next(column for column in table.columns if column.header == "flags")
+    speedups = next(column for column in table.columns if column.header == "speedup")
+    speedup = dict(zip(flags.cells, speedups.cells))
+    assert speedup["-O2 -I/tmp/broken"] == "–" and speedup["-O2 fast"] == "1.0x"
+    caption = " ".join((table.caption or "").split())
+    assert f"answers differ from the exact oracle's count {exact} by +3057 hits (float32 rounding allows ±2)" in caption
+
+
+def matrix_text_of(run: RunResult) -> str:
+    return " ".join(render(compare_table(run)).split())

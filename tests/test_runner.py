@@ -39,3 +39,38 @@ def test_article_scene_reproduces_published_hit_rate():
     )
     for r in result.results:
         assert round(r.hit_rate * 100, 3) == 30.531
+
+
+def test_a_row_whose_answers_differ_says_so_in_the_result_and_rounding_is_allowed():
+    """The runner records what float32 rounding allows each kernel on the scene (verify's count
+    allowance) and marks, in the rows the JSON saves, a count beyond it: the mutant that forgets
+    to square cos(theta) is marked, the correct kernels are not, however close to the band."""
+    build = BuildConfig.parse("-O2", extra_sources=(DATA / "mutants.c",))
+    kernels = ("naive", "basic", "nosqrt", "m_unsquared_cos")
+    result = run(RunConfig(sectors=40, points=2000, kernels=kernels, builds=(build,), timing=FAST))
+    rows = {r.kernel: r for r in result.results}
+    exact = result.exact_count
+    assert exact is not None and set(result.count_allowance) == set(kernels)
+    assert result.count_allowance_sample is None  # 80 000 tests: every pair counted
+    for name in ("naive", "basic", "nosqrt"):
+        assert abs(rows[name].hits - exact) <= result.count_allowance[name]
+        assert rows[name].answers_differ is None and rows[name].answers_note is None
+    wrong = rows["m_unsquared_cos"]
+    assert wrong.answers_differ == wrong.hits - exact != 0
+    assert f"answers differ from the exact oracle's count {exact}" in wrong.answers_note
+    assert load_back(result).results == result.results  # saved and read back with the marks
+
+
+def test_a_scene_too_large_to_count_allows_a_sampled_band_of_rounding():
+    """Beyond 2^19 tests there is no exact count: the reference kernel's count is the yardstick,
+    and the allowance is an upper bound estimated from a sample of the scene's pairs."""
+    result = run(RunConfig(sectors=100, points=6000, kernels=("naive", "basic", "sse2"), timing=TimingConfig(repeat=1)))
+    assert result.exact_count is None and result.count_allowance_sample == 2**19
+    assert all(r.answers_differ is None for r in result.results), [r.answers_note for r in result.results]
+    assert all(value > 0 for value in result.count_allowance.values())
+
+
+def load_back(result):
+    from sectorbench.model.results import RunResult
+
+    return RunResult.from_dict(result.to_dict())

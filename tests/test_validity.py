@@ -14,12 +14,14 @@ import os
 import pydoc
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import sectorbench
+from sectorbench.compare import answers
 from sectorbench.families import get
 from sectorbench.families import scene_kinds as scenes
 from sectorbench.measure import validity
@@ -279,9 +281,44 @@ def test_without_an_exact_count_the_reference_kernel_is_the_yardstick():
         scene={"kind": "triangles", "triangles": 1, "points": 1000, "seed": 0}, env={}, config={}, results=rows
     )
     expected, against = expected_hits(result)
-    assert against == "the reference kernel orient's count" and set(expected.values()) == {100}
+    assert against == "the reference kernel orient's count 100" and set(expected.values()) == {100}
     # aabr's checksums have no unique exact value (ties): no count, the reference decides.
     assert get("aabr").exact_count(scenes.generate("polygons", 2, 4, 0)) is None
+
+
+def test_with_several_builds_the_row_whose_answers_changed_is_the_one_marked():
+    """aabr at -O2 and -O2 -mfpmath=387 (the probe's figures): x87 changes the reference kernel
+    scan's checksum itself, and its vector twins answer as at -O2.  The ±k column once compared
+    each build with its own scan, so scan x87 showed nothing and scan_avx2 x87 -173; now every
+    row is read against scan in the first build, and only scan x87 is marked (hill differs by
+    ties in both builds: a kernel's checksum is judged against its own in the first build)."""
+    checksums = {"scan": 149470667, "scan_avx2": 149470667, "hill": 149470844}
+    rows = [
+        replace(_row(kernel, 1.0, 0.5 if kernel == "scan" else 0.25, hits=hits), family="aabr", flags=flags, spread=0.1)
+        for flags in ("-O2", "-O2 -mfpmath=387")
+        for kernel, hits in {**checksums, **({"scan": 149470840} if "387" in flags else {})}.items()
+    ]
+    result = RunResult(
+        scene={"kind": "polygons", "polygons": 200, "points": 2000, "seed": 0},
+        env={},
+        config={"repeat": 3},
+        results=_with_speedups(rows, "scan"),
+    )
+    table = run_table(result)
+    cells = {name: list(column.cells) for name, column in zip(column_names(table), table.columns)}
+    delta = {(k, f): str(d) for k, f, d in zip(cells["kernel"], cells["flags"], cells["±k"])}
+    assert delta[("scan", "-O2 x87")] == "+173" and delta[("scan_avx2", "-O2 x87")] == ""
+    assert delta[("hill", "-O2")] == delta[("hill", "-O2 x87")] == "+177"
+    marked = [(r.kernel, r.flags) for r, d in zip(result.results, answers.differing(result)) if d]
+    assert marked == [("scan", "-O2 -mfpmath=387")]
+    speedup = {(k, f): str(v) for k, f, v in zip(cells["kernel"], cells["flags"], cells["speedup"])}
+    assert speedup[("scan", "-O2 x87")] == "–" and speedup[("hill", "-O2 x87")] == "2.0x"
+    caption = table.caption or ""
+    assert "scan's count 149470667 in the -O2 build by +173 (checksum)" in " ".join(caption.split())
+
+
+def column_names(table) -> list[str]:
+    return [str(column.header).replace("\n", " ") for column in table.columns]
 
 
 def test_a_broadphase_plan_is_estimated_from_its_own_model():

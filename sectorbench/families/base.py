@@ -10,8 +10,9 @@ inside shape q?"), whose answer is one bit per (shape, point) pair.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -252,6 +253,12 @@ class Family:
         tests, or an answer the oracle does not make unique, such as ties)."""
         return None
 
+    def count_allowance(self, scene, kernels) -> tuple[dict[str, int], int | None] | None:
+        """How far each kernel's count may lie from the exact count by float32 rounding alone, as
+        ({kernel name: pairs}, pairs sampled or None for every pair); None where the family
+        bounds no such difference (aabr: a tied extreme makes any checksum as right)."""
+        return None
+
     def peers(self) -> tuple:
         """Kernels in Python (numpy, numba) a user would write instead (peers.Peer)."""
         return ()
@@ -321,16 +328,53 @@ class BooleanFamily(Family):
         """The oracle's hit count over the scene, when it has at most EXACT_COUNT_MAX_TESTS tests."""
         if scene.tests > EXACT_COUNT_MAX_TESTS:
             return None
+        with np.errstate(all="ignore"):
+            inside = self.strict_inside(self._pair_columns(scene))
+        return None if inside is None else int(np.count_nonzero(inside))
+
+    def _pair_columns(self, scene, rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The scene's tests as one row per (shape, point) pair: every pair, or those numbered `rows`
+        (pair i of a grid scene is shape i // M with point i % M)."""
         names = (*self.shape_arrays, *self.point_arrays)
         if scene.layout == "pairs":
-            columns = {name: scene.column(name) for name in names}
-        else:
-            n, m = scene.n_shapes, scene.n_points
+            return {name: scene.column(name) if rows is None else scene.column(name)[rows] for name in names}
+        n, m = scene.n_shapes, scene.n_points
+        if rows is None:
             columns = {name: np.repeat(scene.column(name), m) for name in self.shape_arrays}
             columns.update({name: np.tile(scene.column(name), n) for name in self.point_arrays})
-        with np.errstate(all="ignore"):
-            inside = self.strict_inside(columns)
-        return None if inside is None else int(np.count_nonzero(inside))
+            return columns
+        columns = {name: scene.column(name)[rows // m] for name in self.shape_arrays}
+        columns.update({name: scene.column(name)[rows % m] for name in self.point_arrays})
+        return columns
+
+    def count_allowance(self, scene, kernels) -> tuple[dict[str, int], int | None]:
+        """verify's allowance for a count loop (check_loops), on the scene `run` timed: the pairs a
+        kernel may get wrong by rounding (margin <= its rounding bound, capped at the family's;
+        not exact-evaluable; or outside its contract), counted over every pair up to
+        EXACT_COUNT_MAX_TESTS.  Beyond, over a seeded sample of that many pairs, scaled to the
+        scene as a one-sided upper bound (x + 3 sqrt(x + 1) + 3 pairs of the sample for x seen:
+        above 99 % confidence), so that a count is never called wrong for rounding the sample
+        happened to miss."""
+        sampled = scene.tests > EXACT_COUNT_MAX_TESTS
+        rows = None
+        if sampled:
+            rows = np.sort(np.random.default_rng(0).choice(scene.tests, EXACT_COUNT_MAX_TESTS, replace=False))
+        case_set = cases.case_set(self, [("run scene", self._pair_columns(scene, rows))])
+        allowance, seen = {}, {}
+        for kernel in kernels:
+            bound = min(kernel.rounding_bound or self.default_rounding_bound, self.max_rounding_bound)
+            if self.max_tolerance is not None and kernel.tolerance > self.max_tolerance:
+                kernel = replace(kernel, tolerance=self.max_tolerance)
+            key = (self.reference_key(kernel), bound, getattr(kernel, "contract", ""), tuple(kernel.takes))
+            if key not in seen:
+                reference = self.reference(case_set, kernel)
+                band = ((reference.margin <= bound) & ~reference.exact) | ~self.applicable(kernel, case_set)
+                x = int(np.count_nonzero(band))
+                if sampled:
+                    x = math.ceil((x + 3 * math.sqrt(x + 1) + 3) * scene.tests / len(case_set))
+                seen[key] = x
+            allowance[kernel.name] = seen[key]
+        return allowance, (len(case_set) if sampled else None)
 
     def input_cases(self, path: Path) -> CaseSet:
         """A user's case file: the family's arrays, text columns (labels, shown with a failing

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from .. import families
+from ..compare import answers
 from ..compare.stats import summarize
 from ..errors import SectorbenchError
 from ..families import scene_kinds
@@ -435,14 +436,20 @@ def _measure(
     results = _with_code_identity(results, [(session, kernel) for session, kernel, _, _ in plan])
     env = _environment(sessions, clock_mhz, clock_build)
     progress("counting the exact oracle's hits")
-    exact_count = families.get(scene.family).exact_count(scene)
-    return RunResult(
+    family = families.get(scene.family)
+    exact_count = family.exact_count(scene)
+    counted = {kernel.name: kernel for _, kernel, _, _ in plan}  # what rounding allows each (compare/answers.py)
+    allowance = family.count_allowance(scene, list(counted.values()))
+    result = RunResult(
         scene=scene.describe(),
         env=env,
         config={**config.to_dict(), "reference": reference},
         results=results,
         exact_count=exact_count,
+        count_allowance=allowance and allowance[0],
+        count_allowance_sample=allowance and allowance[1],
     )
+    return replace(result, results=answers.judged(result))
 
 
 def _missing_mode(kernel: Kernel, mode: str) -> str | None:

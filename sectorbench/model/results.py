@@ -9,7 +9,8 @@ Schema history:
      index_build_s, index_build_samples_s, candidates, narrow_phase; scene gains options and
      config gains broadphase and scene_options.  Results gain working_set_bytes, net_valid,
      validity, speedup_basis, speedup_reference; the run gains exact_count.  C kernel rows add code_sha256 and
-     source_sha256 (the gate's "unchanged code").
+     source_sha256 (the gate's "unchanged code").  The run gains count_allowance and
+     count_allowance_sample, and rows answers_differ and answers_note (compare/answers.py).
 """
 
 from __future__ import annotations
@@ -142,6 +143,11 @@ class KernelResult:
     instructions_reason: str | None = None  # why there is no count (valgrind missing, AVX-512, ...)
     #: How the kernel left the worker's FP environment (restored before every other kernel), if it changed it.
     fp_environment_change: str | None = None
+    #: Where the row's count lies further from the run's yardstick than rounding allows
+    #: (compare/answers.py): the row's count minus the yardstick's, and the sentence saying so.
+    #: Such a row is never ranked (no speedup shown, never the fastest build).  None: it does not.
+    answers_differ: int | None = None
+    answers_note: str | None = None
 
     @property
     def net_above_zero(self) -> bool:
@@ -187,6 +193,11 @@ class RunResult:
     #: The exact oracle's count over the scene, where the family can produce it cheaply
     #: (Family.exact_count): what rows' hits are judged against.  None: not computed.
     exact_count: int | None = None
+    #: How far each kernel's count may lie from the exact count by float32 rounding alone: the
+    #: scene's pairs in its rounding band (Family.count_allowance), counted over every pair, or
+    #: estimated from count_allowance_sample pairs.  None: the family bounds no such difference.
+    count_allowance: dict[str, int] | None = None
+    count_allowance_sample: int | None = None
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     schema: int = SCHEMA_VERSION
 

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ..compare import answers
 from ..compare.gate import OVERHEAD, row_label
 from ..compare.stats import paired_ratio_if_defined
 from ..errors import SectorbenchError
@@ -83,24 +84,19 @@ def _family(results: list[KernelResult]):
 
 
 def expected_hits(run: RunResult) -> tuple[dict, str] | None:
-    """What each row's count is judged against, as ({RowKey: count}, how it reads), or None.
+    """What each row's count is shown against, as ({RowKey: count}, how it reads), or None: one
+    yardstick for the whole run (compare/answers.py), the exact oracle's count where the run has
+    one, else the reference kernel's count in the reference build.  Never a majority: of two
+    kernels, the wrong one may be first."""
+    shown = answers.yardstick(run)
+    if shown is None:
+        return None
+    return {r.key: shown.count for r in run.results if r.status == "ok" and r.hits is not None}, shown.text
 
-    The exact oracle's count where the run has one (Family.exact_count); else the reference
-    kernel's count (the one speedups are against), in the row's build, mode and thread count
-    where it ran there.  Never a majority: of two kernels, the wrong one may be first.
-    """
-    ok = [r for r in run.results if r.status == "ok" and r.hits is not None]
-    if not ok:
-        return None
-    if run.exact_count is not None:
-        return {r.key: run.exact_count for r in ok}, f"the exact oracle's count {run.exact_count}"
-    reference = next((r.speedup_reference for r in ok if r.speedup_reference), ok[0].kernel)
-    counts = {r.key: r.hits for r in ok if r.kernel == reference}
-    if not counts:
-        return None
-    first = next(iter(counts.values()))
-    expected = {r.key: counts.get(r.key.with_kernel(reference), first) for r in ok}
-    return expected, f"the reference kernel {reference}'s count"
+
+def answers_by_row(run: RunResult) -> dict[int, answers.Differs]:
+    """The rows whose answers differ (compare/answers.py), by id() of the row."""
+    return {id(row): d for row, d in zip(run.results, answers.differing(run)) if d is not None}
 
 
 def shown_speedup(row: KernelResult, results: Sequence[KernelResult]) -> float | None:
@@ -188,6 +184,7 @@ def run_table(run: RunResult) -> Table:
     yardstick = expected_hits(run)
     expected, judged_against = yardstick if yardstick else ({}, "")
     show_delta = any(expected.get(r.key) not in (None, r.hits) for r in results if r.status == "ok")
+    wrong = answers_by_row(run)  # never ranked: no speedup, a note saying against what
     scene = run.scene
     table = Table(
         title=f"{scene['kind']} scene, N={scene_shapes(scene)} x M={scene['points']}, seed {scene['seed']}: "
@@ -245,8 +242,12 @@ def run_table(run: RunResult) -> Table:
         delta = []
         if show_delta:
             wanted = expected.get(r.key)
-            delta = [Text(f"{r.hits - wanted:+d}", style="magenta") if wanted not in (None, r.hits) else ""]
+            style = "bold red" if id(r) in wrong else "magenta"
+            delta = [Text(f"{r.hits - wanted:+d}", style=style) if wanted not in (None, r.hits) else ""]
         row_notes = [note_number(warning) for warning in r.warnings]
+        if id(r) in wrong:
+            row_notes.insert(0, note_number(f"{r.kernel} [{r.flags}]: {wrong[id(r)].note}"))
+        speedup = None if id(r) in wrong else shown_speedup(r, results)
         cells += [
             family.count_cell(r.hits, r.tests),
             *delta,
@@ -255,7 +256,7 @@ def run_table(run: RunResult) -> Table:
             _ms(r.overhead_s),
             _ms(r.net_s),
             "–" if r.ns_per_test is None else f"{r.ns_per_test:.3f}",
-            "–" if (speedup := shown_speedup(r, results)) is None else f"{speedup:.1f}x",
+            "–" if speedup is None else f"{speedup:.1f}x",
             _number(r.cycles_per_test, ".2f"),
         ]
         if show_bound:
@@ -281,6 +282,10 @@ def run_table(run: RunResult) -> Table:
         captions.append("flags: " + ", ".join(f"{short} = {long}" for short, long in used_abbreviations.items()))
     captions += [f"[{i + 1}] {note}" for i, note in enumerate(notes)]
     captions += [caption] if (caption := speedup_caption(results)) else []
+    if wrong:
+        captions.append(
+            "speedup: – where the row's answers differ (its note): a kernel that answers otherwise is not ranked"
+        )
     captions += run_notes(run)
     if captions:
         table.caption = "\n".join(captions)
@@ -396,7 +401,16 @@ def failing_inputs_lines(verdict) -> list[str]:
 #: The compare matrix's marks in place of a ratio's interval, and what each means (its legend).
 NOISE_RATIO = "×–"
 NO_INTERVAL = "[n/a]"
+ANSWERS_DIFFER = "✗ answers differ"
+#: The rule compare/answers.py applies, in one line for a caption.
+ANSWERS_RULE = (
+    "its count lies further from the exact oracle's count, or without one from the reference kernel's "
+    "in the first build, than float32 rounding allows on this scene (where a family's kernels may answer "
+    "differently by ties, from its own kernel's in the first build)"
+)
 COMPARE_LEGEND = {
+    ANSWERS_DIFFER: "this build's answers are not the kernel's: " + ANSWERS_RULE + "; never the fastest, "
+    "whatever its time (run `sectorbench verify` on that build)",
     NOISE_RATIO: "no ratio: this build's or the first build's net time is not clearly above 0 "
     "(too small next to the NoOperation to measure; `--table` shows the row's note), and a ratio to "
     "noise is no speedup",
@@ -427,11 +441,12 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
     for r in run.results:
         rows.setdefault((r.kernel, r.mode), {})[build_label(r.cc, r.flags, several_cc)] = r
     shown = set()  # which of the legend's marks the matrix shows
+    wrong = answers_by_row(run)  # a build whose answers differ is marked and never the fastest
     for (kernel, mode), cells in rows.items():
         first = cells.get(builds[0])
         measured = {b: c for b, c in cells.items() if c.status == "ok" and c.ns_per_test is not None}
-        speed = {b: c.median_s if by_gross else c.ns_per_test for b, c in measured.items()}
-        fastest = min(speed, key=speed.get) if measured else None
+        speed = {b: c.median_s if by_gross else c.ns_per_test for b, c in measured.items() if id(c) not in wrong}
+        fastest = min(speed, key=speed.get) if speed else None
         out = [kernel] + ([mode] if len(modes) > 1 else [])
         for build in builds:
             cell = cells.get(build)
@@ -450,6 +465,11 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
                 elif first.net_s:
                     text += f"\n×{cell.net_s / first.net_s:.2f} {NO_INTERVAL}"
                     shown.add(NO_INTERVAL)
+            if id(cell) in wrong:
+                text += f"\n{ANSWERS_DIFFER}: {wrong[id(cell)].amount}"
+                shown.add(ANSWERS_DIFFER)
+                out.append(Text(text, style="bold red"))
+                continue
             out.append(Text(text, style="bold green" if build == fastest and len(measured) > 1 else ""))
         table.add_row(*out)
     legend = [f"{mark}: {COMPARE_LEGEND[mark]}" for mark in COMPARE_LEGEND if mark in shown]
