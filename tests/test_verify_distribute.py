@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +21,8 @@ from sectorbench.check.verify import VerifyConfig, verify
 from sectorbench.cli import main
 from sectorbench.errors import SectorbenchError
 from sectorbench.native.build import KERNELS_DIR, BuildConfig
+
+PACKAGE = Path(distribute.__file__).resolve().parent.parent
 
 DATA = Path(__file__).parent / "data"
 BROKEN = BuildConfig.parse("-O2", extra_sources=(DATA / "broken_kernels.c",))
@@ -85,6 +93,8 @@ def test_refusal_names_what_differs():
     assert "CPU features differ from the client's: it has imaginary_feature too" in distribute.refusal(mine, more_cpu)
     older = {**mine, "sectorbench": "0.0.1"}
     assert "sectorbench 0.0.1" in distribute.refusal(mine, older)
+    edited = {**mine, "code": "0" * 16}
+    assert f"code differs from the client's (hash {'0' * 16}" in distribute.refusal(mine, edited)
 
 
 def test_bad_jobs_and_unreachable_scheduler_are_one_line(monkeypatch):
@@ -136,3 +146,54 @@ def test_the_kernel_timeout_reaches_the_pool_processes():
     (naps,) = verify(config).kernels
     assert naps.status == "timed-out", naps
     assert re.match(r"no answer within 1\.\d* s \(--kernel-timeout sets the floor\)", naps.reason), naps.reason
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """A scheduler with no workers of its own: a test starts the ones it needs (outside_worker)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=0, processes=True, dashboard_address=None) as cluster:
+        yield cluster
+
+
+@contextlib.contextmanager
+def outside_worker(cluster, pythonpath: Path | None = None):
+    """A `dask worker` process of its own (no nanny) joining `cluster`, importing sectorbench from
+    `pythonpath` first when given (a worker installed from elsewhere); its address."""
+    before = set(cluster.scheduler.workers)
+    env = {**os.environ, "PYTHONPATH": str(pythonpath)} if pythonpath else os.environ
+    command = [sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address]
+    command += ["--nthreads", "1", "--no-nanny", "--no-dashboard"]
+    process = subprocess.Popen(command, cwd=pythonpath or PACKAGE.parent, env=env, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not set(cluster.scheduler.workers) - before:
+            assert process.poll() is None and time.monotonic() < deadline, "the worker did not join"
+            time.sleep(0.1)
+        (address,) = set(cluster.scheduler.workers) - before
+        yield address
+    finally:
+        process.kill()
+        process.wait()
+        deadline = time.monotonic() + 30
+        while set(cluster.scheduler.workers) - before and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+def package_copy(directory: Path) -> Path:
+    """A copy of the installed sectorbench, kernels_c inside it (as a wheel installs it)."""
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(PACKAGE, directory / "sectorbench", ignore=ignore)
+    shutil.copytree(KERNELS_DIR, directory / "sectorbench" / "kernels_c", ignore=ignore, dirs_exist_ok=True)
+    return directory
+
+
+def test_a_worker_running_other_code_of_the_same_version_is_refused(scheduler, tmp_path):
+    """The fingerprint compared only __version__ ("0.1.0" between releases): a worker installed
+    from another commit, here with one family C file edited, was accepted and judged other code."""
+    copy = package_copy(tmp_path)
+    edited = next((copy / "sectorbench" / "kernels_c" / "sector").glob("*.c"))
+    edited.write_text(edited.read_text() + "\n/* edited on this worker */\n")
+    with outside_worker(scheduler, copy) as address:
+        with pytest.raises(SectorbenchError, match=f"{re.escape(address)}: its sectorbench code differs"):
+            verify(dataclasses.replace(CONFIG, scheduler=scheduler.scheduler_address, jobs=None))

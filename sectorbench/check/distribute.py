@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import atexit
 import collections
+import functools
+import hashlib
 import multiprocessing
 import os
 import platform
@@ -172,9 +174,39 @@ def _in_processes(plan, numbered, live: dict, jobs: int, progress) -> Iterator:
 # ---------------------------------------------------------------- environment fingerprint
 
 
+def code_hash() -> str:
+    """A hash of the installed sectorbench's code: its Python files and kernels_c (the family
+    kernels a worker builds).  The version string alone is fixed between releases: a worker
+    installed from another commit (a kernel's < made <=) judged other code and was accepted.
+    Hashed once per state of the files (paths, sizes, modification times: a stat each), so a
+    checkout edited while a process lives is hashed as it is now, as its builds will read it."""
+    from ..native.build import KERNELS_DIR
+
+    package = Path(__file__).resolve().parent.parent
+    files = [(f"sectorbench/{p.relative_to(package).as_posix()}", p) for p in package.rglob("*.py")]
+    kernels = Path(KERNELS_DIR)
+    files += [(f"kernels_c/{p.relative_to(kernels).as_posix()}", p) for p in kernels.rglob("*") if p.is_file()]
+    state = []
+    for name, path in sorted(files):
+        if "__pycache__" not in path.parts:
+            found = path.stat()
+            state.append((name, str(path), found.st_size, found.st_mtime_ns))
+    return _hashed(tuple(state))
+
+
+@functools.lru_cache(maxsize=4)
+def _hashed(state: tuple) -> str:
+    digest = hashlib.sha256()
+    for name, path, _, _ in state:
+        data = Path(path).read_bytes()
+        digest.update(f"{name}\0{len(data)}\0".encode() + data)
+    return digest.hexdigest()[:16]
+
+
 def fingerprint(compilers: Iterable[str]) -> dict:
-    """What decides whether a machine judges batches as the client would: its compilers and the
-    CPU features its kernels may use (less those disabled with $SECTORBENCH_DISABLE_ISA)."""
+    """What decides whether a machine judges batches as the client would: its sectorbench (version
+    and code_hash), its compilers and the CPU features its kernels may use (less those disabled
+    with $SECTORBENCH_DISABLE_ISA)."""
     from ..model.kernels import disabled_features
     from ..native import environment
 
@@ -189,6 +221,7 @@ def fingerprint(compilers: Iterable[str]) -> dict:
     return {
         "host": platform.node(),
         "sectorbench": __version__,
+        "code": code_hash(),
         "cpu_model": cpu.get("model_name"),
         "cpu_features": sorted(set(cpu.get("isa") or ()) - disabled_features()),
         "compilers": compiled,
@@ -200,6 +233,11 @@ def refusal(client: dict, worker: dict) -> str | None:
     reasons = []
     if worker.get("sectorbench") != client.get("sectorbench"):
         reasons.append(f"sectorbench {worker.get('sectorbench')}, the client {client.get('sectorbench')}")
+    elif worker.get("code") != client.get("code"):
+        reasons.append(
+            f"its sectorbench code differs from the client's (hash {worker.get('code')}, the client's "
+            f"{client.get('code')}: installed from another commit, or edited?)"
+        )
     lacks = sorted(set(client["cpu_features"]) - set(worker["cpu_features"]))
     extra = sorted(set(worker["cpu_features"]) - set(client["cpu_features"]))
     if lacks or extra:

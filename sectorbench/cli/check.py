@@ -139,6 +139,9 @@ def verify_command(
         read_input(get(config.family), input_path)
     with Reporter() as progress:
         result = verify(config, lambda what, total=None: progress(what))
+    for address, worker in result.env.get("workers", {}).items():  # when every worker is refused, verify raised
+        if worker.get("refused"):
+            note(f"Dask worker {address}: refused, it judged no batch: {worker['refused']}")
     console = stdout()
     console.print(fit(verify_table(result), console.width, VERIFY_DROP))
     for verdict in result.kernels:
