@@ -110,3 +110,34 @@ def test_an_oversized_default_run_is_refused_before_the_scene_is_generated(monke
     # 2 series (one kernel and its NoOperation) would fit the hour; the default kernels do not
     result = invoke("run", "-n", "50000000", "-m", "1000", "--repeat", "2", "--flags", "-O2")
     one_line(result, "would take about", "over the limit of 60 min")
+
+
+# -- 3. files read whole have a size limit -------------------------------------------------------
+
+
+def sparse(path: Path, size: int = 2 << 30) -> Path:
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+    return path
+
+
+def test_a_huge_thresholds_file_is_refused_unread(tmp_path, saved):
+    huge = sparse(tmp_path / "t.toml")
+    line = one_line(invoke("regress", saved, saved, "--thresholds", huge), "2,147,483,648 bytes", "more than")
+    assert "TOML" in line
+
+
+def test_a_huge_source_file_is_refused_before_building(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("SECTORBENCH_CACHE", str(cache))
+    huge = sparse(tmp_path / "k.c")
+    one_line(invoke("run", *TINY, "--source", huge), "--source", "more than the 67,108,864 allowed")
+    assert not any(cache.iterdir()), "nothing was built"
+
+
+# -- 4. a repeated --broadphase is refused -------------------------------------------------------
+
+
+def test_a_broadphase_given_twice_is_refused():
+    one_line(invoke("run", *TINY, "--kernels", "naive", "--broadphase", "grid", "--broadphase", "grid"), "given twice")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..compare.gate import GateConfig, load_thresholds
+from ..compare.gate import MAX_THRESHOLDS_BYTES, GateConfig, load_thresholds
 from ..errors import SectorbenchError
 from ..families import all_families, scene_options
 from ..model.results import RESULTS_DIR, check_directory, check_output, protect_inputs, regular_file, same_file
@@ -72,15 +72,30 @@ def unique(ctx, param, values) -> tuple:
     return tuple(values)
 
 
+#: The largest file each option that reads one whole takes, and why: refused, from its size,
+#: before any work (a 2 GB file was read for 10 s into 4.2 GB, or handed to the compiler).
+READ_LIMITS = {
+    "sources": (64 * 2**20, "a C file of kernels is kilobytes; the compiler would take minutes and gigabytes"),
+    "against_source": (64 * 2**20, "a C file of kernels is kilobytes; the compiler would take minutes and gigabytes"),
+    "thresholds": (MAX_THRESHOLDS_BYTES, "a thresholds file is a few lines of TOML"),
+}
+
+
 def regular_files(ctx, param, value):
-    """Files read whole (a C source, a TOML): regular ones only, refused before any work.  A
-    FIFO would block its reader, and the compiler or a parser would read a device for ever."""
+    """Files read whole (a C source, a TOML): regular ones only, within READ_LIMITS, refused
+    before any work.  A FIFO would block its reader, and the compiler or a parser would read
+    a device for ever."""
+    limit, why = READ_LIMITS.get(param.name, (None, ""))
     for path in value if isinstance(value, tuple) else (value,):
         if path is not None:
             try:
-                regular_file(path)
+                size = regular_file(path).st_size
             except SectorbenchError as exc:
                 raise click.BadParameter(str(exc), ctx, param) from None
+            if limit is not None and size > limit:
+                raise click.BadParameter(
+                    f"{path} is {size:,} bytes, more than the {limit:,} allowed ({why})", ctx, param
+                )
     return value
 
 
@@ -385,11 +400,14 @@ def family_option(help_text: str):
 
 
 def broadphase_option(command):
-    """--broadphase, repeatable: the choices of every family that has broadphases."""
+    """--broadphase, repeatable: the choices of every family that has broadphases.  One given
+    twice is refused, as --mode and --flags are: it would be timed twice, into duplicate rows
+    that a gate or an export then refuses."""
     return click.option(
         "--broadphase",
         "broadphases",
         multiple=True,
+        callback=unique,
         type=RegistryChoice(lambda: list(dict.fromkeys(b for f in all_families() for b in f.broadphases()))),
         help="none: every pair (the kernels); another: its index of the points first, timed end to end "
         "(repeatable) [default: the scene's: none on small scenes, the measured fastest index at game scale].",

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import SectorbenchError
-from ..model.results import PEER_CC, SCHEMA_VERSION, KernelResult, RowKey, RunResult, shows_cc
+from ..model.results import PEER_CC, SCHEMA_VERSION, KernelResult, RowKey, RunResult, read_input, shows_cc
 from ..native.build import build_label
 from ..native.environment import compare_fingerprints
 from .stats import Comparison, can_reach_alpha, compare, min_p_value, normalized, rounds_for_alpha
@@ -140,6 +140,10 @@ class GateConfig:
         return self.per_kernel.get(kernel, self.threshold)
 
 
+#: A thresholds file is a few lines of TOML: a larger one is refused unread.
+MAX_THRESHOLDS_BYTES = 2**20
+
+
 def load_thresholds(path: Path | str) -> dict[str, float]:
     """Read a thresholds file; returns ``{"default": d, kernel: t, ...}``.
 
@@ -156,8 +160,7 @@ def load_thresholds(path: Path | str) -> dict[str, float]:
     """
     path = Path(path)
     try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
+        data = tomllib.loads(read_input(path, MAX_THRESHOLDS_BYTES).decode("utf-8"))
     except FileNotFoundError:
         raise SectorbenchError(f"{path}: no such file") from None
     except IsADirectoryError:
