@@ -141,3 +141,33 @@ def test_a_huge_source_file_is_refused_before_building(tmp_path, monkeypatch):
 
 def test_a_broadphase_given_twice_is_refused():
     one_line(invoke("run", *TINY, "--kernels", "naive", "--broadphase", "grid", "--broadphase", "grid"), "given twice")
+
+
+# -- 5. export and plot refuse what regress refuses ----------------------------------------------
+
+
+def edited(saved: Path, into: Path, change) -> Path:
+    data = json.loads(saved.read_text())
+    change(data["results"])
+    into.write_text(json.dumps(data))
+    return into
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        (lambda rows: rows.append(dict(rows[0])), "duplicate row naive"),
+        (lambda rows: rows[0].update(samples_s=[]), "naive [-O2, inline] is ok but has no samples"),
+    ],
+    ids=["duplicate", "no samples"],
+)
+@pytest.mark.parametrize("command", ["export pyperf", "export bmf", "plot"])
+def test_export_and_plot_refuse_the_rows_regress_refuses(tmp_path, saved, change, fragment, command):
+    bad = edited(saved, tmp_path / "bad.json", change)
+    one_line(invoke("regress", bad, saved), fragment)
+    if command == "plot":
+        args = ["plot", bad, "--out", tmp_path / "o.png"]
+    else:
+        args = ["export", bad, "--format", command.split()[1], "--out", tmp_path / "o.json"]
+    one_line(invoke(*args), fragment)
+    assert not list(tmp_path.glob("o.*")), "nothing was written"

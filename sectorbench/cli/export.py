@@ -25,6 +25,10 @@ from .options import check_outputs
 @click.option("--force", is_flag=True, help="Replace an existing file (a regular file only) [default: refuse].")
 def export_command(result, fmt, out, force):
     """Write RESULT (a saved run or compare) as pyperf, bmf (Bencher), gbench (Google Benchmark) or gha JSON."""
+    from ..compare.gate import check_usable
+
     check_outputs(force, out, inputs=(result,))
-    text = render(load_plain(result), fmt)
+    loaded = load_plain(result)
+    check_usable(loaded, str(result))  # what regress refuses is not exported either
+    text = render(loaded, fmt)
     note(f"saved {write_text_atomic(out, text, overwrite=force)}")

@@ -64,6 +64,7 @@ def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
 
     A trend without RESULTS reads every saved run under results/.
     """
+    from ..compare.gate import check_usable
     from ..model.results import RESULTS_DIR
     from ..present import plot
 
@@ -74,6 +75,8 @@ def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
         if not kernel:
             raise click.UsageError("a trend needs --kernel")
         loaded = [load(p) for p in results] if results else plot.load_results_dir(RESULTS_DIR)
+        for path, one in zip(results, loaded):  # what regress refuses is not drawn either
+            check_usable(one, str(path))
         if not loaded:
             raise SectorbenchError(f"no saved results under {RESULTS_DIR}")
         path = plot.trend_chart(loaded, kernel, out, flags=flags_filter, mode=mode_filter, overwrite=force)
@@ -83,6 +86,7 @@ def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
         if len(results) != 1:
             raise click.UsageError("bar and heatmap charts take exactly one RESULT file")
         result = load(results[0])
+        check_usable(result, str(results[0]))
         several_builds = len({(r.cc, r.flags) for r in result.results}) > 1
         chart = chart or ("heatmap" if several_builds else "bar")
         draw = plot.heatmap if chart == "heatmap" else plot.bar_chart

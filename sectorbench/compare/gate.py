@@ -305,6 +305,18 @@ def _index(run: RunResult, side: str, show_cc: bool) -> dict[RowKey, KernelResul
     return rows
 
 
+def check_usable(run: RunResult, side: str) -> None:
+    """The rows of a saved result as the gate reads them, else IncompatibleResults: no row
+    twice (_index, the gate's own), and every measured (ok) row with its samples.  `export`
+    and `plot` check with it too, so a file `regress` refuses is not silently exported (a
+    pyperf file pyperf rejects, a Bencher file keeping one duplicate) or drawn."""
+    show_cc = shows_cc(row.key for row in run.results)
+    _index(run, side, show_cc)
+    unsampled = next((row for row in run.results if row.status == "ok" and not row.samples_s), None)
+    if unsampled is not None:
+        raise IncompatibleResults(f"{row_label(unsampled.key, show_cc)} is ok but has no samples in {side}")
+
+
 def check_scene(baseline: RunResult, scene: dict, schema: int = SCHEMA_VERSION) -> None:
     """A run of `scene` (a result's scene description) can be gated against `baseline`.
 
