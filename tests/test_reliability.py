@@ -254,11 +254,12 @@ def test_the_compiler_runs_in_a_private_directory_that_is_removed(tmp_path, monk
         build_module.LOCKS_DIR,
         build_module.OBJECTS_DIR,
         library.name,
+        library.name + ".deps",
         library.name + ".sha256",
         library.name + ".warnings",
     ]
     objects = list((cache / build_module.OBJECTS_DIR).iterdir())
-    assert all(p.name.endswith((".o", ".o.sha256", ".o.warnings")) for p in objects)
+    assert all(p.name.endswith((".o", ".o.deps", ".o.sha256", ".o.warnings")) for p in objects)
 
 
 # ------------------------------------------------------------------ everything checked before work
@@ -556,6 +557,27 @@ def test_a_header_that_appears_where_the_compile_looked_builds_the_source_again(
     assert second != first
     (source.parent / "scale.h").write_text("#define MY_SCALE 3.0f\n")  # found before include/scale.h
     assert compiled() != second
+
+
+def test_a_header_that_appears_or_changes_in_an_include_folder_rebuilds_kernels_c(tmp_path):
+    """kernels_c/'s objects and the library were named by the flags and kernels_c/'s own files
+    alone: a <math.h> that appeared in an -I folder, defining sqrtf wrongly, left verify passing
+    the cached library of the header before it, and verify kept failing the broken library once
+    the header was mended.  Every compile now lists what it read and the folders it searched."""
+    include = tmp_path / "include"
+    include.mkdir()
+    flags = f"-O0 -I{include}"
+    verify = ("verify", "--cases", "1000", "--kernels", "naive", "--flags", flags)
+    assert invoke(*verify).code == 0
+    library = build_module.library_path(BuildConfig.parse(flags))
+    (include / "math.h").write_text("#include_next <math.h>\n#define sqrtf(x) ((x) * 0.5f)\n")
+    broken = invoke(*verify)
+    assert broken.code == 1 and "FAIL" in broken.stdout, broken.stdout
+    listed = json.loads(Path(f"{library}{build_module.DEPENDENCIES_SUFFIX}").read_text())
+    ours = str((include / "math.h").resolve())
+    assert ours in listed and any(name.endswith("/math.h") and name != ours for name in listed)  # and <math.h>
+    (include / "math.h").write_text("#include_next <math.h>\n")  # mended: the same code as without it
+    assert invoke(*verify).code == 0
 
 
 def test_a_source_file_is_c_whatever_its_name_ends_in(tmp_path, private_cache):

@@ -4,16 +4,19 @@ The compiler is called directly with exactly the user's flags (setuptools would 
 Python's own CFLAGS), plus `-shared -fPIC`, `-lm` and the warnings of WARNING_FLAGS, which
 come first so that a `-w` or `-Wno-...` of the user's wins.  What the compiler says about a
 build that succeeds is kept beside it (LIBRARY.warnings; see compiler_warnings).  The
-library's name is a hash of every source, the flags, the compiler's path and `--version`, so
-a path is never reused for different content (dlopen would return the library already loaded
-there).  It is written under a temporary name and renamed, so two runs at once never load a
-half-written file.
+library's name is a hash of every source, the flags, the compiler's path and `--version`, and
+beside it is the list of every other file its compiles read (the compiler's own `-MD` list: a
+header of an `-I` folder, `-include`'s file, the system's headers), of the headers present in
+every folder the preprocessor searched, and of the files the flags name: a cached library is
+used only while all of them are as they were (see _cached).  It is written under a temporary
+name and renamed, so two runs at once never load a half-written file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import hashlib
 import json
 import os
@@ -210,7 +213,7 @@ def compiler_identity(cc: str) -> tuple[str, str]:
 def cache_key(config: BuildConfig) -> str:
     path, version = compiler_identity(config.cc)
     sha = hashlib.sha256()
-    for part in (path, version, "\0".join(config.compile_flags), cdef_source()):
+    for part in (path, version, "\0".join(config.compile_flags), cdef_source(), *_include_env()):
         sha.update(part.encode())
         sha.update(b"\0")
     root = kernels_dir_of(config)
@@ -242,15 +245,27 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
     with _locked(cache_dir, [library.name]):  # two processes asking for one library: one compiles it
         if _cached(library, remove=True):  # a damaged one goes now: no other process is writing it
             return library
+        if library.exists():  # a file it read has changed: what was read from its code is stale too
+            _forget_derived(library)
         return _build(config, cache_dir, library)
+
+
+def _forget_derived(library: Path) -> None:
+    """Remove what was kept beside a library about its code (LIBRARY-STEM.kernels.json, its
+    loops' analyses, its code fingerprints) when it is about to be rebuilt under the same name."""
+    for derived in library.parent.glob(f"{glob.escape(library.stem)}.*"):
+        if not derived.name.startswith(library.name):  # not the library or its own sidecars
+            with contextlib.suppress(OSError):
+                derived.unlink()
 
 
 def _put_in_cache(output: Path, target: Path, said: str, read: dict | None = None) -> None:
     """Rename a fresh library (or driver) into the cache as `target`, with its sidecars: the old
     checksum goes first (this build's sidecars beside an old file never pass for whole), the
-    compiler's warnings before the file (never one without them), the files its --source files
-    read (`read`; none recorded: the name says it all), and the checksum last, the mark of a
-    whole one."""
+    compiler's warnings before the file (never one without them), the files its compiles read
+    (`read`, see _what_it_read; None for a driver, whose name says it all, or for a library
+    when a compiler wrote no list: _cached then never takes it), and the checksum last, the
+    mark of a whole one."""
     digest = _sha256(output)
     _sidecar(target, CHECKSUM_SUFFIX).unlink(missing_ok=True)
     _write_sidecar(target, WARNINGS_SUFFIX, said)
@@ -263,13 +278,14 @@ def _put_in_cache(output: Path, target: Path, said: str, read: dict | None = Non
 
 
 def _cached(library: Path, remove: bool = False) -> bool:
-    """The library is in the cache, whole, and every file its --source files read is as it was.
+    """The library is in the cache, whole, and every file its compiles read, every folder they
+    searched and every file its flags name is as it was (a library without that list, of an
+    older sectorbench or of a compiler that wrote none, is built again).
     remove: a damaged library goes (only under its lock: without it, a library another build
     has just put in place, its checksum not yet written, would be taken for a damaged one)."""
     if not (library.exists() and _intact(library, remove)):
         return False
-    listed = _dependencies(library)  # None: no --source file, or none listed; the name says it all
-    return listed is None or _still_as_read(listed)
+    return _still_as_read(_dependencies(library))
 
 
 @contextlib.contextmanager
@@ -296,8 +312,12 @@ def _build(config: BuildConfig, cache_dir: Path, library: Path) -> Path:
         if any(_linker_flag(flag) for flag in config.flags):
             files = [_unit_file(private, name, files) for name, files in units(config)] + list(config.extra_sources)
             whole = [cc_path, *config.compile_flags, "-shared", "-fPIC", *_includes(config), *map(str, files)]
-            said = _run_compilers([[*whole, "-o", str(output), "-lm"]], private, config)
-            read = None
+            # What each file reads, from the preprocessor alone (one command's -MD keeps only its last file's list)
+            lists = [private / f"{number}-listing.d" for number in range(len(files))]
+            listing = [cc_path, *_without_linker_flags(config.compile_flags), *_includes(config), "-M", "-x", "c"]
+            commands = [[*listing, str(file), *_listed_into(deps)] for file, deps in zip(files, lists)]
+            said = _run_compilers([[*whole, "-o", str(output), "-lm"], *commands], private, config)[:1]
+            read = _all_read([_what_it_read(deps, config, private) for deps in lists])
         else:
             objects, said, read = _objects(config, cc_path, cache_dir, private)
             link = [cc_path, *config.compile_flags, "-shared", "-fPIC", *objects, "-o", str(output), "-lm"]
@@ -356,7 +376,7 @@ def _object_key(common: bytes, files: list[Path], root: Path) -> str:
 
 def _objects_common(config: BuildConfig, cc_path: str, version: str, root: Path) -> bytes:
     sha = hashlib.sha256()
-    for part in (cc_path, version, "\0".join(config.compile_flags)):
+    for part in (cc_path, version, "\0".join(config.compile_flags), *_include_env()):
         sha.update(part.encode() + b"\0")
     for header in headers(config):
         sha.update(str(header.relative_to(root)).encode())
@@ -382,20 +402,22 @@ def object_paths(config: BuildConfig, cache_dir: Path | None = None) -> list[tup
     keyed = [
         (name, files, store / f"{name}-{_object_key(common, files, root)}.o", False) for name, files in units(config)
     ]
-    common += "\0".join(_includes(config) + [os.environ.get(name, "") for name in _INCLUDE_ENV]).encode()
+    common += "\0".join(_includes(config)).encode()
     keyed += [(source.stem, [source], store / f"{SOURCE_PREFIX}{source.stem}-{_source_key(common, source)}.o", True)
               for source in config.extra_sources]  # fmt: skip
     return keyed
 
 
-def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) -> tuple[list[str], list[str], dict]:
+def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) -> tuple[list, list, dict | None]:
     """Every unit as an object, in link order, what the compiler said of each, and the files
-    the --source files' compiles read ({path: sha256}, see _dependencies).  kernels_c/'s units
-    come from the object cache when there (compiled and added to it when not); so does each
-    --source file, one object each, named by the compiler, the flags, the include path and its
-    own path and bytes, and taken from the cache only if every file its compile read (the
-    compiler's own list, -MD) still has the bytes it had: a header included from anywhere,
-    edited since, compiles it again."""
+    their compiles read ({path: sha256}, see _what_it_read; None if a compiler wrote no list).
+    kernels_c/'s units come from the object cache when there (compiled and added to it when
+    not), named by the compiler, the flags and their files; so does each --source file, one
+    object each, named by the compiler, the flags, the include path and its own path and bytes.
+    Either is taken from the cache only while every file its compile read (the compiler's own
+    list, -MD) still has the bytes it had and every folder it searched the same headers: a
+    header included from anywhere (an -I folder's <math.h>, an -include file, a system header),
+    edited or added since, compiles it again."""
     try:
         (cache_dir / OBJECTS_DIR).mkdir(exist_ok=True)
     except OSError as exc:
@@ -406,21 +428,20 @@ def _objects(config: BuildConfig, cc_path: str, cache_dir: Path, private: Path) 
         return _compiled(config, cc_path, keyed, private)
 
 
-def _compiled(config: BuildConfig, cc_path: str, keyed: list, private: Path) -> tuple[list[str], list[str], dict]:
-    objects, said, commands, kept, read = [], [], [], [], {}
-    for number, (name, files, cached, mine) in enumerate(keyed):  # mine: a --source file, valid while what it read is
-        listed = _dependencies(cached) if mine else None
-        if cached.exists() and _intact(cached) and (not mine or _still_as_read(listed)):
+def _compiled(config: BuildConfig, cc_path: str, keyed: list, private: Path) -> tuple[list, list, dict | None]:
+    objects, said, commands, kept, lists = [], [], [], [], []
+    for number, (name, files, cached, mine) in enumerate(keyed):  # mine: a --source file
+        listed = _dependencies(cached)
+        if cached.exists() and _intact(cached) and _still_as_read(listed):
             objects.append(str(cached))
             said.append(compiler_warnings(cached) or "")
-            read.update(listed or {})
+            lists.append(listed)
             continue
         source = files[0] if mine else _unit_file(private, name, files)
         fresh = private / f"{number}-{name}.o"
         # -x c: a --source file is C whatever its name ends in (gcc takes my.txt for a linker input)
         command = [cc_path, *config.compile_flags, "-fPIC", *_includes(config), "-c", "-x", "c", str(source)]
-        if mine:
-            command += ["-MD", "-MF", str(fresh.with_suffix(".d")), "-MT", "object"]
+        command += _listed_into(fresh.with_suffix(".d"))
         commands.append((sum(f.stat().st_size for f in files), len(objects), [*command, "-o", str(fresh)]))
         objects.append(str(fresh))
         said.append("")
@@ -429,32 +450,30 @@ def _compiled(config: BuildConfig, cc_path: str, keyed: list, private: Path) -> 
     commands.sort(key=lambda c: -c[0])
     for (_, place, _), text in zip(commands, _run_compilers([c for _, _, c in commands], private, config)):
         said[place] = text
-    for place, fresh, cached, mine in kept:
+    for place, fresh, cached, _ in kept:
         if not fresh.is_file():
             raise BuildError(f"{config.cc!r} exited 0 but wrote no object file: is it a C compiler?")
-        listed = _read_depfile(fresh.with_suffix(".d")) if mine else None
-        if mine and listed is None:
+        listed = _what_it_read(fresh.with_suffix(".d"), config, private)
+        lists.append(listed)
+        if listed is None:
             continue  # a compiler that wrote no list of what it read: its object is linked, never kept
-        if mine:
-            listed.update(_searched_folders(listed, config))
-        read.update(listed or {})
         try:  # a copy under a temporary name, renamed: another build may be linking the same object
             partial = cached.with_name(f".{cached.name}.{os.getpid()}.partial")
             shutil.copyfile(fresh, partial)
             _sidecar(cached, CHECKSUM_SUFFIX).unlink(missing_ok=True)  # as for a library (see _build)
             _write_sidecar(cached, WARNINGS_SUFFIX, said[place])
-            if mine:
-                _write_sidecar(cached, DEPENDENCIES_SUFFIX, json.dumps(listed))
+            _write_sidecar(cached, DEPENDENCIES_SUFFIX, json.dumps(listed))
             os.replace(partial, cached)
             _write_checksum(cached, _sha256(cached))
         except OSError:
             pass  # the object cache only saves time; the fresh object is linked either way
-    return objects, said, read
+    return objects, said, _all_read(lists)
 
 
 def _source_key(common: bytes, source: Path) -> str:
     """A --source file's object name in the cache: `common` (the compiler, the flags, kernels_c/'s
-    headers, the include path), then the file's absolute path (its __FILE__) and bytes."""
+    headers, the include path and the compiler's from the environment), then the file's absolute
+    path (its __FILE__) and bytes."""
     sha = hashlib.sha256(common)
     sha.update(str(source).encode() + b"\0" + source.read_bytes())
     return sha.hexdigest()[:24]
@@ -477,18 +496,128 @@ def _read_depfile(path: Path) -> dict[str, str] | None:
         return None
 
 
+def _listed_into(depfile: Path) -> list[str]:
+    """The options that make a compile (or, after -M, a preprocessing alone) list every file it
+    read in `depfile` (the target named `object`: see _read_depfile)."""
+    return ["-MD", "-MF", str(depfile), "-MT", "object"]
+
+
+def _what_it_read(depfile: Path, config: BuildConfig, private: Path) -> dict[str, str] | None:
+    """What one compile of `config` depended on, for the cache: every file it read (its -MD
+    list, each with its sha256; the files of the private build directory left out: its unit
+    file is named by its files, and the directory goes with the build), the headers of every
+    folder it searched (see _searched_folders), and the files the flags name (see _named_files).
+    None if the compiler wrote no list."""
+    listed = _read_depfile(depfile)
+    if listed is None:
+        return None
+    mine = Path(private).resolve()
+    listed = {name: sha for name, sha in listed.items() if not Path(name).is_relative_to(mine)}
+    listed.update(_searched_folders(listed, config, private))
+    listed.update(_named_files(config.flags))
+    return listed
+
+
+def _all_read(lists: list[dict[str, str] | None]) -> dict[str, str] | None:
+    """The lists of what each compile of a library read, merged; None if one is missing (the
+    library is then never taken from the cache: what it depends on is not known)."""
+    merged: dict[str, str] = {}
+    for listed in lists:
+        if listed is None:
+            return None
+        merged.update(listed)
+    return merged
+
+
+def _without_linker_flags(flags: tuple[str, ...]) -> list[str]:
+    """The flags a preprocessing alone is given: those only the linker reads left out (clang warns
+    about them when nothing is linked, an error under -Werror), with the word after `-T`, `-L`
+    or `-l` when given apart."""
+    kept, skip = [], False
+    for flag in flags:
+        if skip:
+            skip = False
+        elif _linker_flag(flag):
+            skip = flag in ("-T", "-L", "-l")
+        else:
+            kept.append(flag)
+    return kept
+
+
+def _include_env() -> list[str]:
+    """The compiler's include path from the environment (CPATH, C_INCLUDE_PATH): part of every
+    object's and library's name, since it changes which folders a compile searches."""
+    return [os.environ.get(name, "") for name in _INCLUDE_ENV]
+
+
+#: _search_path's answers in this process, by compiler, flags and _include_env().
+_SEARCH_PATHS: dict[tuple, tuple[str, ...]] = {}
+
+
+def _search_path(cc_path: str, flags: tuple[str, ...], private: Path) -> tuple[str, ...]:
+    """Every folder the compiler's preprocessor searches for an #include under `flags`, as it
+    lists them under -v: the user's (-I, -iquote, -isystem, -idirafter, --sysroot's), the
+    compiler's own and the system's, and those it ignored as missing (a header may appear there
+    later).  Absolute paths only: a compile runs in a private directory, so a relative folder
+    names nothing of the user's.  Asked once a process (in `private`, as a build's compilers
+    run); () if the compiler says none."""
+    key = (cc_path, flags, *_include_env())
+    if key not in _SEARCH_PATHS:
+        _SEARCH_PATHS[key] = _asked_search_path(cc_path, flags, private)
+    return _SEARCH_PATHS[key]
+
+
+def _asked_search_path(cc_path: str, flags: tuple[str, ...], private: Path) -> tuple[str, ...]:
+    command = [cc_path, *_without_linker_flags(flags), "-E", "-v", "-x", "c", os.devnull, "-o", os.devnull]
+    environment = {**os.environ, "TMPDIR": str(private)}
+    try:  # its exit status does not matter: the list comes first
+        said = run_compiler(command, timeout=COMPILE_TIMEOUT_S, cwd=private, env=environment).stderr
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    folders, listing = [], False
+    for line in said.splitlines():
+        ignored = re.match(r'\s*ignoring (?:nonexistent|duplicate) directory "(.*)"\s*$', line)
+        if ignored:
+            folders.append(ignored.group(1))
+        elif "search starts here:" in line:
+            listing = True
+        elif line.startswith("End of search list"):
+            listing = False
+        elif listing and line.startswith(" "):
+            folders.append(line.strip().removesuffix(" (framework directory)"))
+    return tuple(dict.fromkeys(str(Path(f).resolve()) for f in folders if Path(f).is_absolute()))
+
+
+def _named_files(flags: tuple[str, ...]) -> dict[str, str]:
+    """The files `flags` name by absolute path, each with its sha256: a -specs= file, a linker
+    script (-Wl,-T,...), a sanitizer's ignore list, a sample profile, an -include file (that one
+    is in the -MD list too).  The compiler reads them, and no -MD list names most of them."""
+    named = {}
+    for word in flags:
+        for piece in re.split(r"[=,]", word):
+            path = Path(piece[piece.find("/") :]) if piece.startswith(("/", "-")) and "/" in piece else None
+            if path is not None and path.is_absolute() and path.is_file():
+                with contextlib.suppress(OSError):
+                    named[str(path.resolve())] = _sha256(path)
+    return named
+
+
 #: A key of a dependency list naming a folder the preprocessor searched, not a file it read.
 FOLDER_KEY = "folder:"
 #: What an #include names, by the ends of its name: a folder's listing of these is kept.
 HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".inc", ".inl", ".def", ".c")
 
 
-def _searched_folders(listed: dict[str, str], config: BuildConfig) -> dict[str, str]:
+def _searched_folders(listed: dict[str, str], config: BuildConfig, private: Path) -> dict[str, str]:
     """The headers present, when compiled, in every folder the preprocessor searched: each
     read file's own (a quoted #include looks there first), the -I folders of the flags and of
-    kernels_c/.  A header that appears later in one of them (`__has_include`, or one found
-    before the one read) changes what the same bytes compile to, and no file read changed."""
+    kernels_c/, and the compiler's whole search path (_search_path: its own folders and the
+    system's, /usr/local/include before /usr/include).  A header that appears later in one of
+    them (`__has_include`, or one found before the one read: a <math.h> in an -I folder) changes
+    what the same bytes compile to, and no file read changed."""
     folders = {str(Path(name).parent) for name in listed}
+    cc_path, _ = compiler_identity(config.cc)
+    folders.update(_search_path(cc_path, tuple(config.compile_flags), private))
     words = list(config.compile_flags)
     for number, word in enumerate(words):
         for option in ("-I", "-iquote", "-isystem", "-idirafter"):
@@ -617,11 +746,12 @@ def run_compiler(
 BUILD_SUFFIX = ".build"
 CHECKSUM_SUFFIX = ".sha256"
 WARNINGS_SUFFIX = ".warnings"
-#: Beside an object of a --source file, and a library with one: every file its compile read.
+#: Beside every cached object and library: every file its compiles read, every folder they
+#: searched, every file the flags name (see _what_it_read), each with its sha256 then.
 DEPENDENCIES_SUFFIX = ".deps"
 #: Objects of --source files in the object cache are named SOURCE_PREFIX + the file's stem.
 SOURCE_PREFIX = "source-"
-#: The compiler's own include path from the environment: part of a --source object's name.
+#: The compiler's own include path from the environment: part of every object's and library's name.
 _INCLUDE_ENV = ("CPATH", "C_INCLUDE_PATH")
 #: Every file kept beside a cached library or object: removed with it when it is damaged.
 SIDECARS = (CHECKSUM_SUFFIX, WARNINGS_SUFFIX, DEPENDENCIES_SUFFIX)
