@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -167,8 +168,20 @@ CHANGES = {
     "blocks_signals": "blocked signals none -> SIGALRM+SIGTERM",
     "goes_idle": "scheduling policy SCHED_OTHER -> SCHED_IDLE",
     "takes_every_descriptor": "left no file descriptor free",
+    "arms_posix_timer": "left 1 POSIX timer (timer_create)",
+    "refuses_getitimer": "the process state could not be read after it: itimer_error",
+    "renices_parent": "changed its parent, the fork server (getppid()): nice",
+    "idles_parent": "changed its parent, the fork server (getppid()): scheduling policy SCHED_OTHER -> SCHED_IDLE",
+    "limits_parent_cpu": "changed its parent, the fork server (getppid()): RLIMIT_CPU",
 }
+if len(os.sched_getaffinity(0)) > 1:  # pinned to CPU 0: a change only where there are others
+    CHANGES["pins_parent"] = "changed its parent, the fork server (getppid()): CPU affinity"
+if os.geteuid() == 0:  # otherwise they change nothing
+    CHANGES["becomes_nobody"] = "uid 0/0/0 -> 65534/65534/65534"
+    CHANGES["chroots"] = "changed its root directory (chroot)"
 CHANGERS = (*CHANGES, "stops_parent", "terminates_parent")
+#: Their worker cannot write their answers for verify: their own row crashes, never verify.
+UNANSWERED = {"takes_every_descriptor", "becomes_nobody", "chroots"}
 
 
 @pytest.fixture(scope="module")
@@ -196,8 +209,101 @@ def test_a_kernel_that_changes_its_worker_process_costs_no_other_row(changers_bu
     checked = verify(VerifyConfig(kernels=(changer, "basic"), builds=(changers_build,), cases=500, jobs=1))
     verdicts = {v.kernel: v for v in checked.kernels}
     assert verdicts["basic"].status == "ok" and verdicts["basic"].verdict != "FAIL", verdicts["basic"]
-    # One that takes every descriptor cannot have its answers written: its own row crashes.
-    assert verdicts[changer].status == ("crashed" if changer == "takes_every_descriptor" else "ok"), verdicts[changer]
+    # One that takes every descriptor (or the right to write them) cannot have its answers written:
+    # its own row crashes (verify died as a whole: "PermissionError ... eval-becomes_nobody.npy").
+    assert verdicts[changer].status == ("crashed" if changer in UNANSWERED else "ok"), verdicts[changer]
+
+
+def test_answers_that_cannot_be_written_are_the_kernels_crash_not_verifys(o2_library, scratch, tmp_path):
+    """A kernel that left its worker unable to write its answers (a new uid, a chroot, no
+    descriptor left) failed verify as a whole ("PermissionError ... eval-bad.npy"), even where
+    the snapshot sees no change: now it is that kernel's crash, and a fresh worker goes on."""
+    with Worker(o2_library) as worker:
+        worker.load(generate("uniform", 5, 40, 7), scratch)
+        with pytest.raises(WorkerCrashed, match="its answers could not be written: FileNotFoundError"):
+            worker.evaluate("basic", tmp_path / "removed")
+        assert worker.process_changes["basic"].startswith("its answers could not be written")
+        assert worker.evaluate("basic", scratch).shape == (5, 40)
+
+
+FORK_SERVER_CHANGERS = [
+    n for n in ("pins_parent", "renices_parent", "idles_parent", "limits_parent_cpu") if n in CHANGES
+]
+
+
+def _inheritable(pid: int) -> tuple:
+    """What a process forked from `pid` would inherit of what a kernel can change in it through getppid()."""
+    return (
+        os.sched_getaffinity(pid),
+        os.getpriority(os.PRIO_PROCESS, pid),
+        os.sched_getscheduler(pid),
+        resource.prlimit(pid, resource.RLIMIT_CPU),
+    )
+
+
+@pytest.mark.parametrize("changer", FORK_SERVER_CHANGERS)
+def test_a_kernel_that_changes_the_fork_server_reaches_no_later_worker(changers_build, changer):
+    """A kernel that changed its parent, the fork server (getppid()), changed every worker forked
+    after it: a probe's spy in a later worker read nice 19, SCHED_IDLE or one CPU, and a CPU
+    limit killed innocent rows.  The fork server is replaced before it forks again."""
+    result = run(small_run(changers_build, (changer, "basic")))
+    rows = {r.kernel: r for r in result.results}
+    assert any(CHANGES[changer] in w for w in rows[changer].warnings), rows[changer].warnings
+    with Worker(build(changers_build)) as worker:
+        assert _inheritable(worker._process.pid) == _inheritable(os.getpid())
+    assert any(CHANGES[changer].split(": ", 1)[1] in r for r in result.env["builds"][0]["fork_server_replaced"])
+
+
+@pytest.fixture(scope="module")
+def scene_changers_build(private_cache) -> BuildConfig:
+    config = BuildConfig.parse("-O2", extra_sources=(DATA / "scene_changers.c",))
+    build(config)
+    return config
+
+
+@pytest.mark.parametrize("writer", ["halves_its_scene", "moves_never"])
+def test_a_kernel_that_writes_into_its_sb_scene_crashes_its_own_row_and_no_other(scene_changers_build, writer):
+    """One sb_scene struct serves every row of a loop shape and their NoOperation twins: a kernel
+    that halved its n_points halved every later row's hits (and verify failed them all), one that
+    set `never` to -inf left every later row without a net time."""
+    rows = {r.kernel: r for r in run(small_run(scene_changers_build, (writer, "naive", "basic"))).results}
+    alone = {r.kernel: r for r in run(small_run(scene_changers_build, ("basic",))).results}
+    assert rows[writer].status == "crashed" and "wrote into the sb_scene it was given" in rows[writer].reason
+    assert rows["naive"].hits == rows["basic"].hits == alone["basic"].hits
+    for other in ("naive", "basic"):
+        assert rows[other].status == "ok" and rows[other].net_s is not None, rows[other]
+    checked = verify(VerifyConfig(kernels=(writer, "naive", "basic"), builds=(scene_changers_build,), cases=500))
+    verdicts = {v.kernel: v for v in checked.kernels}
+    assert verdicts[writer].status == "crashed", verdicts[writer]
+    for other in ("naive", "basic"):
+        assert verdicts[other].status == "ok" and verdicts[other].verdict != "FAIL", verdicts[other]
+
+
+@pytest.mark.parametrize("unmapper", ["unmaps_its_scene", "protects_its_scene"])
+def test_a_kernel_that_unmaps_its_scene_costs_no_other_row(scene_changers_build, unmapper):
+    """verify runs a build's kernels one after another in one worker: the kernel after one that
+    unmapped the scene's pages (or made them PROT_NONE) after its evaluation crashed on them."""
+    checked = verify(VerifyConfig(kernels=(unmapper, "naive", "basic"), builds=(scene_changers_build,), cases=500))
+    verdicts = {v.kernel: v for v in checked.kernels}
+    for other in ("naive", "basic"):
+        assert verdicts[other].status == "ok" and verdicts[other].verdict != "FAIL", verdicts[other]
+    assert any("unmapped or protected the scene's pages" in note for note in verdicts[unmapper].notes), verdicts[
+        unmapper
+    ]
+
+
+def test_a_release_that_crashes_at_the_next_scene_costs_its_own_row(scene_changers_build):
+    """A prepared index is released when the next scene is loaded: a .release() that aborted
+    there killed verify as a whole ("worker killed by signal 6")."""
+    checked = verify(
+        VerifyConfig(kernels=("release_crashes", "naive", "basic"), builds=(scene_changers_build,), cases=500)
+    )
+    verdicts = {v.kernel: v for v in checked.kernels}
+    crashed = verdicts["release_crashes"]
+    assert crashed.status == "crashed" and "as its prepared index was released" in crashed.reason, crashed
+    assert "killed by signal 6" in crashed.reason
+    for other in ("naive", "basic"):
+        assert verdicts[other].status == "ok" and verdicts[other].verdict != "FAIL", verdicts[other]
 
 
 def test_a_reply_a_kernel_writes_into_the_channel_crashes_its_own_row(changers_build):

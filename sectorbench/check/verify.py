@@ -394,6 +394,7 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                 session = next(s for s in sessions if id(s) == session_id)
                 tally.printed = session.printed_note(name)
                 tally.process_change = session.process_note(name)
+                _charge_release(session, tally)
                 tally.fp_change_at_load = session.info.fp_change_at_load
         finally:
             for session in [*sessions, clock]:
@@ -493,6 +494,7 @@ class LocalJudge:
                 reference = _reference(family, case_set, tally.kernel, references)
                 _judge(family, tally, case_set, reference, answers, unstable, config)
             for tally in batch_tallies:
+                _charge_release(session, tally)
                 if tally.status == "crashed":
                     self.crashed[(index, tally.kernel.name)] = tally.reason
         groups: dict[str, int] = {}
@@ -841,6 +843,14 @@ def _case_rows(family, case_set, start: int, stop: int):
     """Rows [start, stop) of a case set, as a case set of their own."""
     columns = {name: case_set.columns[name][start:stop] for name in case_set.columns}
     return cases.case_set(family, [("loop check", columns)], extra=case_set.extra)
+
+
+def _charge_release(session: BuildSession, tally: _Tally) -> None:
+    """A kernel whose .release() crashed or hung as the next scene was loaded (worker.Worker
+    releases each kernel's index in a request of its own) fails with it, as if its evaluation had."""
+    failure = session.release_failure(tally.kernel.name)
+    if failure is not None and tally.status == "ok":
+        tally.fail(failure)
 
 
 def _evaluate(session: BuildSession, tally: _Tally, scratch, shapes=None) -> np.ndarray:

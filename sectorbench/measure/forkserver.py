@@ -16,7 +16,17 @@ worker ends writes its wait status into that pipe: the parent's `WorkerProcess` 
 (poll/wait), as it would a child's.
 The fork server dies with its parent, and each worker with the fork server (PR_SET_PDEATHSIG),
 so a parent killed by SIGKILL leaves nothing behind.  Each worker runs in its own process
-group, as before.  See docs/worker.md.
+group, as before.
+
+A kernel can change its worker's parent, the fork server (getppid(): sched_setaffinity,
+setpriority, sched_setscheduler, prlimit), and every worker forked after it would inherit the
+change (a 1 s RLIMIT_CPU killed later innocent rows).  Not every change can be undone (a
+lowered hard limit, a raised nice value), so the fork server compares what a fork inherits
+from it with its start-up snapshot (measure/process_state.py) before each fork, and when it
+changed it forks nothing more: it answers "changed", and the parent retires it (it stays, to
+reap the workers it forked, until the parent exits) and starts a fresh one.  The worker's
+own snapshot reads its parent's state too, so the change is charged to the row that made it.
+See docs/worker.md.
 """
 
 from __future__ import annotations
@@ -75,6 +85,11 @@ def _continue(pid: int) -> None:
 
 class ForkServerError(SectorbenchError):
     """The fork server could not be started, or stopped answering."""
+
+
+class ForkServerChanged(ForkServerError):
+    """The fork server's own state changed since it started (a kernel changed its parent): it
+    forks no worker from it."""
 
 
 class WorkerProcess:
@@ -187,6 +202,8 @@ class ForkServer:
                         answer = json.loads(reply)
                 except OSError as exc:
                     raise ForkServerError(f"the workers' fork server stopped answering: {exc}") from None
+            if "changed" in answer:
+                raise ForkServerChanged(answer["changed"])
             if "error" in answer:
                 raise ForkServerError(f"the workers' fork server could not fork: {answer['error']}")
         except BaseException:
@@ -228,6 +245,9 @@ def _cwd() -> str | None:
 
 _server: ForkServer | None = None
 _server_lock = threading.Lock()
+#: Fork servers that refused to fork after their state changed: kept until this process exits,
+#: since a fork server's workers die with it (other builds' workers may still be running).
+_retired: list[ForkServer] = []
 
 
 def fork_server(env: dict[str, str]) -> ForkServer:
@@ -248,6 +268,22 @@ def _close_at_exit(server: ForkServer) -> None:
     line: its work is done, its exit status stands) ends it at once, with no traceback."""
     with contextlib.suppress(KeyboardInterrupt):
         server.close()
+
+
+def spawn_worker(
+    library: str, peers: bool, files: tuple[int, int, int], env: dict[str, str], reference: str | None
+) -> tuple[WorkerProcess, str | None]:
+    """A worker from this process's fork server (see ForkServer.spawn; `files`: its channel,
+    stdout and stderr), and how the fork server had changed if it was replaced first (else None)."""
+    global _server
+    try:
+        return fork_server(env).spawn(library, peers, *files, env, reference), None
+    except ForkServerChanged as exc:
+        with _server_lock:
+            if _server is not None:
+                _retired.append(_server)
+                _server = None
+        return fork_server(env).spawn(library, peers, *files, env, reference), str(exc)
 
 
 def close_fork_server() -> None:
@@ -272,7 +308,7 @@ def _warm() -> None:
 
 
 def _serve(control: socket.socket) -> int:
-    from . import server
+    from . import process_state, server
 
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
@@ -280,6 +316,8 @@ def _serve(control: socket.socket) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)  # the wakeup fd says a worker ended
     statuses: dict[int, int] = {}  # worker pid -> write end of its status pipe
     fork_server_pid = os.getpid()
+    started = process_state.inherited(process_state.snapshot(parent=False))
+    changed = None  # how this fork server's state changed since it started: it forks no more
     while True:
         readable = select.select([control, wake_read], [], [])[0]
         if wake_read in readable:
@@ -295,6 +333,12 @@ def _serve(control: socket.socket) -> int:
             return 0
         channel_fd, stdout_fd, stderr_fd, status_fd = fds
         request = json.loads(data)
+        changed = changed or _change_since(process_state, started)
+        if changed:  # never fork from a damaged parent: the parent starts a fresh fork server
+            for fd in fds:
+                os.close(fd)
+            control.send(json.dumps({"id": request["id"], "changed": changed}).encode())
+            continue
         try:
             pid = os.fork()
         except OSError as exc:
@@ -338,6 +382,15 @@ def _serve(control: socket.socket) -> int:
             os.close(fd)
         statuses[pid] = status_fd
         control.send(json.dumps({"id": request["id"], "pid": pid}).encode())
+
+
+def _change_since(process_state, started) -> str | None:
+    """How what a worker forked now would inherit of this process differs from what it was at
+    start-up (process_state.inherited), or None."""
+    try:
+        return process_state.describe_change(started, process_state.inherited(process_state.snapshot(parent=False)))
+    except Exception as exc:  # unreadable now: no fork from here either
+        return f"its state could not be read: {type(exc).__name__}: {exc}"
 
 
 def _reap(statuses: dict[int, int]) -> None:

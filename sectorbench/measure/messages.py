@@ -87,6 +87,15 @@ class Clock:
     """The clock in MHz, from sb_dependent_adds."""
 
 
+@dataclass(frozen=True)
+class Release:
+    """Release the kernel's prepared index on the current scene (if it has one), before the
+    next scene is loaded: in a request of its own, so that a .release() that crashes is
+    charged to its kernel."""
+
+    kernel: str
+
+
 # ---------------------------------------------------------------- replies
 
 
@@ -135,6 +144,12 @@ class ClockRead:
 
 
 @dataclass(frozen=True)
+class Released:
+    released: bool  # False: the kernel had no index
+    process_change: str | None = None
+
+
+@dataclass(frozen=True)
 class Failure:
     """The worker caught an exception handling the request; process_change: what the row
     had changed in the worker process meanwhile (the likely cause: no descriptor left)."""
@@ -152,11 +167,13 @@ MESSAGES = {
         Sample,
         Evaluate,
         Clock,
+        Release,
         Described,
         SceneLoaded,
         Timed,
         Evaluated,
         ClockRead,
+        Released,
         Failure,
     )
 }

@@ -822,6 +822,8 @@ def _environment(sessions: list[BuildSession], clock_mhz: list[float], clock: Bu
         }
         if s.load_failure:  # its --source kernels' rows failed with it; the built-in ones ran without them
             build_entry["load_failure"] = s.load_failure
+        if s.fork_server_replaced():  # a kernel changed the fork server its workers came from
+            build_entry["fork_server_replaced"] = s.fork_server_replaced()
         printed = s.printed_note(BUILD_OUTPUT)
         if printed:  # library constructors or imported modules writing while the worker started
             build_entry["printed"] = printed

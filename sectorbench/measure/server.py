@@ -14,6 +14,7 @@ the fork server, which dies with the parent (PR_SET_PDEATHSIG).  See docs/worker
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 import signal
 import sys
@@ -127,8 +128,11 @@ class Server:
                     if name != "none" and name not in self.loops:
                         self.loops[name] = BroadphaseLoop(self, family, name)
         self.scene = None
+        self._scene_pages: process_state.ScenePages | None = None
         self._indexes: dict[str, tuple] = {}  # kernel -> (loop, prepared index, build seconds, bytes)
         self._c_scenes: dict[tuple, list] = {}
+        #: Every sb_scene handed out for the current scene, with its bytes as they were made.
+        self._handed_out: list[tuple] = []
         self._keep_alive: list = []
         self._pools: dict[int, ThreadPoolExecutor] = {}
         self._thread_state = threading.local()
@@ -203,7 +207,23 @@ class Server:
                 for c_scene in made:
                     c_scene.prepared = self._indexes[kernel.name][1]
             self._c_scenes[key] = made
+            self._handed_out += [(c_scene, bytes(self.ffi.buffer(c_scene))) for c_scene in made]
         return self._c_scenes[key]
+
+    def _scene_writes(self) -> str | None:
+        """What a kernel wrote into the sb_scene structs it was handed (its pointer's const cast
+        away: `s->n_points /= 2`), each restored at once, or None.  One struct serves every row of
+        a loop shape and their NoOperation twins: a change halved every later row's hits, or
+        made every NoOperation count.  ~1 us for the few dozen structs of a scene."""
+        changes = []
+        for c_scene, made in self._handed_out:
+            now = self.ffi.buffer(c_scene)
+            if now[:] != made:
+                was = self.ffi.new("sb_scene *")
+                self.ffi.buffer(was)[:] = made
+                changes += [_field_change(name, was, c_scene) for name in SCENE_FIELDS if _differs(name, was, c_scene)]
+                now[:] = made
+        return ", ".join(dict.fromkeys(changes)) or None
 
     def index_of(self, name: str) -> tuple[float, int | None] | None:
         """(build seconds, bytes) of the kernel's prepared index on the current scene, if built."""
@@ -216,6 +236,7 @@ class Server:
         return pointer
 
     def _release_indexes(self) -> None:
+        """What the parent did not release kernel by kernel (worker.Worker.use_scene): at load."""
         for loop, index, _, _ in self._indexes.values():
             loop.release(index)
         self._indexes = {}
@@ -307,8 +328,21 @@ class Server:
     def load(self, request: messages.LoadScene) -> messages.SceneLoaded:
         self._release_indexes()
         self.scene = load_scene(Path(request.path))
-        self._c_scenes, self._keep_alive = {}, [self.scene]
+        self._c_scenes, self._keep_alive, self._handed_out = {}, [self.scene], []
+        arrays = [*self.scene.arrays.values(), *self.scene.extra.values()]
+        page = mmap.PAGESIZE
+        self._scene_pages = process_state.ScenePages(
+            [(a.ctypes.data & -page, a.ctypes.data + a.nbytes - (a.ctypes.data & -page)) for a in arrays if a.nbytes]
+        )
         return messages.SceneLoaded(tests=self.scene.tests)
+
+    def release(self, request: messages.Release) -> messages.Released:
+        """The kernel's prepared index on the current scene, released in a request of its own
+        (charged to the kernel: a .release() that crashes is its row's crash, not the next load's)."""
+        index = self._indexes.pop(request.kernel, None)
+        if index is not None:
+            index[0].release(index[1])
+        return messages.Released(released=index is not None)
 
     def calibrate(self, request: messages.Calibrate) -> messages.Timed:
         return self._timed_loop(request.loop).calibrate(request.loop, request.min_time_s)
@@ -323,7 +357,10 @@ class Server:
         self.end_if_forked_child()  # before the answers are written: the child's would be the parent's file
         change = self._fp_change()
         self.lib.sb_fpenv_restore(self.fpenv)
-        np.save(request.out, result)
+        try:
+            np.save(request.out, result)
+        except OSError as exc:
+            raise AnswersUnwritten(f"its answers could not be written: {type(exc).__name__}: {exc}") from None
         return messages.Evaluated(answers=int(result.size), fp_change=change)
 
     def clock(self, request: messages.Clock) -> messages.ClockRead:
@@ -355,30 +392,88 @@ class Server:
             messages.Sample: self.sample,
             messages.Evaluate: self.evaluate,
             messages.Clock: self.clock,
+            messages.Release: self.release,
         }.get(type(request))
         if handler is None:
             raise ValueError(f"not a request: {type(request).__name__}")
         if not self._runs_a_c_row(request):  # our broadphase keeps its threads, a peer JIT's pool too
             return handler(request)
-        before = process_state.snapshot()
+        before = self._snapshot()
         try:
             reply = handler(request)
         except Exception as exc:  # writing its answers failed after it took every descriptor, say
-            change = process_state.describe_change(before, process_state.snapshot())
+            change = self._change_since(before)
+            if change is None and isinstance(exc, AnswersUnwritten):  # the kernel's doing, whatever it did
+                change = str(exc)
             if change is None:
                 raise
             return messages.Failure(error=f"{type(exc).__name__}: {exc}", process_change=change)
-        change = process_state.describe_change(before, process_state.snapshot())
+        written = self._scene_writes()
+        change = self._change_since(before)
+        if written:  # the row read a scene it changed: its answers and times are not the scene's
+            change = ", ".join(filter(None, [f"wrote into the sb_scene it was given: {written}", change]))
+            return messages.Failure(error="its scene changed under it", process_change=change)
         return replace(reply, process_change=change) if change else reply
 
+    def _snapshot(self) -> process_state.ProcessState:
+        return process_state.snapshot(scene=self._scene_pages)
+
+    def _change_since(self, before: process_state.ProcessState) -> str | None:
+        """What the request changed in the process, or None.  A kernel can make the snapshot
+        itself fail (a seccomp filter refusing getitimer): that is its change too, or every
+        later row would fail with the same error in a worker never replaced."""
+        try:
+            return process_state.describe_change(before, self._snapshot())
+        except Exception as exc:
+            return f"the process state could not be read after it: {type(exc).__name__}: {exc}"
+
     def _runs_a_c_row(self, request) -> bool:
-        if isinstance(request, messages.Evaluate):
+        if isinstance(request, messages.Evaluate | messages.Release):
             name = request.kernel
+            if isinstance(request, messages.Release) and name not in self._indexes:
+                return False  # nothing of the kernel's runs
         elif isinstance(request, messages.Calibrate | messages.Sample):
             name = request.loop.kernel
         else:
             return False
         return isinstance(self.loops.get(name), CRowLoop)
+
+
+class AnswersUnwritten(OSError):
+    """The worker could not write a kernel's answers (a kernel that changed its uid, chroot()ed,
+    took every descriptor): the kernel's row crashes, never verify as a whole."""
+
+
+#: sb_scene's fields (sb_abi.h), as a change to one is named.
+SCENE_FIELDS = (
+    "n_shapes",
+    "n_points",
+    "stride",
+    "shape_begin",
+    "shape_end",
+    *(f"point[{k}]" for k in range(4)),
+    *(f"shape[{k}]" for k in range(8)),
+    *(f"extra[{k}]" for k in range(4)),
+    "prepared",
+    "never",
+)
+
+
+def _scene_field(c_scene, name: str):
+    if "[" not in name:
+        return getattr(c_scene, name)
+    array, k = name[:-1].split("[")
+    return getattr(c_scene, array)[int(k)]
+
+
+def _differs(name: str, was, now) -> bool:
+    return _scene_field(was, name) != _scene_field(now, name)
+
+
+def _field_change(name: str, was, now) -> str:
+    """ "n_points 300 -> 150"; a pointer: "shape[2] moved"."""
+    old, new = _scene_field(was, name), _scene_field(now, name)
+    return f"{name} {old} -> {new}" if isinstance(old, int | float) else f"{name} moved"
 
 
 def fp_environment_of(env) -> dict:

@@ -13,6 +13,7 @@ its own process group and dies with its parent (through the fork server).  See d
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -29,7 +30,7 @@ from ..errors import SectorbenchError
 from ..model.kernels import DISABLE_ISA_ENV, Kernel, disabled_features
 from . import messages
 from .deadlines import DEFAULT_DEADLINES, NO_BUDGET, STARTUP_S, Budget, Deadlines
-from .forkserver import fork_server
+from .forkserver import spawn_worker
 from .messages import LoopRef
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)
@@ -141,6 +142,12 @@ class Worker:
         self.printed: dict[str, Printed] = {}
         #: What a kernel changed in the worker process (process_state), by kernel: its worker was replaced.
         self.process_changes: dict[str, str] = {}
+        #: A kernel whose .release() crashed or hung (at the next scene's load), by kernel.
+        self.release_failures: dict[str, WorkerCrashed | WorkerTimedOut] = {}
+        #: How the fork server had changed when this worker's process was replaced (forkserver.spawn_worker).
+        self.fork_server_replaced: list[str] = []
+        #: The kernels run on the current scene: each may hold a prepared index to release.
+        self._ran_on_scene: set[str] = set()
         self._stdout, self._stderr = _Capture(), _Capture()
         self._env = {
             **os.environ,
@@ -157,8 +164,11 @@ class Worker:
         ours, theirs = socket.socketpair()
         try:  # forked in its own process group: killed as one, never by the terminal's ^C first
             files = (theirs.fileno(), self._stdout.file.fileno(), self._stderr.file.fileno())
-            server = fork_server(self._env)
-            self._process = server.spawn(str(self.library), self._peers, *files, self._env, self._reference)
+            self._process, fork_server_change = spawn_worker(
+                str(self.library), self._peers, files, self._env, self._reference
+            )
+            if fork_server_change:  # a kernel changed it, through getppid(): no worker inherits that
+                self.fork_server_replaced.append(fork_server_change)
         except BaseException:
             ours.close()
             raise
@@ -222,6 +232,8 @@ class Worker:
         if answers != self._request_id or self._channel.poll(0):
             self.kill()  # a second writer on the channel (a forked child, a forged reply): end it here
             raise WorkerCrashed("the worker's channel carried a reply this request did not ask for (a forked child?)")
+        if isinstance(request, messages.Calibrate | messages.Sample | messages.Evaluate):
+            self._ran_on_scene.add(who)
         change = getattr(reply, "process_change", None)
         if change:
             self.process_changes.setdefault(who, change)
@@ -255,9 +267,26 @@ class Worker:
 
     def use_scene(self, path: Path) -> int:
         """Make the saved scene at `path` the worker's current scene; its tests."""
+        self._release_indexes()
         reply = self.ask(messages.LoadScene(str(path)), STARTUP_S)
         self.tests, self._scene_path = reply.tests, Path(path)
         return reply.tests
+
+    def _release_indexes(self) -> None:
+        """Each kernel's prepared index on the current scene, released in a request charged to
+        the kernel: a .release() that crashed at the next scene's load killed verify as a whole
+        ("worker killed by signal 6").  A failure is the kernel's (release_failures), and a fresh
+        worker, with no index left to release, loads the scene."""
+        ran, self._ran_on_scene = self._ran_on_scene, set()
+        for kernel in sorted(ran):
+            try:
+                self.ask(messages.Release(kernel), self.deadlines.pass_s(self.tests), kernel)
+            except (WorkerCrashed, WorkerTimedOut) as exc:
+                self.release_failures.setdefault(kernel, type(exc)(f"{exc} (as its prepared index was released)"))
+                self.kill()
+                self._channel.close()
+                self._start_process()
+                return
 
     def load(self, scene, scratch: Path) -> None:
         """Make `scene` the worker's current scene."""
@@ -284,8 +313,14 @@ class Worker:
         """evaluate(), and how the kernel changed the FP environment (None: it did not)."""
         out = Path(scratch) / f"eval-{kernel}.npy"
         reply = self.ask(messages.Evaluate(kernel, str(out), shapes), self.deadlines.pass_s(self.tests), kernel)
-        answers = np.load(out)
-        out.unlink()
+        try:
+            answers = np.load(out)
+        except (OSError, ValueError, EOFError) as exc:  # what the kernel's worker wrote is not its answers
+            self.kill()
+            raise WorkerCrashed(f"its answers could not be read: {type(exc).__name__}: {exc}") from None
+        finally:
+            with contextlib.suppress(OSError):
+                out.unlink()
         return answers, reply.fp_change
 
     def clock_mhz(self) -> float:
@@ -379,6 +414,10 @@ class BuildSession:
         self.printed: dict[str, Printed] = {}
         #: What a kernel changed in its worker process, over every worker of this session.
         self.process_changes: dict[str, str] = {}
+        #: A kernel whose .release() crashed or hung, over every worker of this session.
+        self.release_failures: dict[str, WorkerCrashed | WorkerTimedOut] = {}
+        #: How the fork server had changed each time a worker of this session had to replace it.
+        self._fork_server_changes: list[str] = []
         self.restart()
 
     def restart(self) -> None:
@@ -470,6 +509,11 @@ class BuildSession:
         for who, change in self.worker.process_changes.items():
             self.process_changes.setdefault(who, change)
         self.worker.process_changes = {}
+        for who, failure in self.worker.release_failures.items():
+            self.release_failures.setdefault(who, failure)
+        self.worker.release_failures = {}
+        self._fork_server_changes += self.worker.fork_server_replaced
+        self.worker.fork_server_replaced = []
 
     def printed_note(self, who: str) -> str | None:
         """What `who` printed, as its row's note (None: nothing)."""
@@ -481,6 +525,21 @@ class BuildSession:
         self._keep_printed()
         change = self.process_changes.get(who)
         return f"changes its worker process: {change} (a fresh worker ran every other kernel)" if change else None
+
+    def fork_server_replaced(self) -> list[str]:
+        """How the fork server had changed each time one of this session's workers replaced it
+        before forking (a kernel changed it through getppid(); its row says so when the worker's
+        snapshot saw it): "fork server changed: nice 0 -> 19"."""
+        self._keep_printed()
+        return [
+            f"fork server changed: {change}; a fresh one forked this build's workers"
+            for change in self._fork_server_changes
+        ]
+
+    def release_failure(self, who: str) -> WorkerCrashed | WorkerTimedOut | None:
+        """How `who`'s .release() crashed or hung (the row's failure), or None."""
+        self._keep_printed()
+        return self.release_failures.get(who)
 
     def use(self, scene_path: Path) -> None:
         """Make `scene_path` this session's scene (also after a restart)."""

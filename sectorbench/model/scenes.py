@@ -101,6 +101,11 @@ def aligned_array(values: np.ndarray, length: int) -> np.ndarray:
     return read_only_copy(array)
 
 
+#: The name of the scene pages' memfd: how the worker finds their mappings in /proc/self/maps
+#: (measure/process_state.py), so that a kernel that unmaps or PROT_NONEs them is charged for it.
+SCENE_MEMFD = "sectorbench-scene"
+
+
 def read_only_copy(array: np.ndarray) -> np.ndarray:
     """`array` copied into pages mapped read-only (page-aligned, so 64-byte aligned too).
 
@@ -117,7 +122,7 @@ def read_only_copy(array: np.ndarray) -> np.ndarray:
         copy.flags.writeable = False
         return copy
     size = max(array.nbytes, 1)
-    descriptor = os.memfd_create("sectorbench-scene", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    descriptor = os.memfd_create(SCENE_MEMFD, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         os.ftruncate(descriptor, size)
         with mmap.mmap(descriptor, size) as writable:

@@ -7,17 +7,28 @@
  * wrong row), a child left spinning (the next rows ran 2.5-4x slower), files left open, a
  * SIGSEGV handler left installed (the next crashing kernel timed out instead), signals left
  * blocked, the idle scheduling policy; and one that writes a reply of its own into the
- * worker's channel. */
+ * worker's channel.  Then, each found by a later probe: a POSIX timer (timer_create: its
+ * SIGALRM killed the next kernel, and verify as a whole), a seccomp filter refusing getitimer
+ * (the snapshot itself failed: every later row crashed, the worker never replaced), four that
+ * change their parent, the fork server, through getppid() (every later worker inherited the
+ * change: a CPU limit killed innocent rows), and, as root, a new uid and a chroot (verify died:
+ * the answers file could not be written). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sb_common.h"
@@ -125,3 +136,56 @@ static void take_every_descriptor(void) {
         ;
 }
 CHANGER(takes_every_descriptor, take_every_descriptor());
+
+static void arm_posix_timer(void) {
+    timer_t timer;
+    struct sigevent event;
+    memset(&event, 0, sizeof event);
+    event.sigev_notify = SIGEV_SIGNAL;
+    event.sigev_signo = SIGALRM;
+    const struct itimerspec once = {{0, 0}, {0, 300000000}};
+    if (timer_create(CLOCK_MONOTONIC, &event, &timer) == 0)
+        timer_settime(timer, 0, &once, 0);
+}
+CHANGER(arms_posix_timer, arm_posix_timer());
+
+/* getitimer fails with EPERM from now on, in this process: the worker's snapshot reads it. */
+static void refuse_getitimer(void) {
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getitimer, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 1 /* EPERM */),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    const struct sock_fprog program = {sizeof filter / sizeof filter[0], filter};
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program);
+}
+CHANGER(refuses_getitimer, refuse_getitimer());
+
+static void pin_parent(void) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    sched_setaffinity(getppid(), sizeof one, &one);
+}
+static void idle_parent(void) {
+    const struct sched_param none = {0};
+    sched_setscheduler(getppid(), SCHED_IDLE, &none);
+}
+static void limit_parent_cpu(void) { /* an hour: changed, and the fork server lives on */
+    const struct rlimit hour = {3600, 3600};
+    prlimit(getppid(), RLIMIT_CPU, &hour, 0);
+}
+CHANGER(pins_parent, pin_parent());
+CHANGER(renices_parent, setpriority(PRIO_PROCESS, getppid(), 19));
+CHANGER(idles_parent, idle_parent());
+CHANGER(limits_parent_cpu, limit_parent_cpu());
+
+/* As root only (otherwise they change nothing): a new identity, a new root directory. */
+static void become_nobody(void) {
+    if (setresgid(65534, 65534, 65534) == 0)
+        (void)!setresuid(65534, 65534, 65534);
+}
+CHANGER(becomes_nobody, become_nobody());
+CHANGER(chroots, (void)!chroot("/tmp"));
