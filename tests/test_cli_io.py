@@ -171,3 +171,27 @@ def test_export_and_plot_refuse_the_rows_regress_refuses(tmp_path, saved, change
         args = ["export", bad, "--format", command.split()[1], "--out", tmp_path / "o.json"]
     one_line(invoke(*args), fragment)
     assert not list(tmp_path.glob("o.*")), "nothing was written"
+
+
+# -- 6. a standard stream's alias is never an output ---------------------------------------------
+
+
+@pytest.mark.parametrize("alias", ["/dev/stdout", "/dev/fd/1", "link.json"])
+def test_force_never_replaces_the_file_behind_a_standard_stream(tmp_path, alias):
+    keep = tmp_path / "keep.txt"
+    keep.write_text("IMPORTANT USER DATA\n")
+    (tmp_path / "link.json").symlink_to("/dev/stdout")
+    with open(keep, "a") as appended:  # sectorbench run … --json /dev/stdout --force >> keep.txt
+        result = sectorbench(
+            "run", *TINY, "--kernels", "naive", "--json", alias, "--force", cwd=tmp_path, stdout=appended
+        )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is an open stream of this process" in lines[0] and "write to a file" in lines[0]
+    assert keep.read_text() == "IMPORTANT USER DATA\n"
+
+
+def test_a_standard_stream_that_is_a_pipe_is_refused_in_plain_words(tmp_path):
+    result = sectorbench("run", *TINY, "--kernels", "naive", "--json", "/dev/stdout")
+    assert result.returncode == 2, result.stderr
+    assert "/dev/stdout is an open stream of this process, not a regular file" in result.stderr

@@ -260,6 +260,14 @@ def check_outputs(force: bool, *paths: Path | None, save: bool = False, inputs=(
     for path in paths:
         if path is None:
             continue
+        alias = stream_alias(path)
+        if alias is not None:
+            raise SectorbenchError(
+                f"{path} is an open stream of this process"
+                + (f" ({alias})" if alias != os.path.abspath(path) else "")
+                + ", not a regular file: write to a file; "
+                "a file behind it is not one the command was named, and is never replaced, even with --force"
+            )
         for source in inputs:
             if source is not None and same_file(path, source):
                 raise SectorbenchError(
@@ -271,6 +279,25 @@ def check_outputs(force: bool, *paths: Path | None, save: bool = False, inputs=(
         written[target] = path
     if save:
         check_directory(RESULTS_DIR, create=True, what="--save: ")
+
+
+#: Paths that name a process's open descriptors rather than files: a file reached through one
+#: (`--json /dev/stdout >> keep.txt`) is the shell's, not one named to the command.
+STREAM_ALIASES = ("/dev/stdin", "/dev/stdout", "/dev/stderr")
+
+
+def stream_alias(path: Path) -> str | None:
+    """The descriptor alias (/dev/stdout, /dev/fd/N, /proc/PID/fd/N) that `path` is or whose
+    symbolic links lead through, else None."""
+    current = os.path.abspath(path)
+    for _ in range(40):  # a loop of links ends here; check_output then says what it is
+        parts = Path(current).parts
+        if current in STREAM_ALIASES or current.startswith("/dev/fd/") or (parts[1:2] == ("proc",) and "fd" in parts):
+            return current
+        if not os.path.islink(current):
+            return None
+        current = os.path.normpath(os.path.join(os.path.dirname(current), os.readlink(current)))
+    return None
 
 
 def refuse_unused_gate_options(ctx: click.Context, baseline) -> None:
