@@ -195,3 +195,13 @@ def test_a_standard_stream_that_is_a_pipe_is_refused_in_plain_words(tmp_path):
     result = sectorbench("run", *TINY, "--kernels", "naive", "--json", "/dev/stdout")
     assert result.returncode == 2, result.stderr
     assert "/dev/stdout is an open stream of this process, not a regular file" in result.stderr
+
+
+# -- 7. a terminal too narrow, or of width 0, still shows the table -----------------------------
+
+
+@pytest.mark.parametrize("columns", ["0", "10"])
+def test_a_narrow_terminal_still_shows_the_table(saved, columns):
+    result = sectorbench("regress", saved, saved, env={"TTY_COMPATIBLE": "1", "COLUMNS": columns})
+    assert result.returncode == 0, result.stderr
+    assert "naive" in result.stdout and "basic" in result.stdout, result.stdout
