@@ -8,8 +8,10 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from sectorbench.check import distribute
+from sectorbench.check import verify as verify_module
 from sectorbench.check.verify import VerifyConfig, verify
 from sectorbench.cli import main
 from sectorbench.errors import SectorbenchError
@@ -104,6 +107,65 @@ def test_bad_jobs_and_unreachable_scheduler_are_one_line(monkeypatch):
     result = CliRunner().invoke(main, ["verify", "--cases", "200", "--scheduler", "tcp://127.0.0.1:9"])
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
     assert "tcp://127.0.0.1:9" in result.output
+
+
+@contextlib.contextmanager
+def tcp_server(answer: bytes | None):
+    """A TCP port that is no Dask scheduler: it accepts, sends `answer` (if any) and never closes
+    (as a dashboard's or a web server's port holds a connection); its tcp:// address."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held = []
+
+    def serve():
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = listener.accept()
+                held.append(connection)
+                if answer is not None:
+                    connection.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+        for connection in held:
+            connection.close()
+
+
+def verify_in_thread(arguments: list[str], within_s: float):
+    """The CLI's verify with `arguments`, run in a thread: its result, or a failure if it has
+    not ended within `within_s` (it used to hang for ever; the thread is left behind then)."""
+    ended = []
+    thread = threading.Thread(target=lambda: ended.append(CliRunner().invoke(main, arguments)), daemon=True)
+    thread.start()
+    thread.join(within_s)
+    assert ended, f"verify {' '.join(arguments)} did not end within {within_s} s"
+    return ended[0]
+
+
+@pytest.mark.parametrize(
+    "address, says",
+    [
+        ("", "--scheduler is empty"),
+        ("foo:bar", "--scheduler foo:bar: not a Dask address"),
+        ("tcp://127.0.0.1:9", "--scheduler tcp://127.0.0.1:9: cannot connect"),
+        (b"HTTP/1.0 400 Bad request\r\n\r\n" * 4, "is not a Dask scheduler: its answer is not Dask's"),
+        (b"\xff" * 64, "is not a Dask scheduler: its answer is not Dask's"),  # a frame of 2^64 bytes: MemoryError
+        (None, "is not a Dask scheduler: no Dask answer within 2 s"),  # accepts and never answers: hung for ever
+    ],
+)
+def test_an_address_that_is_no_dask_schedulers_is_one_line_before_any_build(monkeypatch, address, says):
+    """Said within CONNECT_TIMEOUT_S, before anything is built (foo:bar was said after the build,
+    "" judged locally, a port that accepted and never answered hung verify for ever, one that
+    answered garbage gave 'internal error: MemoryError')."""
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(distribute, "CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr(verify_module, "build", lambda *_, **__: pytest.fail("built before the address was checked"))
+    with contextlib.nullcontext(address) if isinstance(address, str) else tcp_server(address) as scheduler:
+        result = verify_in_thread(["verify", "--cases", "200", "--scheduler", scheduler], within_s=30)
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert says in result.output and "internal error" not in result.output
 
 
 def test_dask_workers_compile_the_headers_beside_the_source(tmp_path):

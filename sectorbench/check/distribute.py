@@ -14,6 +14,7 @@ refused, with the reason, and gets no batch.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import collections
 import functools
@@ -21,6 +22,7 @@ import hashlib
 import multiprocessing
 import os
 import platform
+import socket
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -34,7 +36,8 @@ from ..version import __version__
 #: Batches in flight per process: enough to keep every process busy while the client
 #: generates the next batch, few enough to bound memory (each holds cases.BATCH_ROWS rows).
 IN_FLIGHT_PER_JOB = 2
-#: Seconds to wait for a Dask scheduler to answer before giving up.
+#: Seconds a Dask scheduler has to accept the connection and answer as one (the handshake and
+#: an identity request included: a web server or a dashboard's port accepted and never answered).
 CONNECT_TIMEOUT_S = 20
 #: Local processes start by spawning: a forked child would inherit the client's pipes to its
 #: own build workers and keep them open (they would never see end of input and exit).
@@ -322,18 +325,86 @@ def _judge_on_worker(shipped: ShippedPlan, index: int, case_set, live: dict):
     return outcome
 
 
-def _on_cluster(plan, numbered, live: dict, address: str, progress) -> Iterator:
+def _distributed():
     try:
-        from distributed import Client
+        import distributed
     except ImportError:
         raise SectorbenchError(
             "--scheduler needs dask.distributed, which is not installed: pip install 'sectorbench[cluster]'"
         ) from None
+    return distributed
+
+
+def check_scheduler(address: str) -> None:
+    """Refuse, in one line and within CONNECT_TIMEOUT_S, an address that is no Dask scheduler's:
+    malformed, where nothing listens, or where something else answers (a web server, the
+    dashboard's port).  verify calls it before anything is built, and again before connecting."""
+    if not address.strip():
+        raise SectorbenchError("--scheduler is empty: give a scheduler's address (tcp://host:8786) or leave it out")
+    _distributed()
+    from distributed.comm import parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
+
+    where = f"--scheduler {address}"
+    try:
+        scheme, location = parse_address(address)
+        get_backend(scheme)
+        host, port = parse_host_port(location) if scheme in ("tcp", "tls") else (None, None)
+    except (ValueError, TypeError) as exc:
+        raise SectorbenchError(f"{where}: not a Dask address ({exc}); a scheduler's reads tcp://host:8786") from None
+    if host is not None:  # nothing listening is said at once (Dask's connect retries until its timeout)
+        try:
+            socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+        except TimeoutError:
+            raise SectorbenchError(f"{where}: no answer within {CONNECT_TIMEOUT_S} s") from None
+        except OSError as exc:
+            raise SectorbenchError(f"{where}: cannot connect ({exc.strerror or exc})") from None
+    answer: list = []
+
+    def ask():
+        try:
+            answer.append(asyncio.run(asyncio.wait_for(_identity(address), CONNECT_TIMEOUT_S)))
+        except BaseException as exc:  # a reply that is no Dask message can raise anything (MemoryError too)
+            answer.append(exc)
+
+    thread = threading.Thread(target=ask, name="sectorbench-scheduler-check", daemon=True)
+    thread.start()
+    thread.join(CONNECT_TIMEOUT_S + 5)  # the thread is a daemon: a connection that never ends is left behind
+    found = answer[0] if answer else TimeoutError()
+    if isinstance(found, dict) and found.get("type") == "Scheduler":
+        return
+    if isinstance(found, dict) and found.get("type"):
+        raise SectorbenchError(f"{where} is a Dask {found['type'].lower()}, not a scheduler")
+    if isinstance(found, TimeoutError | asyncio.TimeoutError):
+        why = f"no Dask answer within {CONNECT_TIMEOUT_S} s"
+    else:
+        why = f"its answer is not Dask's ({type(found).__name__})"
+    raise SectorbenchError(
+        f"{where} is not a Dask scheduler: {why} (a dashboard's or a web server's port? the scheduler's is "
+        "the tcp:// address `dask scheduler` prints, port 8786 by default)"
+    )
+
+
+async def _identity(address: str) -> dict:
+    """The identity a Dask server at `address` gives (its "type": Scheduler, Worker, ...)."""
+    from distributed.comm import connect
+
+    comm = await connect(address, timeout=CONNECT_TIMEOUT_S)
+    try:
+        await comm.write({"op": "identity", "reply": True})
+        return await comm.read()
+    finally:
+        comm.abort()
+
+
+def _on_cluster(plan, numbered, live: dict, address: str, progress) -> Iterator:
+    Client = _distributed().Client
     progress(f"connecting to the Dask scheduler at {address}")
+    check_scheduler(address)  # again, bounded: the Client's own handshake has no deadline
     try:
         client = Client(address, timeout=CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise SectorbenchError(f"--scheduler {address}: cannot connect ({exc})") from None
+    except Exception as exc:
+        raise SectorbenchError(f"--scheduler {address}: cannot connect ({type(exc).__name__}: {exc})") from None
     with client:
         compilers = [build.cc for build, _, _ in plan.sessions]
         mine = fingerprint(compilers)

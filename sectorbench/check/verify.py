@@ -279,6 +279,8 @@ def check_config(config: VerifyConfig) -> None:
                 f"--cases {config.cases} would take about {seconds / 3600:,.0f} hours "
                 f"(limit {MAX_ESTIMATED_S / 3600:.0f}); choose a smaller --cases"
             )
+    if config.scheduler is not None:  # last: up to distribute.CONNECT_TIMEOUT_S
+        distribute.check_scheduler(config.scheduler)
 
 
 def nothing_checked(skipped: list[tuple[str, str, str | None]], family: str) -> str:
