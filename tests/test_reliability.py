@@ -210,6 +210,40 @@ def test_ordinary_flags_are_allowed(flags):
     BuildConfig.parse(flags)
 
 
+def test_a_build_that_fails_to_compile_or_to_load_costs_its_own_rows(tmp_path):
+    """-m32 (no 32-bit headers), -O3 -march=bdver4 on a CPU without FMA4 (SIGILL as its library
+    loads), -mabi=ms (SIGSEGV), -fsanitize=address, -fvisibility=hidden: each such build ended
+    run, compare and verify with exit 2, and every other build's rows with it.  Here stand-ins
+    that fail alike on any machine: an -include of a missing file, and a constructor that traps
+    (SIGILL) as the library loads.  Their rows fail with the reason, the others' are measured and
+    saved; verify FAILs them (a build not verified never passes); all failing is one line, exit 2."""
+    trap = tmp_path / "trap.h"
+    trap.write_text("__attribute__((constructor)) static void sb_test_trap(void) { __builtin_trap(); }\n")
+    missing, trapping = f"-O0 -include {tmp_path / 'missing.h'}", f"-O0 -include {trap}"
+    failing = ("--kernels", "basic", "--flags", missing, "--flags", trapping)
+    for command in ("run", "compare"):
+        out = tmp_path / f"{command}.json"
+        result = invoke(command, *TINY, *failing, "--json", out)
+        assert result.code == 0, result.stderr
+        saved = json.loads(out.read_text())
+        rows = {r["flags"]: r for r in saved["results"]}
+        assert rows["-O2"]["status"] == "ok" and rows["-O2"]["hits"] == saved["exact_count"]
+        assert rows[missing]["status"] == "build-failed" and "missing.h: No such file" in rows[missing]["reason"]
+        assert rows[trapping]["status"] == "crashed"
+        assert "signal 4" in rows[trapping]["reason"] and "lacks an instruction" in rows[trapping]["reason"]
+        failures = {" ".join(b["flags"]): b.get("failure", "") for b in saved["env"]["builds"]}
+        assert "missing.h" in failures[missing] and failures["-O2"] == ""
+    out = tmp_path / "verify.json"
+    result = invoke("verify", "--cases", "300", "--flags", "-O2", *failing, "--json", out)
+    assert result.code == 1, result.stderr
+    verdicts = {v["flags"]: v for v in json.loads(out.read_text())["kernels"]}
+    assert verdicts["-O2"]["status"] == "ok" and verdicts["-O2"]["verdict"] != "FAIL"
+    assert verdicts[missing]["status"] == "build-failed" and verdicts[missing]["verdict"] == "FAIL"
+    assert verdicts[trapping]["status"] == "crashed" and verdicts[trapping]["verdict"] == "FAIL"
+    every = invoke("run", *TINY[:-2], *failing)
+    one_line(every, "every build failed", "missing.h: No such file", "lacks an instruction")
+
+
 def test_a_linker_flag_cannot_write_over_a_file_and_nothing_is_built(tmp_path):
     target = tmp_path / "s.json"
     target.write_text("precious")

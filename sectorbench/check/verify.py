@@ -35,6 +35,7 @@ from .. import families
 from ..errors import SectorbenchError
 from ..families.scene_kinds import generate, make_scene
 from ..interrupts import scratch_directory
+from ..measure.builds import FailedBuild, open_build, usable
 from ..measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S, Deadlines
 from ..measure.messages import LoopRef
 from ..measure.runner import PEER_BUILD, row_build
@@ -328,7 +329,8 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
         batches = iter([read_input(family, config.input_path)])
     else:
         batches = family.case_batches(config.cases, config.seed, config.batch_rows)
-    sessions: list[BuildSession] = []
+    sessions: list[BuildSession] = []  # those that work: batches are judged in them
+    opened: list[BuildSession | FailedBuild] = []  # every build, in order, those that failed too
     deadlines = Deadlines(config.kernel_timeout)
     clock = None
     tallies: dict[tuple, _Tally] = {}
@@ -340,9 +342,12 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
             c_names, peer_names = split_names(config.kernels, family)
             for build_config in config.builds if c_names or not config.kernels else ():
                 progress(f"building {build_config.label}")
-                sessions.append(
-                    BuildSession(build_config, build(build_config), disable_isa=config.disable_isa, deadlines=deadlines)
-                )
+
+                def start(library, build_config=build_config):
+                    return BuildSession(build_config, library, disable_isa=config.disable_isa, deadlines=deadlines)
+
+                opened.append(open_build(build_config, start))  # a failed one FAILs its own rows
+            sessions += usable(opened)  # none: an error
             if peer_names:  # one run for the peers, in a plain -O2 worker: flags do not apply to them
                 sessions.append(
                     BuildSession(
@@ -350,14 +355,15 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                     )
                 )
             names = {False: c_names, True: peer_names}
-            chosen = {id(s): select(s.kernels, names[s.peers], config.family) for s in sessions}
+            failed = [b for b in opened if isinstance(b, FailedBuild)]
+            chosen = {id(s): select(s.kernels, names[s.peers], config.family) for s in [*sessions, *failed]}
             # Before any case is made.  A kernel whose build's load it crashed is no skip: it FAILs below.
             if not any(k.runnable or k.unrun_status != "skipped" for kernels in chosen.values() for k in kernels):
                 skipped = [(k.name, _label(s), k.skip_reason) for s in sessions for k in chosen[id(s)]]
                 raise SectorbenchError(nothing_checked(skipped, config.family))
             clock = clock_session(sessions, config.builds[0].cc, progress)
             clock_mhz = round(max(clock.worker.clock_mhz() for _ in range(3)), 1)
-            for session in sessions:
+            for session in [*opened, *(s for s in sessions if s.peers)]:  # the builds in order, then the peers
                 flags, cc = row_build(session)
                 for declared in chosen[id(session)]:
                     kernel, bound, declared_notes = judged_as(family, declared)
@@ -393,7 +399,9 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                 for name, info in outcome.worker.items():
                     workers.setdefault(name, {**info, "batches": 0})["batches"] += info.get("batches", 0)
             for (session_id, name), tally in tallies.items():
-                session = next(s for s in sessions if id(s) == session_id)
+                session = next((s for s in sessions if id(s) == session_id), None)
+                if session is None:  # a build that failed: its rows say why, nothing ran
+                    continue
                 tally.printed = session.printed_note(name)
                 tally.process_change = session.process_note(name)
                 _charge_release(session, tally)

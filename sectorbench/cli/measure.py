@@ -351,6 +351,9 @@ def measure(config: RunConfig, baseline=None, gate_config=None, against_label=No
     with Reporter() as progress:
         result = run(config, progress, on_plan)
     for entry in result.env.get("builds", []):
+        if entry.get("failure"):  # its rows say so too, but a narrow table may drop their notes
+            label = build_label(entry["cc"], " ".join(entry["flags"]), True)
+            note(f"note: {label}: {entry['status']} (its rows were not measured): {entry['reason']}")
         said = [line for line in entry.get("compiler_warnings", "").splitlines() if "warning:" in line]
         if said:
             more = f" (and {len(said) - 1} more: --json keeps them)" if len(said) > 1 else ""

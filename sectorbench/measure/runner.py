@@ -23,6 +23,7 @@ from ..native import code_identity, environment, machine_code
 from ..native.build import BuildConfig, build, compiler_warnings, headers, local_headers
 from ..native.build import sources as build_sources
 from . import validity
+from .builds import FailedBuild, open_build, usable
 from .deadlines import DEFAULT_KERNEL_TIMEOUT_S, Budget, Deadlines
 from .messages import LoopExtras, LoopRef
 from .selection import check_family, check_names, infer_family, known_kernels, select, split_names
@@ -268,26 +269,22 @@ def run(
             brute_force = c_names or (not config.kernels and "none" in broadphases)
             for build_config, side in _sides(config) if brute_force or indexed else ():
                 progress(f"building {build_config.label}" + (f" ({side})" if side else ""))
-                sessions.append(
-                    BuildSession(
-                        build_config,
-                        build(build_config),
-                        scene_path,
-                        config.disable_isa,
-                        False,
-                        deadlines,
-                        budget,
-                        side,
+
+                def start(library, build_config=build_config, side=side):
+                    return BuildSession(
+                        build_config, library, scene_path, config.disable_isa, False, deadlines, budget, side
                     )
-                )
+
+                sessions.append(open_build(build_config, start, side))  # a failed one costs its own rows
             if peer_names:
                 progress("starting the peers' worker")
                 sessions.append(
                     BuildSession(PEER_BUILD, build(PEER_BUILD), scene_path, config.disable_isa, True, deadlines, budget)
                 )
+            working = usable(sessions)  # none: an error
             if not brute_force:
                 c_names = [None]  # no brute-force kernel: select() must choose none
-            clock = clock_session(sessions, config.builds[0].cc, progress)
+            clock = clock_session(working, config.builds[0].cc, progress)
             return _measure(config, scene, sessions, progress, {False: c_names, True: peer_names}, on_plan, clock)
         except BaseException:  # interrupted or failed: do not wait for workers in the middle of a sample
             for session in [*sessions, clock]:
@@ -526,7 +523,7 @@ def _loops(session: BuildSession) -> dict:
         for loop in ("count", "noop")
         for mode in k.modes
     }
-    if session.peers:  # no loop of the peers' worker is in its library
+    if session.peers or not functions:  # no loop of the peers' worker is in its library; none of a failed build
         return {}
     try:
         return machine_code.analyze(session.library, functions)
@@ -814,6 +811,9 @@ def _environment(sessions: list[BuildSession], clock_mhz: list[float], clock: Bu
     compilers = {s.config.cc: environment.compiler_fingerprint(s.config.cc) for s in sessions}
     builds = []
     for s in sessions:
+        if isinstance(s, FailedBuild):  # its rows say why in a line; here is all the compiler said
+            builds.append(s.environment_entry())
+            continue
         build_entry = {
             "cc": s.config.cc,
             "flags": list(s.config.flags),
@@ -831,5 +831,5 @@ def _environment(sessions: list[BuildSession], clock_mhz: list[float], clock: Bu
         if said:
             build_entry["compiler_warnings"] = said
         builds.append(build_entry)
-    counters = sessions[0].info.counters if sessions else None
+    counters = next((s.info.counters for s in sessions if not isinstance(s, FailedBuild)), None)
     return {"machine": machine, "compilers": compilers, "builds": builds, "counters": counters}

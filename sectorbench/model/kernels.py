@@ -29,7 +29,8 @@ class Kernel:
     #: Why this kernel cannot run here (a missing CPU feature), or None.
     skip_reason: str | None = None
     #: The status of its rows when it cannot run: "skipped" (the CPU lacks a feature), or
-    #: "crashed" / "timed-out" (its --source file's constructor killed or hung the build's load).
+    #: "crashed" / "timed-out" (its --source file's constructor, or the build's own library, killed
+    #: or hung the build's load), "build-failed" (the compiler rejected its build: measure/builds.py).
     unrun_status: str = "skipped"
     #: "C" for a row of the library, "python" for a peer (sectorbench/peers.py).
     language: str = "C"

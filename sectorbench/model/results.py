@@ -83,7 +83,7 @@ class KernelResult:
     flags: str
     cc: str
     mode: str
-    status: str  # ok | skipped | crashed | timed-out
+    status: str  # ok | skipped | crashed | timed-out | build-failed (its --flags set did not compile)
     reason: str | None = None
     hits: int | None = None
     tests: int = 0

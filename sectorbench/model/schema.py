@@ -40,7 +40,7 @@ AT_LEAST_ONE = ("tests", "threads")
 #: unseen when an A/B run's head rows are taken (results.head_rows).
 SIDES = (None, "base", "head")
 #: The statuses a row may have: another would be neither measured nor a failure to the gate.
-STATUSES = ("ok", "skipped", "crashed", "timed-out")
+STATUSES = ("ok", "skipped", "crashed", "timed-out", "build-failed")
 #: The numbers of env.machine.cpu the exports read: (JSON types, least value).
 CPU_NUMBERS = {"logical_cores": (int, 1), "measured_mhz": (int | float, 0), "nominal_mhz": (int | float, 0)}
 #: The parts of `env` that the gate, the tables and the exports walk, when present: their

@@ -91,6 +91,10 @@ class BuildError(SectorbenchError):
     """The compiler is missing or rejected the sources; the message holds its output."""
 
 
+class CacheError(BuildError):
+    """The build cache is unusable: every build's error, not one build's."""
+
+
 @dataclass(frozen=True)
 class BuildConfig:
     """One build: a compiler and its exact flags."""
@@ -758,7 +762,7 @@ SIDECARS = (CHECKSUM_SUFFIX, WARNINGS_SUFFIX, DEPENDENCIES_SUFFIX)
 
 
 def _cache_error(cache_dir: Path, exc: OSError) -> BuildError:
-    return BuildError(
+    return CacheError(
         f"build cache {cache_dir} is unusable ({exc.strerror or exc}): set SECTORBENCH_CACHE to a writable directory"
     )
 
@@ -769,11 +773,11 @@ def _usable_cache(cache_dir: Path) -> None:
     except OSError as exc:
         raise _cache_error(cache_dir, exc) from None
     if not cache_dir.is_dir():
-        raise BuildError(
+        raise CacheError(
             f"build cache {cache_dir} is unusable (not a directory): set SECTORBENCH_CACHE to a writable directory"
         )
     if not os.access(cache_dir, os.W_OK | os.X_OK):
-        raise BuildError(
+        raise CacheError(
             f"build cache {cache_dir} is unusable (not writable): set SECTORBENCH_CACHE to a writable directory"
         )
 
