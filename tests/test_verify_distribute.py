@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -18,9 +19,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from sectorbench import families
 from sectorbench.check import distribute
 from sectorbench.check import verify as verify_module
-from sectorbench.check.verify import VerifyConfig, verify
+from sectorbench.check.verify import BatchPlan, LocalJudge, VerifyConfig, verify
 from sectorbench.cli import main
 from sectorbench.errors import SectorbenchError
 from sectorbench.native.build import KERNELS_DIR, BuildConfig
@@ -219,11 +221,13 @@ def scheduler():
 
 
 @contextlib.contextmanager
-def outside_worker(cluster, pythonpath: Path | None = None):
+def outside_worker(cluster, pythonpath: Path | None = None, tmpdir: Path | None = None):
     """A `dask worker` process of its own (no nanny) joining `cluster`, importing sectorbench from
-    `pythonpath` first when given (a worker installed from elsewhere); its address."""
+    `pythonpath` first when given (a worker installed from elsewhere), its temporary files in
+    `tmpdir` when given; its address."""
     before = set(cluster.scheduler.workers)
-    env = {**os.environ, "PYTHONPATH": str(pythonpath)} if pythonpath else os.environ
+    env = {**os.environ, **({"PYTHONPATH": str(pythonpath)} if pythonpath else {})}
+    env.update({"TMPDIR": str(tmpdir)} if tmpdir else {})
     command = [sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address]
     command += ["--nthreads", "1", "--no-nanny", "--no-dashboard"]
     process = subprocess.Popen(command, cwd=pythonpath or PACKAGE.parent, env=env, stderr=subprocess.DEVNULL)
@@ -259,3 +263,109 @@ def test_a_worker_running_other_code_of_the_same_version_is_refused(scheduler, t
     with outside_worker(scheduler, copy) as address:
         with pytest.raises(SectorbenchError, match=f"{re.escape(address)}: its sectorbench code differs"):
             verify(dataclasses.replace(CONFIG, scheduler=scheduler.scheduler_address, jobs=None))
+
+
+def test_a_worker_without_sectorbench_is_refused_and_the_others_judge(scheduler, tmp_path):
+    """Its fingerprint raised ImportError, which ended the whole run ('internal error:
+    Exception: ImportError(...)', naming no worker) instead of refusing that worker."""
+    (tmp_path / "sectorbench").mkdir()
+    (tmp_path / "sectorbench" / "__init__.py").write_text("raise ImportError('no sectorbench here')\n")
+    with outside_worker(scheduler, tmp_path) as bad, outside_worker(scheduler) as good:
+        saved = tmp_path / "verify.json"
+        arguments = ["verify", "--kernels", "basic", "--cases", "200", "--json", str(saved)]
+        result = CliRunner().invoke(main, [*arguments, "--scheduler", scheduler.scheduler_address])
+    assert result.exit_code == 0, result.output
+    refused = f"Dask worker {bad}: refused, it judged no batch: its fingerprint failed: "
+    assert refused in result.output and "ImportError('no sectorbench here')" in result.output
+    workers = json.loads(saved.read_text())["env"]["workers"]
+    assert "no sectorbench here" in workers[bad]["refused"] and workers[bad]["batches"] == 0
+    assert workers[good]["refused"] is None and workers[good]["batches"] > 0
+
+
+def test_a_dask_worker_keeps_no_folder_or_build_worker_of_a_finished_run(scheduler, tmp_path):
+    """Each worker thread's judge kept its folder (the shipped sources, and every batch's scenes,
+    ~13 MB a batch) and its build workers after the client left: /tmp held 405 such folders."""
+    with outside_worker(scheduler, tmpdir=tmp_path) as address:
+        clustered = verify(dataclasses.replace(CONFIG, scheduler=scheduler.scheduler_address, jobs=None))
+        assert clustered.env["workers"][address]["batches"] >= 2
+        assert not list(tmp_path.glob("sectorbench-verify-worker-*"))
+        with distributed_client(scheduler) as client:
+            worker = client.run(os.getpid, workers=[address])[address]
+        assert _build_workers(worker) == []
+
+
+def _build_workers(pid: int) -> list:
+    """The build workers under process `pid`: forks of its fork server (measure/forkserver.py),
+    which stays to serve the next run."""
+    import psutil
+
+    return [p.cmdline() for p in psutil.Process(pid).children(recursive=True) if p.ppid() != pid]
+
+
+@contextlib.contextmanager
+def distributed_client(cluster):
+    distributed = pytest.importorskip("distributed")
+    with distributed.Client(cluster.scheduler_address, timeout=30) as client:
+        yield client
+
+
+def test_a_judge_leaves_no_file_of_a_batch_behind(tmp_path):
+    """A judge's scratch (a pool process's, a Dask worker's) gained every batch's scenes."""
+    plan = BatchPlan(dataclasses.replace(CONFIG, family="sector"), ((BROKEN, False, ("basic",)),))
+    judge = LocalJudge.open(plan, tmp_path)
+    try:
+        batches = families.get("sector").case_batches(CONFIG.cases, CONFIG.seed, CONFIG.batch_rows)
+        for index, case_set in zip(range(2), batches):
+            assert judge.judge(index, case_set, {0: ["basic"]}).rows == len(case_set)
+            assert list(tmp_path.iterdir()) == []
+    finally:
+        judge.close()
+
+
+def test_killing_a_dask_worker_mid_run_reruns_its_batch_on_another(serial):
+    """The plan was scattered: the scheduler keeps one replica of scattered data once one worker
+    needs it, and killing that worker lost it ('FutureCancelledError: ... already forgotten').
+    Here the worker judging the last batches alone is killed (the replica would be there)."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    with dask.config.set({"distributed.scheduler.active-memory-manager.interval": "100ms"}):
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, distributed_client(cluster) as client:
+        pids = client.run(os.getpid)
+        ended = []
+        run = threading.Thread(
+            target=lambda: ended.append(_outcome(dataclasses.replace(CONFIG, scheduler=cluster.scheduler_address))),
+            daemon=True,
+        )
+        run.start()
+        alone_since, killed = None, None
+        while run.is_alive() and killed is None:
+            alone = _judging_alone(cluster.scheduler)
+            alone_since = (alone_since or time.monotonic()) if alone else None
+            if alone and time.monotonic() - alone_since > 0.5:  # the scheduler has dropped the other replicas
+                os.kill(pids[alone], signal.SIGKILL)
+                killed = alone
+            time.sleep(0.02)
+        run.join(300)
+    assert killed is not None, "no batch was judged by one worker alone"
+    assert ended and not isinstance(ended[0], BaseException), ended
+    assert without_env(ended[0]) == without_env(serial)
+
+
+def _judging_alone(scheduler) -> str | None:
+    """The worker judging while no other does or waits to, if there is one."""
+    try:
+        tasks = list(scheduler.tasks.values())  # the scheduler's thread changes them meanwhile
+    except RuntimeError:
+        return None
+    busy = {ts.processing_on.address for ts in tasks if ts.processing_on is not None}
+    waiting = any(ts.state in ("waiting", "queued", "no-worker") for ts in tasks)
+    return next(iter(busy)) if len(busy) == 1 and not waiting else None
+
+
+def _outcome(config):
+    try:
+        return verify(config)
+    except BaseException as exc:
+        return exc

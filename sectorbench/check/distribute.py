@@ -17,17 +17,20 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
+import contextlib
 import functools
 import hashlib
 import multiprocessing
 import os
 import platform
+import shutil
 import socket
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import SectorbenchError
@@ -270,6 +273,7 @@ class ShippedPlan:
     plan: object
     sources: tuple[tuple[str, str], ...]  # (the client's path, its text)
     headers: tuple[tuple[str, str], ...] = ()  # (the client's path, its text): *.h beside a source
+    run: str = field(default_factory=lambda: uuid.uuid4().hex)  # the client's run: its judges are one plan's
 
 
 def ship(plan) -> ShippedPlan:
@@ -300,7 +304,13 @@ def _unpack(shipped: ShippedPlan, directory: Path) -> dict[str, Path]:
     return written
 
 
-_worker_state = threading.local()  # per worker thread: its LocalJudge for the plan it last judged
+#: Each worker thread's judge: thread id -> (the run it judges for, its LocalJudge, its folder).
+#: A thread judging for another run closes and removes its old judge; the client's end removes
+#: its run's (_forget_run), and the worker's exit every one (a judge holds build worker
+#: processes, its folder the shipped sources and the batch files).
+_judges: dict[int, tuple] = {}
+_judges_lock = threading.Lock()
+_ended_runs: set[str] = set()
 
 
 def _judge_on_worker(shipped: ShippedPlan, index: int, case_set, live: dict):
@@ -308,21 +318,55 @@ def _judge_on_worker(shipped: ShippedPlan, index: int, case_set, live: dict):
 
     from .verify import LocalJudge
 
-    if getattr(_worker_state, "shipped", None) != shipped:
-        if getattr(_worker_state, "judge", None) is not None:
-            _worker_state.judge.close()
+    thread = threading.get_ident()
+    with _judges_lock:
+        if shipped.run in _ended_runs:  # a batch the client no longer waits for
+            raise SectorbenchError("this verify run has ended")
+        if not _ended_runs:  # once per worker process: its exit closes whatever is left
+            _ended_runs.add("")
+            atexit.register(_forget_run, None)
+        mine = _judges.get(thread)
+    if mine is None or mine[0] != shipped.run:
+        if mine is not None:
+            _close(mine)
         directory = Path(tempfile.mkdtemp(prefix="sectorbench-verify-worker-"))
-        written = _unpack(shipped, directory)
-        plan = shipped.plan
-        sessions = tuple(
-            (replace(build, extra_sources=tuple(written[str(p)] for p in build.extra_sources)), peers, names)
-            for build, peers, names in plan.sessions
-        )
-        _worker_state.judge = LocalJudge.open(replace(plan, sessions=sessions), directory)
-        _worker_state.shipped = shipped
-    outcome = _worker_state.judge.judge(index, case_set, live)
+        try:
+            written = _unpack(shipped, directory)
+            plan = shipped.plan
+            sessions = tuple(
+                (replace(build, extra_sources=tuple(written[str(p)] for p in build.extra_sources)), peers, names)
+                for build, peers, names in plan.sessions
+            )
+            mine = (shipped.run, LocalJudge.open(replace(plan, sessions=sessions), directory), directory)
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        with _judges_lock:
+            _judges[thread] = mine
+    outcome = mine[1].judge(index, case_set, live)
     outcome.worker = {get_worker().address: {"batches": 1}}
     return outcome
+
+
+def _forget_run(run: str | None) -> int:
+    """Close and remove the judges (build workers, folders) of the client's run `run` (None:
+    every run's); run on each worker when the client is done.  The number closed."""
+    with _judges_lock:
+        if run is not None:
+            _ended_runs.add(run)
+        ended = [thread for thread, (judged, _, _) in _judges.items() if run is None or judged == run]
+        closing = [_judges.pop(thread) for thread in ended]
+    for judge in closing:
+        _close(judge)
+    return len(closing)
+
+
+def _close(judge: tuple) -> None:
+    _, local, directory = judge
+    try:
+        local.close()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _distributed():
@@ -408,35 +452,55 @@ def _on_cluster(plan, numbered, live: dict, address: str, progress) -> Iterator:
     with client:
         compilers = [build.cc for build, _, _ in plan.sessions]
         mine = fingerprint(compilers)
-        theirs = client.run(fingerprint, compilers)
-        refused = {worker: refusal(mine, found) for worker, found in theirs.items()}
+        # A worker that cannot report (no sectorbench there: ImportError) is refused, not fatal.
+        theirs = client.run(fingerprint, compilers, on_error="return")
+        refused, workers = {}, {}
+        for worker in sorted(theirs):
+            found = theirs[worker]
+            if isinstance(found, dict):
+                refused[worker] = refusal(mine, found)
+            else:
+                found, refused[worker] = {}, f"its fingerprint failed: {type(found).__name__}: {found}"
+            workers[worker] = {**found, "refused": refused[worker]}
         accepted = sorted(worker for worker, reason in refused.items() if reason is None)
-        workers = {worker: {**theirs[worker], "refused": refused[worker]} for worker in sorted(theirs)}
         if not accepted:
             reasons = "; ".join(f"{worker}: {reason}" for worker, reason in refused.items()) or "it has no workers"
             raise SectorbenchError(f"no worker of the Dask cluster at {address} can judge batches: {reasons}")
-        shipped = client.scatter(ship(plan), broadcast=True, workers=accepted)
+        # By value with each batch, not scattered: scattered data lives on a worker (the
+        # scheduler keeps one replica), and a killed worker took the plan with it
+        # ("lose scattered data, which can't be recovered": FutureCancelledError).
+        shipped = ship(plan)
         progress(f"judging batches on {len(accepted)} Dask workers ({len(theirs) - len(accepted)} refused)")
-        outcomes = _in_order(
-            lambda index, case_set: client.submit(
-                _judge_on_worker,
-                shipped,
-                index,
-                case_set,
-                live,
-                workers=accepted,
-                allow_other_workers=False,
-                pure=False,
-            ),
-            numbered,
-            IN_FLIGHT_PER_JOB * len(accepted),
-            progress,
-        )
-        for number, outcome in enumerate(outcomes):
-            ran = {}
-            for worker, count in outcome.worker.items():
-                ran[worker] = {**workers[worker], "batches": count["batches"]}
-            if number == 0:  # every worker's fingerprint (and why some were refused) is reported once
-                ran = {**{worker: {**info, "batches": 0} for worker, info in workers.items()}, **ran}
-            outcome.worker = ran
-            yield outcome
+        try:
+            yield from _judged_on(client, shipped, numbered, live, accepted, workers, progress)
+        finally:
+            with contextlib.suppress(Exception):  # the run's judges on every worker: processes and folders
+                alive = set(client.scheduler_info().get("workers", {}))  # a killed one cannot be asked
+                client.run(_forget_run, shipped.run, workers=[w for w in accepted if w in alive], on_error="return")
+
+
+def _judged_on(client, shipped: ShippedPlan, numbered, live: dict, accepted: list, workers: dict, progress):
+    """Each batch's outcome, judged on the accepted workers, in batch order."""
+    outcomes = _in_order(
+        lambda index, case_set: client.submit(
+            _judge_on_worker,
+            shipped,
+            index,
+            case_set,
+            live,
+            workers=accepted,
+            allow_other_workers=False,
+            pure=False,
+        ),
+        numbered,
+        IN_FLIGHT_PER_JOB * len(accepted),
+        progress,
+    )
+    for number, outcome in enumerate(outcomes):
+        ran = {}
+        for worker, count in outcome.worker.items():
+            ran[worker] = {**workers[worker], "batches": count["batches"]}
+        if number == 0:  # every worker's fingerprint (and why some were refused) is reported once
+            ran = {**{worker: {**info, "batches": 0} for worker, info in workers.items()}, **ran}
+        outcome.worker = ran
+        yield outcome

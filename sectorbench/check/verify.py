@@ -25,6 +25,8 @@ Cases are streamed in batches (cases.BATCH_ROWS rows), so memory stays bounded a
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -483,10 +485,19 @@ class LocalJudge:
             session.close()
 
     def judge(self, batch_index: int, case_set, live: dict) -> BatchOutcome:
-        """The batch's verdicts for the kernels still live (session index -> names) at the client."""
+        """The batch's verdicts for the kernels still live (session index -> names) at the client.
+        Its files (each scene it loads) go to a folder of its own, removed after it: a Dask
+        worker or a pool process judges batch after batch, and they piled up (~13 MB each)."""
+        scratch = Path(tempfile.mkdtemp(prefix=f"batch-{batch_index}-", dir=self.scratch))
+        try:
+            return self._judge(batch_index, case_set, live, scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _judge(self, batch_index: int, case_set, live: dict, scratch: Path) -> BatchOutcome:
         family, config = self.family, self.plan.config
         _self_check(family, case_set, config.seed, batch_index)
-        scene_path = save_scene(case_set.scene(), self.scratch)
+        scene_path = save_scene(case_set.scene(), scratch)
         references: dict = {}
         parts: dict[tuple[int, str], _Tally] = {}
         for index, session in enumerate(self.sessions):
@@ -500,7 +511,7 @@ class LocalJudge:
                 else:
                     batch_tallies.append(tally)
                 parts[(index, name)] = tally
-            for tally, (answers, unstable) in _answers(session, family, batch_tallies, case_set, self.scratch).items():
+            for tally, (answers, unstable) in _answers(session, family, batch_tallies, case_set, scratch).items():
                 reference = _reference(family, case_set, tally.kernel, references)
                 _judge(family, tally, case_set, reference, answers, unstable, config)
             for tally in batch_tallies:
