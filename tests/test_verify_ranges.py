@@ -122,6 +122,30 @@ def test_expected_column_that_disagrees_is_a_case_file_error(tmp_path):
     assert "disagrees with the oracle" in result.output and "row 1" in result.output
 
 
+def sector_file(tmp_path, **columns) -> Path:
+    """Three sector rows (apex 0, u along x, a point at (1.5, 0)), with `columns` given too."""
+    rows = {"cx": 0.0, "cy": 0.0, "ux": 1.0, "uy": 0.0, "px": 1.5, "py": 0.0}
+    path = tmp_path / "sectors.npz"
+    np.savez(path, **{k: np.full(3, v, dtype=np.float32) for k, v in rows.items()}, **columns)
+    return path
+
+
+def test_both_size_pairs_must_agree_in_a_sector_case_file(tmp_path):
+    """r2 1, cos_theta 0.5 beside r 2, theta 0.1 on row 1 was accepted: the oracle judged the
+    r2 pair and naive, which reads r, theta and is right on them, failed as a logic bug."""
+    theta = np.float32([1.0, 0.1, 1.0])
+    agreeing = {"r2": np.float32([4, 4, 4]), "cos_theta": np.cos(theta.astype(np.float64)).astype(np.float32)}
+    given = {**agreeing, "r": np.float32([2, 2, 2]), "theta": theta}
+    assert len(read_input(families.get("sector"), sector_file(tmp_path, **given))) == 3  # agreeing: accepted
+    stale = {**given, "r2": np.float32([4, 1, 4])}
+    with pytest.raises(SectorbenchError, match="r disagrees with r2, cos_theta at row 1: 1.0 there, 4.0 from r 2.0"):
+        read_input(families.get("sector"), sector_file(tmp_path, **stale))
+    r_theta_first = {"r": given["r"], "theta": theta, "cos_theta": np.float32([0.5, 0.5, 0.5])}  # no r2: from r, theta
+    result = CliRunner().invoke(main, ["verify", "--input", str(sector_file(tmp_path, **r_theta_first))])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "cos_theta disagrees with r, theta at row 0" in result.output
+
+
 @pytest.mark.parametrize(
     "values,fragment",
     [(np.array([0, 1, 2]), "row 2 is 2"), (np.array(["inside", "in", "outside"]), "row 1 is 'in'")],

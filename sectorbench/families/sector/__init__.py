@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import SectorbenchError
 from ...oracle.exact import has_special_input
 from .. import register
 from ..base import BooleanFamily
@@ -88,6 +89,36 @@ class SectorFamily(BooleanFamily):
             if "theta" not in out:
                 out["theta"] = np.arccos(out["cos_theta"].astype(np.float64)).astype(np.float32)
         return out
+
+    def input_cases(self, path):
+        """A case file may give both size pairs: they must then agree as the query API requires
+        (query.pair_disagreement: r2 = r*r, cos_theta = cos(theta) in float32, within one float32
+        step).  The oracle judged r2, cos_theta while a kernel taking r, theta read r, theta: one
+        right on its own inputs (naive) failed as a logic bug on a file with r2 1, r 2."""
+        import zipfile
+
+        from .query import pair_disagreement
+
+        case_set = super().input_cases(path)
+        with zipfile.ZipFile(path) as archive:  # the columns the file gives (input_cases read it whole)
+            given = {name.removesuffix(".npy") for name in archive.namelist()}
+        columns = case_set.columns
+        if {"r2", "cos_theta"} <= given:
+            answered, others = columns, [name for name in ("r", "theta") if name in given]
+        else:  # answered from r, theta: an r2 or cos_theta beside them must be theirs
+            answered = self.complete_columns({"r": columns["r"], "theta": columns["theta"]})
+            others = [name for name in ("r2", "cos_theta") if name in given]
+        for name in others:
+            found = pair_disagreement(answered, name, columns[name])
+            if found is not None:
+                row, value, derived = found
+                pair = "r2, cos_theta" if name in ("r", "theta") else "r, theta"
+                raise SectorbenchError(
+                    f"{path}: {name} disagrees with {pair} at row {row}: {float(value)!r} there, {float(derived)!r} "
+                    f"from {name} {float(columns[name][row])!r} (r2 = r*r, cos_theta = cos(theta) in float32, "
+                    "within one float32 step); give one pair, or both agreeing"
+                )
+        return case_set
 
     def required_input(self, data):
         pair_given = {"r2", "cos_theta"} <= data.keys() or {"r", "theta"} <= data.keys()

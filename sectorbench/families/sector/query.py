@@ -206,29 +206,41 @@ def sector_columns(sectors) -> dict[str, np.ndarray]:
 
 def _check_agrees(columns: dict[str, np.ndarray], name: str, given: np.ndarray) -> None:
     """Sectors are answered from r2, cos_theta (derived from r, theta when those alone come): a
-    column of the other pair given too must say what they do (r2 = r*r, cos_theta = cos(theta),
-    in float32 as the scenes compute them, to within one float32 step).  A stale r2 beside a
-    new r answered 29 600 hits where r, theta alone gave 7 868, without a word."""
+    column of the other pair given too must say what they do (pair_disagreement).  A stale r2
+    beside a new r answered 29 600 hits where r, theta alone gave 7 868, without a word."""
     answered = {"r": "r2", "theta": "cos_theta", "r2": "r2", "cos_theta": "cos_theta"}[name]
     if len(given) != len(columns[answered]):
         raise ValueError(f"sectors[{name!r}] differs in length from the other columns: give r2, cos_theta or r, theta")
+    found = pair_disagreement(columns, name, given)
+    if found is not None:
+        i, other, derived = found
+        raise ValueError(
+            f"sectors give {name} beside the columns answered from, and they disagree at [{i}]: "
+            f"{answered} {other}, from {name} {derived} (give r2, cos_theta or r, theta, not a mix)"
+        )
+
+
+def pair_disagreement(columns: dict[str, np.ndarray], name: str, given: np.ndarray) -> tuple | None:
+    """The first row where `given`, a column of one size pair (r, theta or r2, cos_theta), says
+    otherwise than `columns`' r2, cos_theta: (row, that value, the value from `given`), or None.
+    They agree when r2 = r*r and cos_theta = cos(theta) as the scenes compute them in float32,
+    to within one float32 step (under the caller's directed rounding they round otherwise); the
+    query API and verify's case files (families/sector) both ask it."""
+    answered = {"r": "r2", "theta": "cos_theta", "r2": "r2", "cos_theta": "cos_theta"}[name]
     with np.errstate(all="ignore"):
         if name == "r":
             derived, other = given * given, columns["r2"]
         elif name == "theta":
             derived, other = np.cos(given.astype(np.float64)).astype(np.float32), columns["cos_theta"]
         else:
-            derived, other = given, columns[name]
-        # within one float32 step: under the caller's directed rounding they round otherwise
+            derived, other = given, columns[answered]
         near = (other >= np.nextafter(derived, np.float32(-np.inf))) & (
             other <= np.nextafter(derived, np.float32(np.inf))
         )
     if (bad := ~(near | (np.isnan(derived) & np.isnan(other)))).any():
         i = _first(bad)
-        raise ValueError(
-            f"sectors give {name} beside the columns answered from, and they disagree at [{i}]: "
-            f"{answered} {other[i]}, from {name} {derived[i]} (give r2, cos_theta or r, theta, not a mix)"
-        )
+        return i, other[i], derived[i]
+    return None
 
 
 def point_columns(points, finite: bool = True) -> tuple[np.ndarray, np.ndarray]:
