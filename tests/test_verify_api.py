@@ -68,11 +68,22 @@ def test_sectorbench_verify_is_the_api_after_the_module_is_imported():
         ({"jobs": 0}, "jobs"),
         ({"kernel_timeout": 0}, "kernel_timeout"),
         ({"kernel_timeout": float("nan")}, "kernel_timeout"),
+        ({"kernels": ""}, "kernels"),  # these two verified every default kernel
+        ({"kernels": " , "}, "kernels"),
+        ({"cases": 10**12}, "cases"),  # a SectorbenchError worded for the CLI: "--cases ... would take"
+        ({"cc": "no-such-cc"}, "cc"),  # a BuildError saying "set --cc or $CC"
     ],
 )
 def test_bad_arguments_raise_value_error_naming_them(arguments, name):
-    with pytest.raises(ValueError, match=rf"^{name}\b"):
+    with pytest.raises(ValueError, match=rf"^{name}\b") as raised:
         sectorbench.verify(**arguments)
+    assert "--cases" not in str(raised.value) and "--cc" not in str(raised.value)  # worded for the API
+
+
+def test_numpy_integers_are_integers():
+    """A notebook's np.int64(50) was refused: 'cases must be a positive number of rows'."""
+    report = sectorbench.verify(kernels="basic", cases=np.int64(50), seed=np.int64(1))
+    assert report.passed and report.seed == 1 and type(report.seed) is int, report.summary()
 
 
 @pytest.mark.parametrize(

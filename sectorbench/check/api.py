@@ -14,7 +14,9 @@ built; a kernel that does not compile raises SectorbenchError with the compiler'
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,7 +102,15 @@ def _names(value, argument: str) -> tuple[str, ...]:
         value = value.split(",")
     if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"{argument} must be a name, a comma-separated string or a list of names (got {value!r})")
-    return tuple(v.strip() for v in value if v.strip())
+    names = tuple(v.strip() for v in value if v.strip())
+    if not names:  # "" or " , " meant no name, not every default kernel
+        raise ValueError(f"{argument} is empty (got {value!r}): name some, or leave it out (None) for the defaults")
+    return names
+
+
+def _integer(value) -> int | None:
+    """An int, numpy's included (a notebook's np.int64); None for anything else, bool too."""
+    return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None
 
 
 def _paths(value) -> tuple[Path, ...]:
@@ -170,10 +180,15 @@ def verify(
         if not input_path.is_file():
             raise ValueError(f"cases {str(input_path)!r} is not a case file")
         cases = None
-    elif cases is not None and (isinstance(cases, bool) or not isinstance(cases, int) or cases < 1):
-        raise ValueError(f"cases must be a positive number of rows or the path of an .npz case file (got {cases!r})")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    elif cases is not None:
+        if _integer(cases) is None or _integer(cases) < 1:
+            raise ValueError(
+                f"cases must be a positive number of rows or the path of an .npz case file (got {cases!r})"
+            )
+        cases = _integer(cases)
+    if _integer(seed) is None or _integer(seed) < 0:
         raise ValueError(f"seed must be an integer >= 0 (got {seed!r})")
+    seed = _integer(seed)
     if isinstance(show, bool) or not isinstance(show, int) or show < 0:
         raise ValueError(f"show must be an integer >= 0 (got {show!r})")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
@@ -187,6 +202,11 @@ def verify(
             families.get(family)
         except SectorbenchError as exc:
             raise ValueError(f"family: {exc}") from None
+    if cc is not None and (not isinstance(cc, str) or not cc.strip()):
+        raise ValueError(f"cc must be a C compiler's name or path (got {cc!r})")
+    if shutil.which(cc or DEFAULT_CC) is None:
+        given = f"cc {cc!r}" if cc else f"cc: the default compiler {DEFAULT_CC!r} ($CC, else cc)"
+        raise ValueError(f"{given} is not found: pass cc= a compiler's name or path")
     try:
         builds = tuple(BuildConfig.parse(f, cc or DEFAULT_CC, sources) for f in flag_sets)
     except SectorbenchError as exc:
@@ -218,6 +238,15 @@ def verify(
         jobs=jobs,
         kernel_timeout=kernel_timeout,
     )
+    if input_path is None:  # the CLI's limit, said of this argument
+        from .verify import MAX_ESTIMATED_S, estimated_seconds
+
+        seconds = estimated_seconds(families.get(config.family or families.all_families()[0].name), config)
+        if seconds > MAX_ESTIMATED_S:
+            raise ValueError(
+                f"cases={config.cases} would take about {seconds / 3600:,.0f} hours "
+                f"(limit {MAX_ESTIMATED_S / 3600:.0f}): pass fewer cases"
+            )
     result = run_verify(config)
     reports = tuple(
         KernelReport(
