@@ -127,6 +127,7 @@ def test_cli_exit_codes_and_hex_output(tmp_path):
         (["verify", "--family", "sector", "--kernels", "orient"], "not of the sector family"),
         (["verify", "--show", "-1"], "--show"),
         (["verify", "--input", "/no/such/file.npz"], "does not exist"),
+        (["verify", "--input", __file__, "--cases", "5"], "--cases"),  # it would be ignored
     ],
 )
 def test_cli_bad_input(args, fragment):

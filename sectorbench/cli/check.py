@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from ..check.distribute import check_scheduler
 from ..check.verify import VerifyConfig, resolve
@@ -119,6 +120,9 @@ def verify_command(
     from ..present.report import VERIFY_DROP, failing_inputs_lines, failing_inputs_table, fit, verify_table
 
     check_outputs(force, json_path, inputs=(input_path, *sources))
+    cases_given = click.get_current_context().get_parameter_source("cases") is ParameterSource.COMMANDLINE
+    if input_path is not None and cases_given:
+        raise click.UsageError("--input checks the file's cases: --cases (rows generated per generator) does not apply")
     if coverage_only:
         _coverage_command(family, cases, seed, input_path, kernels, json_path, force)
     config = VerifyConfig(
