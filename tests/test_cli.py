@@ -80,10 +80,17 @@ def test_call_mode_and_selection():
         (["run", "--flags", "-O2 '"], "cannot parse"),
         (["run", "--cc", "no-such-compiler-xyz"], "not found"),
         (["run", "--no-such-option"], "no-such-option"),
+        (["export", __file__, "--out", "x.json"], "Missing option '--format'. Choose from: bmf,"),  # listed one a line
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, fragment):
     assert_one_line_error(invoke(*args), fragment)
+
+
+def test_no_command_prints_the_help_not_an_error():
+    result = invoke()
+    assert result.exit_code == 0 and "error" not in result.output, result.output
+    assert result.output.startswith("Usage: ") and "Commands:" in result.output
 
 
 def test_compile_error_prints_compiler_message():

@@ -133,6 +133,10 @@ def stdout_failure(failure: OSError) -> tuple[str, int]:
     return f"error: cannot write to stdout ({reason}); files said saved are complete", 2
 
 
+#: click >= 8.2 raises this for a group called with no command (8.1 printed the help and exited 0).
+_NO_COMMAND = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 class OneLineErrors(click.Group):
     """Report every user error as one line on stderr with exit status 2, never a traceback."""
 
@@ -182,8 +186,11 @@ class OneLineErrors(click.Group):
                 name = signal.Signals(stop.signum).name
                 click.echo(f"sectorbench: terminated ({name}); scratch files removed", err=True)
             code = 128 + stop.signum
-        except click.ClickException as exc:
-            click.echo(f"sectorbench: error: {exc.format_message()}", err=True)
+        except _NO_COMMAND as exc:  # `sectorbench` alone asks for the help, as --help does
+            click.echo(exc.ctx.get_help())
+            code = 0
+        except click.ClickException as exc:  # click lists a choice's values one a line: joined
+            click.echo(f"sectorbench: error: {' '.join(exc.format_message().split())}", err=True)
             code = 2
         except SectorbenchError as exc:
             click.echo(f"sectorbench: error: {exc}", err=True)
