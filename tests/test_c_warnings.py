@@ -30,6 +30,7 @@ EXTRA = tuple(
         "scribbling_kernel.c",
         "loop_blind_spots.c",
         "process_changers.c",
+        "scene_changers.c",
         "subnormal_guards.c",
         "extreme_half_angles.c",
         "long_loop_blind_spots.c",

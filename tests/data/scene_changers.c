@@ -77,7 +77,7 @@ static void protect_points(const sb_scene *s) {
 }
 
 SCENE_CHANGER(halves_its_scene, s->n_points /= 2);
-SCENE_CHANGER(moves_never, s->never = -INFINITY);
+SCENE_CHANGER(moves_never, s->never = -s->never); /* +inf to -inf (no INFINITY: -ffast-math warns) */
 SCENE_CHANGER(unmaps_its_scene, unmap_points(s));
 SCENE_CHANGER(protects_its_scene, protect_points(s));
 
