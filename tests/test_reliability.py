@@ -185,6 +185,8 @@ ALLOWED_FLAGS = [
     "-O2", "-O3 -march=native", "-ffast-math", "-v", "-mfpmath=387", "-fno-tree-vectorize", "-msse2",
     "-DX=1", "-Wl,--as-needed", "-Wl,-z,now", "-Wa,--noexecstack", "-flto", "-pipe", "-ffp-contract=off",
     "-mavx2 -mfma", "-Wall -Wextra", "-fopt-info-vec", "-fprofile-update=atomic", "-g",
+    "-I/usr/include", "-isystem /usr/include", "-I=/usr/include", "-include /usr/include/math.h",
+    "--sysroot=/", "-L /usr/lib", "-I-",
 ]  # fmt: skip
 
 
@@ -196,6 +198,19 @@ def test_flags_that_redirect_the_compilers_output_are_refused_with_a_reason(flag
         BuildConfig.parse(f"-O1 {flags}")
     if "-use" in flags:
         assert "private directory of a random name" in str(refusal.value)
+
+
+@pytest.mark.parametrize(
+    "flags,path",
+    [("-Iinc", "inc"), ("-isystem inc", "inc"), ("-include my.h", "my.h"), ("--sysroot=sys", "sys"),
+     ("-L lib", "lib"), ("-I ~/inc", "~/inc"), ("-specs=my.specs", "my.specs")],
+)  # fmt: skip
+def test_a_relative_path_in_the_flags_is_refused_with_its_absolute_form(flags, path):
+    """The compiler runs in a private build directory: -Iinc named nothing there, so a math.h
+    in ./inc was silently never read (verify passed a kernel that header broke)."""
+    with pytest.raises(BuildError, match="relative to the working directory") as refusal:
+        BuildConfig.parse(f"-O2 {flags}")
+    assert f"({os.path.abspath(path)})" in str(refusal.value)
 
 
 @pytest.mark.parametrize("flags", ["''", '-O2 ""'])

@@ -19,6 +19,8 @@ private directory but is refused all the same (it names no useful output and its
 
 from __future__ import annotations
 
+import os
+
 #: Why a profile-guided build (-fprofile-use, clang's -fprofile-instr-use) is refused: it would
 #: silently build without its profile ("profile count data file not found" is only a warning).
 _NO_PROFILE = (
@@ -108,9 +110,41 @@ def _joined(prefix: str, word: str) -> bool:
     return word[len(prefix)] in "=,"
 
 
+#: Options that name a file or folder, joined (-Iinc, --sysroot=x) or as the next word (-I inc),
+#: longest first so -isystem is not read as -i... .  A relative path among them would be
+#: looked for in the private build directory (the compiler's working directory), where it
+#: names nothing: -Iinc was silently ignored, a math.h in it never read.
+PATH_OPTIONS = (
+    "-fsanitize-ignorelist=", "-fsanitize-blacklist=", "-fprofile-sample-use=", "--sysroot=", "--sysroot",
+    "-idirafter", "-isysroot", "-isystem", "-imacros", "-include", "-iprefix", "-iquote", "-specs=", "-I", "-L", "-B",
+)  # fmt: skip
+
+
+def _relative_path(word: str, following: str | None) -> str | None:
+    """The relative path `word` (with the word after it) names, if it is a path option's."""
+    for option in PATH_OPTIONS:
+        if word == option and not option.endswith("="):
+            path = following
+        elif word.startswith(option) and len(word) > len(option):
+            path = word[len(option) :].removeprefix("=") if option == "--sysroot" else word[len(option) :]
+        else:
+            continue
+        # "=" and "$SYSROOT" start a path inside the sysroot; -I- is an old option, not a folder
+        if path and not path.startswith(("/", "=", "$SYSROOT")) and path != "-":
+            return path
+        return None
+    return None
+
+
 def refused(flags: tuple[str, ...]) -> tuple[str, str] | None:
     """The first word of `flags` sectorbench refuses, and why; None if all are allowed."""
-    for word in flags:
+    for index, word in enumerate(flags):
+        relative = _relative_path(word, flags[index + 1] if index + 1 < len(flags) else None)
+        if relative is not None:
+            return word, (
+                f"names {relative!r} relative to the working directory, but each build compiles in a private "
+                f"directory, where that names nothing: give the path absolute ({os.path.abspath(relative)})"
+            )
         reason = _match(word, REFUSED_PREFIXES)
         if reason is None:
             for passed, table in REFUSED_PASSED.items():
