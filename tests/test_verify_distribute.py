@@ -322,14 +322,15 @@ def test_a_judge_leaves_no_file_of_a_batch_behind(tmp_path):
         judge.close()
 
 
-def test_killing_a_dask_worker_mid_run_reruns_its_batch_on_another(serial):
+def test_killing_a_dask_worker_mid_run_reruns_its_batch_on_another(serial, monkeypatch):
     """The plan was scattered: the scheduler keeps one replica of scattered data once one worker
     needs it, and killing that worker lost it ('FutureCancelledError: ... already forgotten').
-    Here the worker judging the last batches alone is killed (the replica would be there)."""
+    One batch at a time here, so a worker judges alone; it is killed (the replica would be there)."""
     distributed = pytest.importorskip("distributed")
     import dask
 
-    with dask.config.set({"distributed.scheduler.active-memory-manager.interval": "100ms"}):
+    monkeypatch.setattr(distribute, "IN_FLIGHT_PER_JOB", 0.5)  # 2 workers: one batch in flight
+    with dask.config.set({"distributed.scheduler.active-memory-manager.interval": "50ms"}):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
     with cluster, distributed_client(cluster) as client:
         pids = client.run(os.getpid)
@@ -343,7 +344,7 @@ def test_killing_a_dask_worker_mid_run_reruns_its_batch_on_another(serial):
         while run.is_alive() and killed is None:
             alone = _judging_alone(cluster.scheduler)
             alone_since = (alone_since or time.monotonic()) if alone else None
-            if alone and time.monotonic() - alone_since > 0.5:  # the scheduler has dropped the other replicas
+            if alone and time.monotonic() - alone_since > 0.3:  # the scheduler has dropped the other replicas
                 os.kill(pids[alone], signal.SIGKILL)
                 killed = alone
             time.sleep(0.02)
