@@ -21,7 +21,7 @@ from conftest import DATA
 
 from sectorbench.check.verify import VerifyConfig, verify
 from sectorbench.families.scene_kinds import generate
-from sectorbench.measure import messages
+from sectorbench.measure import forkserver, messages
 from sectorbench.measure.messages import LoopRef
 from sectorbench.measure.runner import RunConfig, run
 from sectorbench.measure.timing import TimingConfig
@@ -252,6 +252,13 @@ def test_a_kernel_that_changes_the_fork_server_reaches_no_later_worker(changers_
     with Worker(build(changers_build)) as worker:
         assert _inheritable(worker._process.pid) == _inheritable(os.getpid())
     assert any(CHANGES[changer].split(": ", 1)[1] in r for r in result.env["builds"][0]["fork_server_replaced"])
+    # A retired fork server exits after its last worker: they piled up by the hundred, 36 MB each.
+    retired = list(forkserver._retired)
+    assert retired
+    deadline = time.monotonic() + PATIENCE_S
+    while not all(server.ended for server in retired) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(server.ended for server in retired)
 
 
 @pytest.fixture(scope="module")

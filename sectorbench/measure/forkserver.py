@@ -23,8 +23,8 @@ setpriority, sched_setscheduler, prlimit), and every worker forked after it woul
 change (a 1 s RLIMIT_CPU killed later innocent rows).  Not every change can be undone (a
 lowered hard limit, a raised nice value), so the fork server compares what a fork inherits
 from it with its start-up snapshot (measure/process_state.py) before each fork, and when it
-changed it forks nothing more: it answers "changed", and the parent retires it (it stays, to
-reap the workers it forked, until the parent exits) and starts a fresh one.  The worker's
+changed it forks nothing more: it answers "changed", and the parent retires it (it stays to
+reap the workers it forked, and exits after the last) and starts a fresh one.  The worker's
 own snapshot reads its parent's state too, so the change is charged to the row that made it.
 See docs/worker.md.
 """
@@ -170,6 +170,10 @@ class ForkServer:
         self._control = ours
 
     @property
+    def ended(self) -> bool:
+        return self._process.poll() is not None
+
+    @property
     def usable(self) -> bool:
         """Started by this process (not inherited through a fork) and still running."""
         return self._owner == os.getpid() and self._process.poll() is None
@@ -245,8 +249,9 @@ def _cwd() -> str | None:
 
 _server: ForkServer | None = None
 _server_lock = threading.Lock()
-#: Fork servers that refused to fork after their state changed: kept until this process exits,
-#: since a fork server's workers die with it (other builds' workers may still be running).
+#: Fork servers that refused to fork after their state changed: not ended, since a fork server's
+#: workers die with it (other builds' workers may still be running); each exits after its last
+#: worker (a kernel that changes it on every call retired hundreds in one verify, 36 MB each).
 _retired: list[ForkServer] = []
 
 
@@ -280,6 +285,9 @@ def spawn_worker(
         return fork_server(env).spawn(library, peers, *files, env, reference), None
     except ForkServerChanged as exc:
         with _server_lock:
+            for ended in [old for old in _retired if old.ended]:  # each holds two descriptors
+                ended.close()
+                _retired.remove(ended)
             if _server is not None:
                 _retired.append(_server)
                 _server = None
@@ -323,6 +331,8 @@ def _serve(control: socket.socket) -> int:
         if wake_read in readable:
             os.read(wake_read, 4096)
         _reap(statuses)
+        if changed and not statuses:  # retired, and its last worker is gone: nothing left to serve
+            return 0
         if control not in readable:
             continue
         try:
@@ -338,6 +348,8 @@ def _serve(control: socket.socket) -> int:
             for fd in fds:
                 os.close(fd)
             control.send(json.dumps({"id": request["id"], "changed": changed}).encode())
+            if not statuses:
+                return 0
             continue
         try:
             pid = os.fork()
