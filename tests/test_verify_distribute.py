@@ -170,6 +170,25 @@ def test_an_address_that_is_no_dask_schedulers_is_one_line_before_any_build(monk
     assert says in result.output and "internal error" not in result.output
 
 
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        (["--kernels", "nonesuch"], "unknown kernel nonesuch"),
+        (["--input", str(DATA / "broken_kernels.c")], "broken_kernels.c: not an .npz file"),
+    ],
+)
+def test_bad_input_is_said_before_the_scheduler_is_asked(monkeypatch, bad, says):
+    """The address check (up to CONNECT_TIMEOUT_S on a port that accepts and never answers) ran
+    before the kernels' names were resolved and the --input file read: a misspelt kernel was
+    said as the scheduler's fault, after the wait.  One line naming the bad input, exit 2."""
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(distribute, "CONNECT_TIMEOUT_S", 2)  # undone, the wrong line comes soon too
+    with tcp_server(None) as scheduler:  # accepts and never answers
+        result = verify_in_thread(["verify", *bad, "--scheduler", scheduler], within_s=60)
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert says in result.output and "Dask" not in result.output, result.output
+
+
 def test_dask_workers_compile_the_headers_beside_the_source(tmp_path):
     """A source including an edited copy of a family header (nosqrt.h, its arc test made <=):
     the workers used to receive the .c alone, resolve "nosqrt.h" to kernels_c/sector's and

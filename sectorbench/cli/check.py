@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from ..check.distribute import check_scheduler
 from ..check.verify import VerifyConfig, resolve
 from ..families import all_families
 from ..model.results import write_text_atomic
@@ -139,8 +138,6 @@ def verify_command(
         scheduler=scheduler,
         kernel_timeout=kernel_timeout,
     )
-    if scheduler is not None:  # an address that is no Dask scheduler's is said before anything is built
-        check_scheduler(scheduler)
     config = resolve(config)  # the family, and the kernels' names, settled before anything is built
     if input_path is not None:  # a bad file, or one whose expected answers are wrong, is refused before any build
         read_input(get(config.family), input_path)
