@@ -629,6 +629,55 @@ def test_a_header_that_appears_or_changes_in_an_include_folder_rebuilds_kernels_
     assert invoke(*verify).code == 0
 
 
+#: A --source kernel: basic's predicate, its radius scaled by lib_scale() of a library in --flags.
+SCALED_KERNEL = """#include "sb_common.h"
+#include "basic_predicate.h"
+float lib_scale(void);
+static inline int scaled(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    return basic_predicate(cx, cy, ux, uy, r2 * lib_scale(), k, px, py);
+}
+SB_KERNEL(scaled, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "radius from a library");
+"""
+
+
+def static_library(folder: Path, scale: str) -> Path:
+    """folder/libscale.a, whose lib_scale() returns `scale`."""
+    source, library = folder / "scale.c", folder / "libscale.a"
+    source.write_text(f"float lib_scale(void) {{ return {scale}; }}\n")
+    subprocess.run(["cc", "-c", "-fPIC", str(source), "-o", str(folder / "scale.o")], check=True)
+    library.unlink(missing_ok=True)
+    subprocess.run(["ar", "rcs", str(library), str(folder / "scale.o")], check=True)
+    return library
+
+
+def test_a_library_linked_by_name_that_changes_or_is_shadowed_rebuilds_the_library(tmp_path):
+    """The cache listed what the compiles read and the files the flags name by path, not the
+    libraries -l finds in -L folders: a libscale.a rebuilt with other code left verify passing
+    the cached library linked with the old one.  Each -l is now looked for as the linker does."""
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    source = tmp_path / "scaled.c"
+    source.write_text(SCALED_KERNEL)
+    shutil.copy(DATA / "basic_predicate.h", tmp_path)
+    # -u: the library comes before the objects on the link line, so a static one is taken only when asked for
+    flags = f"-O0 -L{libs} -Wl,-u,lib_scale -lscale"
+    verify = ("verify", "--cases", "1000", "--kernels", "scaled", "--source", source, "--flags", flags)
+    static_library(libs, "1.0f")
+    assert invoke(*verify).code == 0
+    static_library(libs, "0.5f")  # half the radius: wrong
+    broken = invoke(*verify)
+    assert broken.code == 1 and "FAIL" in broken.stdout, broken.stdout
+    library = build_module.library_path(BuildConfig.parse(flags, extra_sources=(source,)))
+    assert build_module._cached(library)
+    # a libscale.so beside it is the one the linker takes now (after -Bstatic: still libscale.a)
+    (libs / "libscale.so").write_bytes(b"")
+    assert not build_module._cached(library)
+    listed = build_module._linked_libraries(BuildConfig.parse(f"-L{libs} -Wl,-Bstatic -lscale -l:nowhere.a"), tmp_path)
+    first, nowhere = [json.loads(name.removeprefix(build_module.LIBRARY_KEY)) for name in listed]
+    assert first[0] == str(libs / "libscale.a") and str(libs / "libscale.so") not in first
+    assert nowhere[0] == str(libs / "nowhere.a") and build_module._still_as_read(listed)  # found nowhere: no error
+
+
 def test_a_source_file_is_c_whatever_its_name_ends_in(tmp_path, private_cache):
     """gcc takes my_kernel.txt for a linker input (no object, "is it a C compiler?"), and its
     preprocessor would not list its rows: a --source file is compiled and read as C."""

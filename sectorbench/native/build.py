@@ -7,9 +7,10 @@ build that succeeds is kept beside it (LIBRARY.warnings; see compiler_warnings).
 library's name is a hash of every source, the flags, the compiler's path and `--version`, and
 beside it is the list of every other file its compiles read (the compiler's own `-MD` list: a
 header of an `-I` folder, `-include`'s file, the system's headers), of the headers present in
-every folder the preprocessor searched, and of the files the flags name: a cached library is
-used only while all of them are as they were (see _cached).  It is written under a temporary
-name and renamed, so two runs at once never load a half-written file.
+every folder the preprocessor searched, of the files the flags name and of the libraries they
+link by name (-lfoo, as the linker finds it): a cached library is used only while all of them
+are as they were (see _cached).  It is written under a temporary name and renamed, so two runs
+at once never load a half-written file.
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ def compiler_identity(cc: str) -> tuple[str, str]:
 def cache_key(config: BuildConfig) -> str:
     path, version = compiler_identity(config.cc)
     sha = hashlib.sha256()
-    for part in (path, version, "\0".join(config.compile_flags), cdef_source(), *_include_env()):
+    for part in (path, version, "\0".join(config.compile_flags), cdef_source(), *_search_env()):
         sha.update(part.encode())
         sha.update(b"\0")
     root = kernels_dir_of(config)
@@ -380,7 +381,7 @@ def _object_key(common: bytes, files: list[Path], root: Path) -> str:
 
 def _objects_common(config: BuildConfig, cc_path: str, version: str, root: Path) -> bytes:
     sha = hashlib.sha256()
-    for part in (cc_path, version, "\0".join(config.compile_flags), *_include_env()):
+    for part in (cc_path, version, "\0".join(config.compile_flags), *_search_env()):
         sha.update(part.encode() + b"\0")
     for header in headers(config):
         sha.update(str(header.relative_to(root)).encode())
@@ -510,8 +511,8 @@ def _what_it_read(depfile: Path, config: BuildConfig, private: Path) -> dict[str
     """What one compile of `config` depended on, for the cache: every file it read (its -MD
     list, each with its sha256; the files of the private build directory left out: its unit
     file is named by its files, and the directory goes with the build), the headers of every
-    folder it searched (see _searched_folders), and the files the flags name (see _named_files).
-    None if the compiler wrote no list."""
+    folder it searched (see _searched_folders), the files the flags name (see _named_files) and
+    the libraries they link by name (see _linked_libraries).  None if the compiler wrote no list."""
     listed = _read_depfile(depfile)
     if listed is None:
         return None
@@ -519,6 +520,7 @@ def _what_it_read(depfile: Path, config: BuildConfig, private: Path) -> dict[str
     listed = {name: sha for name, sha in listed.items() if not Path(name).is_relative_to(mine)}
     listed.update(_searched_folders(listed, config, private))
     listed.update(_named_files(config.flags))
+    listed.update(_linked_libraries(config, private))
     return listed
 
 
@@ -548,13 +550,13 @@ def _without_linker_flags(flags: tuple[str, ...]) -> list[str]:
     return kept
 
 
-def _include_env() -> list[str]:
-    """The compiler's include path from the environment (CPATH, C_INCLUDE_PATH): part of every
-    object's and library's name, since it changes which folders a compile searches."""
-    return [os.environ.get(name, "") for name in _INCLUDE_ENV]
+def _search_env() -> list[str]:
+    """The compiler's search paths from the environment (_SEARCH_ENV): part of every object's and
+    library's name, since they change which folders a compile or a link searches."""
+    return [os.environ.get(name, "") for name in _SEARCH_ENV]
 
 
-#: _search_path's answers in this process, by compiler, flags and _include_env().
+#: _search_path's answers in this process, by compiler, flags and _search_env().
 _SEARCH_PATHS: dict[tuple, tuple[str, ...]] = {}
 
 
@@ -565,7 +567,7 @@ def _search_path(cc_path: str, flags: tuple[str, ...], private: Path) -> tuple[s
     later).  Absolute paths only: a compile runs in a private directory, so a relative folder
     names nothing of the user's.  Asked once a process (in `private`, as a build's compilers
     run); () if the compiler says none."""
-    key = (cc_path, flags, *_include_env())
+    key = (cc_path, flags, *_search_env())
     if key not in _SEARCH_PATHS:
         _SEARCH_PATHS[key] = _asked_search_path(cc_path, flags, private)
     return _SEARCH_PATHS[key]
@@ -641,6 +643,109 @@ def _headers_in(folder: Path) -> str:
     return hashlib.sha256("\0".join(names).encode()).hexdigest()
 
 
+#: A key of a dependency list naming, after it, the files an -l could link (a JSON list, in the
+#: linker's order), not a file it read: its value says which one is there first, and its bytes.
+LIBRARY_KEY = "library:"
+#: Linker options (in -Wl, lists) after which an -l takes only a static library, and those after
+#: which it takes a shared one first again.
+_STATIC_FROM = ("-Bstatic", "-dn", "-non_shared", "-static")
+_SHARED_FROM = ("-Bdynamic", "-dy", "-call_shared")
+
+
+def _linked_libraries(config: BuildConfig, private: Path) -> dict[str, str]:
+    """The libraries the flags link by name (-lfoo, -l:libfoo.a, -l foo, in -Wl, lists too), each
+    as the linker looks for it: in every -L folder in order (wherever the -L is), then in the
+    compiler's and the linker's own folders (see _library_path: a library installed into
+    /usr/local/lib is as much the user's as one of an -L folder), libfoo.so before libfoo.a in
+    each folder (only libfoo.a under -static or after -Wl,-Bstatic).  Each is listed as every
+    file it could be (LIBRARY_KEY) with which of them is there first and its bytes: a library
+    rebuilt in place, or one that appears before it in the search (a libfoo.so beside
+    libfoo.a), links other code from the same flags and sources.  One found nowhere is listed
+    as found nowhere and fails no build: the linker says so if it matters.  (A library named
+    by its path, /abs/libfoo.a, is one of _named_files.)"""
+    sysroot, folders, wanted = "", [], []
+    static = any(flag in ("-static", "-static-pie") for flag in config.flags)
+    words = [word for flag in config.flags for word in (flag[4:].split(",") if flag.startswith("-Wl,") else [flag])]
+    for word, following in zip(words, [*words[1:], ""]):
+        if word.startswith("--sysroot"):
+            sysroot = word.removeprefix("--sysroot").removeprefix("=") or following
+        elif word in _STATIC_FROM or word in _SHARED_FROM:
+            static = word in _STATIC_FROM
+        elif word.startswith(("-L", "--library-path=")):
+            folders.append(word.removeprefix("--library-path=").removeprefix("-L") or following)
+        elif word.startswith(("-l", "--library=")):
+            wanted.append((word.removeprefix("--library=").removeprefix("-l") or following, static))
+    if not wanted:  # no compiler is asked for its folders
+        return {}
+    cc_path, _ = compiler_identity(config.cc)
+    # "=" or $SYSROOT first: inside the sysroot; a relative folder is the private directory's, where no library is
+    folders = [re.sub(r"^(=|\$SYSROOT)", lambda _: sysroot, folder) for folder in folders]
+    folders = [folder for folder in folders if Path(folder).is_absolute()]
+    folders += _library_path(cc_path, tuple(config.compile_flags), sysroot, private)
+    listed = {}
+    for name, only_static in filter(lambda pair: pair[0], wanted):
+        candidates = [str(Path(folder) / file) for folder in folders for file in _library_files(name, only_static)]
+        listed[LIBRARY_KEY + json.dumps(candidates)] = _first_library(candidates)
+    return listed
+
+
+def _library_files(name: str, only_static: bool) -> list[str]:
+    """The names an -l of `name` looks for in each folder, in order: -l:FILE that file alone."""
+    if name.startswith(":"):
+        return [name[1:]]
+    return [f"lib{name}.a"] if only_static else [f"lib{name}.so", f"lib{name}.a"]
+
+
+def _first_library(candidates: list[str]) -> str:
+    """Which of `candidates` the linker takes (the first that is a file) and its bytes, as one
+    hash; the hash of nothing if none is there or it cannot be read (the link says why)."""
+    sha = hashlib.sha256()
+    found = next((name for name in candidates if Path(name).is_file()), None)
+    with contextlib.suppress(OSError):
+        if found is not None:
+            sha.update(f"{found}\0{_sha256(Path(found))}".encode())
+    return sha.hexdigest()
+
+
+#: _library_path's answers in this process, by compiler, flags, sysroot and _search_env().
+_LIBRARY_PATHS: dict[tuple, tuple[str, ...]] = {}
+
+
+def _library_path(cc_path: str, flags: tuple[str, ...], sysroot: str, private: Path) -> tuple[str, ...]:
+    """The folders the link searches for an -l after the -L folders: the compiler's own, which
+    it passes to the linker (its -print-search-dirs "libraries", LIBRARY_PATH's included), then
+    the linker's built-in ones (SEARCH_DIR of GNU ld's default script, --verbose: Debian's
+    /usr/local/lib is only there; gold and lld print none, and -m32's other script is not
+    asked for).  Asked once a process, as _search_path is; () if neither answers."""
+    key = (cc_path, flags, sysroot, *_search_env())
+    if key not in _LIBRARY_PATHS:
+        _LIBRARY_PATHS[key] = _asked_library_path(cc_path, flags, sysroot, private)
+    return _LIBRARY_PATHS[key]
+
+
+def _asked_library_path(cc_path: str, flags: tuple[str, ...], sysroot: str, private: Path) -> tuple[str, ...]:
+    environment = {**os.environ, "TMPDIR": str(private)}
+
+    def said(command: list[str]) -> str:
+        try:  # its exit status does not matter (gold, asked for its script, fails: "no input files")
+            return run_compiler(command, timeout=COMPILE_TIMEOUT_S, cwd=private, env=environment).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+
+    asked = _without_linker_flags(flags)  # as _asked_search_path's, but the choice of linker is kept
+    found = re.search(r"^libraries: =?(.*)$", said([cc_path, *asked, "-print-search-dirs"]), re.MULTILINE)
+    folders = found.group(1).split(os.pathsep) if found else []
+    chosen = [flag for flag in flags if flag.startswith("-fuse-ld=")]
+    linker = said([cc_path, *asked, *chosen, "-print-prog-name=ld"]).strip()
+    linker = shutil.which(linker) if linker else None
+    if linker is not None:
+        script = said([linker, "--verbose"])
+        folders += [
+            re.sub(r"^=", lambda _: sysroot, folder) for folder in re.findall(r'SEARCH_DIR\("([^"]*)"\)', script)
+        ]
+    return tuple(dict.fromkeys(str(Path(f).resolve()) for f in folders if Path(f).is_absolute()))
+
+
 def _dependencies(cached: Path) -> dict[str, str] | None:
     """The files listed beside `cached` (OBJECT.deps), each with its sha256 when compiled; None
     if there is no list, {} if it is damaged."""
@@ -654,12 +759,15 @@ def _dependencies(cached: Path) -> dict[str, str] | None:
 
 
 def _still_as_read(listed: dict[str, str] | None) -> bool:
-    """Every listed file has the bytes it had when compiled, every listed folder the headers
-    (no list, or an empty one: no)."""
+    """Every listed file has the bytes it had when compiled, every listed folder the headers,
+    every listed library search the same first file with the same bytes (no list, or an empty
+    one: no)."""
 
     def unchanged(name: str, sha: str) -> bool:
         if name.startswith(FOLDER_KEY):
             return _headers_in(Path(name.removeprefix(FOLDER_KEY))) == sha
+        if name.startswith(LIBRARY_KEY):
+            return _first_library(json.loads(name.removeprefix(LIBRARY_KEY))) == sha
         return _sha256(Path(name)) == sha
 
     try:
@@ -755,8 +863,9 @@ WARNINGS_SUFFIX = ".warnings"
 DEPENDENCIES_SUFFIX = ".deps"
 #: Objects of --source files in the object cache are named SOURCE_PREFIX + the file's stem.
 SOURCE_PREFIX = "source-"
-#: The compiler's own include path from the environment: part of every object's and library's name.
-_INCLUDE_ENV = ("CPATH", "C_INCLUDE_PATH")
+#: The compiler's own search paths from the environment: part of every object's and library's name.
+#: CPATH and C_INCLUDE_PATH add folders to the #include path, LIBRARY_PATH to an -l's (see _library_path).
+_SEARCH_ENV = ("CPATH", "C_INCLUDE_PATH", "LIBRARY_PATH")
 #: Every file kept beside a cached library or object: removed with it when it is damaged.
 SIDECARS = (CHECKSUM_SUFFIX, WARNINGS_SUFFIX, DEPENDENCIES_SUFFIX)
 
