@@ -341,6 +341,66 @@ def test_a_judge_leaves_no_file_of_a_batch_behind(tmp_path):
         judge.close()
 
 
+@pytest.fixture
+def worker_judges(monkeypatch):
+    """distribute's per-thread judges and ended runs, fresh for a test calling _judge_on_worker in
+    this process as a Dask worker's thread would; whatever a failing test left is closed."""
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(distribute, "_judges", {})
+    monkeypatch.setattr(distribute, "_ended_runs", set())
+    yield
+    distribute._forget_run(None)
+
+
+def test_a_run_ended_while_a_dask_worker_opens_its_judge_leaves_nothing_behind(worker_judges, monkeypatch):
+    """The client's end of the run (_forget_run) can come while a worker thread opens its judge
+    (a build: seconds).  It found nothing to close, the thread then stored the judge, and its
+    build workers and folder stayed until the Dask worker exited."""
+    plan = BatchPlan(dataclasses.replace(CONFIG, family="sector"), ((BROKEN, False, ("basic",)),))
+    shipped = distribute.ship(plan)
+    opened = []
+    real_open = LocalJudge.open.__func__
+
+    def open_then_end(cls, plan, scratch):
+        judge = real_open(cls, plan, scratch)
+        opened.append((judge, Path(scratch)))
+        assert distribute._forget_run(shipped.run) == 0  # the client's end: nothing stored yet
+        return judge
+
+    monkeypatch.setattr(LocalJudge, "open", classmethod(open_then_end))
+    case_set = next(iter(families.get("sector").case_batches(CONFIG.cases, CONFIG.seed, CONFIG.batch_rows)))
+    with pytest.raises(SectorbenchError, match="this verify run has ended"):
+        distribute._judge_on_worker(shipped, 0, case_set, {0: ["basic"]})
+    ((judge, folder),) = opened
+    assert distribute._judges == {}
+    assert not folder.exists()
+    assert all(session.worker._process.poll() is not None for session in judge.sessions)  # build workers ended
+
+
+def test_a_dask_worker_thread_closes_its_previous_runs_judge_once(worker_judges, monkeypatch, tmp_path):
+    """A thread judging for a new run closed its previous run's judge while it was still listed:
+    the client's _forget_run of that run, on another thread meanwhile, closed it a second time."""
+    closes = []
+
+    class Previous:
+        def close(self):
+            closes.append(distribute._forget_run("previous"))  # the client's end of that run, meanwhile
+
+    distribute._judges[threading.get_ident()] = ("previous", Previous(), tmp_path / "previous")
+
+    class Opened(Exception):
+        pass
+
+    def stop(cls, plan, scratch):
+        raise Opened
+
+    monkeypatch.setattr(LocalJudge, "open", classmethod(stop))
+    shipped = distribute.ShippedPlan(BatchPlan(dataclasses.replace(CONFIG, family="sector"), ()), ())
+    with pytest.raises(Opened):
+        distribute._judge_on_worker(shipped, 0, None, {})
+    assert closes == [0]  # closed once, by its thread; the run's end found nothing left to close
+
+
 def test_killing_a_dask_worker_mid_run_reruns_its_batch_on_another(serial, monkeypatch):
     """The plan was scattered: the scheduler keeps one replica of scattered data once one worker
     needs it, and killing that worker lost it ('FutureCancelledError: ... already forgotten').

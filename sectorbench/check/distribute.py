@@ -325,10 +325,12 @@ def _judge_on_worker(shipped: ShippedPlan, index: int, case_set, live: dict):
         if not _ended_runs:  # once per worker process: its exit closes whatever is left
             _ended_runs.add("")
             atexit.register(_forget_run, None)
-        mine = _judges.get(thread)
-    if mine is None or mine[0] != shipped.run:
-        if mine is not None:
-            _close(mine)
+        mine, old = _judges.get(thread), None
+        if mine is not None and mine[0] != shipped.run:  # another run's, taken out before it is closed: a
+            mine, old = None, _judges.pop(thread)  # _forget_run of that run on another thread must not close it too
+    if old is not None:
+        _close(old)
+    if mine is None:
         directory = Path(tempfile.mkdtemp(prefix="sectorbench-verify-worker-"))
         try:
             written = _unpack(shipped, directory)
@@ -341,8 +343,13 @@ def _judge_on_worker(shipped: ShippedPlan, index: int, case_set, live: dict):
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
             raise
-        with _judges_lock:
-            _judges[thread] = mine
+        with _judges_lock:  # the open took seconds (a build): the client may have ended the run meanwhile,
+            ended = shipped.run in _ended_runs  # and its _forget_run found nothing of this judge to close
+            if not ended:
+                _judges[thread] = mine
+        if ended:
+            _close(mine)
+            raise SectorbenchError("this verify run has ended")
     outcome = mine[1].judge(index, case_set, live)
     outcome.worker = {get_worker().address: {"batches": 1}}
     return outcome
