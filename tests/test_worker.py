@@ -310,6 +310,22 @@ def test_a_release_that_crashes_at_the_next_scene_costs_its_own_row(scene_change
         assert verdicts[other].status == "ok" and verdicts[other].verdict != "FAIL", verdicts[other]
 
 
+def test_a_release_that_changes_its_process_costs_no_other_row(scene_changers_build):
+    """A .release() that changed its process (at the next batch's scene) had the worker
+    replaced, and the replacement reloaded the scene it was leaving, whose file verify had
+    deleted once that batch was judged: verify ended ("No such file or directory")."""
+    config = VerifyConfig(
+        kernels=("release_changes_umask", "naive", "basic"),
+        builds=(scene_changers_build,),
+        cases=500,
+        batch_rows=20_000,
+    )
+    verdicts = {v.kernel: v for v in verify(config).kernels}
+    assert any("-> 077" in note for note in verdicts["release_changes_umask"].notes), verdicts
+    for kernel in ("release_changes_umask", "naive", "basic"):
+        assert verdicts[kernel].status == "ok" and verdicts[kernel].verdict != "FAIL", verdicts[kernel]
+
+
 def test_a_reply_a_kernel_writes_into_the_channel_crashes_its_own_row(changers_build):
     """A reply the worker did not send for this request (a kernel writing into the channel, a
     forked child answering) is the row's crash: every row after it was answered by the reply

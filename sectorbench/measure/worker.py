@@ -278,14 +278,20 @@ class Worker:
         ("worker killed by signal 6").  A failure is the kernel's (release_failures), and a fresh
         worker, with no index left to release, loads the scene."""
         ran, self._ran_on_scene = self._ran_on_scene, set()
+        # The scene is being left: a process replaced on the way (a .release() that changed it)
+        # loads none, since the scene's file may be gone (verify deletes each batch's once judged).
+        self._scene_path = None
         for kernel in sorted(ran):
+            process = self._process
             try:
                 self.ask(messages.Release(kernel), self.deadlines.pass_s(self.tests), kernel)
-            except (WorkerCrashed, WorkerTimedOut) as exc:
+            except (WorkerCrashed, WorkerTimedOut, WorkerError) as exc:
                 self.release_failures.setdefault(kernel, type(exc)(f"{exc} (as its prepared index was released)"))
                 self.kill()
                 self._channel.close()
                 self._start_process()
+                return
+            if self._process is not process:  # replaced after a change: no index is left in it
                 return
 
     def load(self, scene, scratch: Path) -> None:

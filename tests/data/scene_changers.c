@@ -4,11 +4,13 @@
  * n_points halved every later row's hits, `never = -inf` made every NoOperation count), the
  * scene's pages unmapped or made unreadable (verify's next kernel in the worker crashed), and a
  * .release() that aborts from its third call, the first one made as the next scene is loaded
- * (verify died as a whole: "worker killed by signal 6"). */
+ * (verify died as a whole: "worker killed by signal 6"), and one that changes its process there
+ * instead (the replaced worker reloaded the scene verify had already deleted: verify ended). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sb_common.h"
@@ -97,3 +99,16 @@ static inline int release_crashes(float cx, float cy, float ux, float uy, float 
 SB_KERNEL(release_crashes, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .known_bad = 1,
           .summary = "test only: its .release() aborts from its third call", .prepare = kept_index,
           .release = release_from_the_third);
+
+static int umask_releases;
+static void release_changing_umask(void *index) {
+    if (++umask_releases >= 3)
+        umask(077);
+    free(index);
+}
+static inline int release_changes_umask(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    return scene_basic(cx, cy, ux, uy, r2, k, px, py);
+}
+SB_KERNEL(release_changes_umask, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .known_bad = 1,
+          .summary = "test only: its .release() changes the umask from its third call", .prepare = kept_index,
+          .release = release_changing_umask);
