@@ -176,11 +176,12 @@ def test_export_and_plot_refuse_the_rows_regress_refuses(tmp_path, saved, change
 # -- 6. a standard stream's alias is never an output ---------------------------------------------
 
 
-@pytest.mark.parametrize("alias", ["/dev/stdout", "/dev/fd/1", "link.json"])
+@pytest.mark.parametrize("alias", ["/dev/stdout", "/dev/fd/1", "link.json", "fds/1"])
 def test_force_never_replaces_the_file_behind_a_standard_stream(tmp_path, alias):
     keep = tmp_path / "keep.txt"
     keep.write_text("IMPORTANT USER DATA\n")
     (tmp_path / "link.json").symlink_to("/dev/stdout")
+    (tmp_path / "fds").symlink_to("/proc/self/fd")  # a link to the folder, not to the stream
     with open(keep, "a") as appended:  # sectorbench run … --json /dev/stdout --force >> keep.txt
         result = sectorbench(
             "run", *TINY, "--kernels", "naive", "--json", alias, "--force", cwd=tmp_path, stdout=appended

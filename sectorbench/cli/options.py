@@ -294,6 +294,11 @@ def stream_alias(path: Path) -> str | None:
         parts = Path(current).parts
         if current in STREAM_ALIASES or current.startswith("/dev/fd/") or (parts[1:2] == ("proc",) and "fd" in parts):
             return current
+        # the folders' links resolved too: a link to /proc/self/fd led `fds/1` past the check
+        folder = os.path.realpath(os.path.dirname(current))
+        if folder != os.path.dirname(current):
+            current = os.path.join(folder, os.path.basename(current))
+            continue
         if not os.path.islink(current):
             return None
         current = os.path.normpath(os.path.join(os.path.dirname(current), os.readlink(current)))
