@@ -248,6 +248,12 @@ def test_load_results_dir_orders_and_skips(tmp_path):
     loaded = load_results_dir(three_saved(tmp_path))
     assert [r.created[:10] for r in loaded] == ["2024-05-01", "2024-05-02", "2024-05-03"]
     assert all(isinstance(r, RunResult) for r in loaded)
+    duplicated = json.loads((tmp_path / "results" / "run-0.json").read_text())
+    duplicated["results"].append(duplicated["results"][0])
+    (tmp_path / "results" / "twice.json").write_text(json.dumps(duplicated))
+    with pytest.raises(SectorbenchError, match=r"duplicate row .* in .*twice\.json"):  # as regress refuses it
+        load_results_dir(tmp_path / "results")
+    (tmp_path / "results" / "twice.json").unlink()
     (tmp_path / "results" / "bad.json").write_text("{truncated")
     with pytest.raises(SectorbenchError, match="bad.json"):
         load_results_dir(tmp_path / "results")

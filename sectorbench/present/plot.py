@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..compare.gate import check_usable
 from ..compare.stats import _check_confidence, median_interval
 from ..errors import SectorbenchError
 from ..model.results import (
@@ -566,7 +567,8 @@ def load_results_dir(directory: Path) -> list[RunResult]:
     ("kind": "verify") and anything that is not an object with a "results"
     list. Hidden files (atomic-write leftovers) are ignored. A *.json file
     that cannot be read or parsed, or a run result of another schema, raises
-    SectorbenchError: a damaged result should not silently vanish from a trend.
+    SectorbenchError: a damaged result should not silently vanish from a trend; so does one
+    `regress` refuses (check_usable).
     Order: `created` time, then file name.
     """
     directory = Path(directory)
@@ -582,5 +584,7 @@ def load_results_dir(directory: Path) -> list[RunResult]:
             raise SectorbenchError(f"{path}: unreadable JSON ({type(exc).__name__}: {exc})") from None
         if not isinstance(data, dict) or data.get("kind", "run") != "run" or not isinstance(data.get("results"), list):
             continue
-        found.append(parse_result(data, path))
+        result = parse_result(data, path)
+        check_usable(result, str(path))  # what regress refuses (a row twice) is not drawn either
+        found.append(result)
     return _by_created(found)
