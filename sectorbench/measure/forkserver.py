@@ -281,15 +281,16 @@ def spawn_worker(
     """A worker from this process's fork server (see ForkServer.spawn; `files`: its channel,
     stdout and stderr), and how the fork server had changed if it was replaced first (else None)."""
     global _server
+    server = fork_server(env)
     try:
-        return fork_server(env).spawn(library, peers, *files, env, reference), None
+        return server.spawn(library, peers, *files, env, reference), None
     except ForkServerChanged as exc:
         with _server_lock:
             for ended in [old for old in _retired if old.ended]:  # each holds two descriptors
                 ended.close()
                 _retired.remove(ended)
-            if _server is not None:
-                _retired.append(_server)
+            if _server is server:  # not the fresh one another thread, refused too, started meanwhile
+                _retired.append(server)
                 _server = None
         return fork_server(env).spawn(library, peers, *files, env, reference), str(exc)
 
