@@ -254,6 +254,9 @@ def test_a_build_that_fails_to_compile_or_to_load_costs_its_own_rows(tmp_path):
     verdicts = {v["flags"]: v for v in json.loads(out.read_text())["kernels"]}
     assert verdicts["-O2"]["status"] == "ok" and verdicts["-O2"]["verdict"] != "FAIL"
     assert verdicts[missing]["status"] == "build-failed" and verdicts[missing]["verdict"] == "FAIL"
+    assert "in --json, env.builds[].failure" in verdicts[missing]["reason"]  # where the rest is: there
+    failures = {" ".join(b["flags"]): b.get("failure", "") for b in json.loads(out.read_text())["env"]["builds"]}
+    assert "missing.h" in failures[missing] and failures["-O2"] == ""
     assert verdicts[trapping]["status"] == "crashed" and verdicts[trapping]["verdict"] == "FAIL"
     every = invoke("run", *TINY[:-2], *failing)
     one_line(every, "every build failed", "missing.h: No such file", "lacks an instruction")

@@ -25,8 +25,10 @@ Cases are streamed in batches (cases.BATCH_ROWS rows), so memory stays bounded a
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -374,11 +376,7 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                         tally.status, tally.reason = kernel.unrun_status, kernel.skip_reason
                     tallies[(id(session), kernel.name)] = tally
 
-            def check_loops():
-                for session in sessions:
-                    mine = [t for (s, _), t in tallies.items() if s == id(session)]
-                    _check_loops(family, session, mine, config, scratch, progress)
-
+            check_loops = _LoopChecks(family, sessions, tallies, config, scratch, progress)
             plan = BatchPlan(
                 config,
                 tuple(
@@ -391,15 +389,17 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                 index: [k.name for k in chosen[id(s)] if tallies[(id(s), k.name)].status == "ok"]
                 for index, s in enumerate(sessions)
             }
-            for outcome in distribute.outcomes(plan, batches, local, live, progress, alongside=check_loops):
-                for (index, name), part in outcome.tallies.items():
-                    tallies[(id(sessions[index]), name)].absorb(part, config.show)
-                for group, count in outcome.groups.items():
-                    groups[group] = groups.get(group, 0) + count
-                total += outcome.rows
-                evaluable += outcome.evaluable
-                for name, info in outcome.worker.items():
-                    workers.setdefault(name, {**info, "batches": 0})["batches"] += info.get("batches", 0)
+            judged = distribute.outcomes(plan, batches, local, live, progress, alongside=check_loops)
+            with contextlib.closing(judged):  # left early, the batches under way are abandoned now
+                for outcome in judged:
+                    for (index, name), part in outcome.tallies.items():
+                        tallies[(id(sessions[index]), name)].absorb(part, config.show)
+                    for group, count in outcome.groups.items():
+                        groups[group] = groups.get(group, 0) + count
+                    total += outcome.rows
+                    evaluable += outcome.evaluable
+                    for name, info in outcome.worker.items():
+                        workers.setdefault(name, {**info, "batches": 0})["batches"] += info.get("batches", 0)
             for (session_id, name), tally in tallies.items():
                 session = next((s for s in sessions if id(s) == session_id), None)
                 if session is None:  # a build that failed: its rows say why, nothing ran
@@ -419,6 +419,11 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
     }
     env["machine"]["cpu"]["measured_mhz"] = clock_mhz
     env["jobs"] = 1 if config.scheduler else config.jobs or distribute.default_jobs()
+    # as run's: a failed build's rows point here for all the compiler said
+    env["builds"] = [
+        b.environment_entry() if isinstance(b, FailedBuild) else {"cc": b.config.cc, "flags": list(b.config.flags)}
+        for b in opened
+    ]
     if workers:
         env["workers"] = workers
     seed = None if config.input_path else config.seed
@@ -667,6 +672,37 @@ def _judge(family, tally: _Tally, case_set, reference, answers, unstable, config
             kept.append(
                 _describe_row(family, case_set, inputs, i, answers[i], reference.answer[i], klass[i], margin[i])
             )
+
+
+class _LoopChecksStopped(Exception):
+    pass
+
+
+class _LoopChecks:
+    """Every session's loop checks (_check_loops), which verify runs alongside the batches, in a
+    thread when other processes judge them; stop(), from another thread, ends them early."""
+
+    def __init__(self, family, sessions: list[BuildSession], tallies: dict, config, scratch, progress):
+        self.family, self.sessions, self.tallies = family, sessions, tallies
+        self.config, self.scratch, self._progress = config, scratch, progress
+        self._stopped = threading.Event()
+
+    def __call__(self) -> None:
+        for session in self.sessions:
+            mine = [t for (s, _), t in self.tallies.items() if s == id(session)]
+            _check_loops(self.family, session, mine, self.config, self.scratch, self._step)
+
+    def _step(self, what: str, total=None) -> None:
+        if self._stopped.is_set():
+            raise _LoopChecksStopped
+        self._progress(what, total)
+
+    def stop(self) -> None:
+        """No further step starts, and the request under way ends with its worker (killed): a
+        kernel may take up to its deadline (--kernel-timeout) to answer."""
+        self._stopped.set()
+        for session in self.sessions:
+            session.kill()
 
 
 def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, scratch, progress) -> None:

@@ -46,7 +46,7 @@ class FailedBuild:
         #: Why, in one line (the compiler's first error); `reason` adds where the rest is kept.
         self.summary = reason
         more = len([line for line in str(error).splitlines() if line.strip()]) - len(reason.splitlines()) - 1
-        kept = f" (and {more} more line{'s' if more > 1 else ''}: in run --json, env.builds[].failure)"
+        kept = f" (and {more} more line{'s' if more > 1 else ''}: in --json, env.builds[].failure)"
         self.reason = reason + (kept if more > 0 and status == BUILD_FAILED else "")
         #: The rows it would have had (see rows_like): none until the builds that work are known.
         self.kernels: list[Kernel] = []
