@@ -206,3 +206,43 @@ def test_a_narrow_terminal_still_shows_the_table(saved, columns):
     result = sectorbench("regress", saved, saved, env={"TTY_COMPATIBLE": "1", "COLUMNS": columns})
     assert result.returncode == 0, result.stderr
     assert "naive" in result.stdout and "basic" in result.stdout, result.stdout
+
+
+# -- 8. names from users and saved files are shown as written, never read as rich markup ---------
+
+#: rich's MarkupError (a traceback), a bold "x", a warning sign, a backslash doubled by rich's escape().
+AS_MARKUP = ["[/]", "[bold]x", "y:warning:", "z\\"]
+
+
+@pytest.mark.parametrize("name", AS_MARKUP)
+def test_a_kernel_name_from_a_saved_file_is_shown_as_written(tmp_path, saved, name):
+    def rename(rows):
+        for row in rows:
+            if row["kernel"] == "basic":
+                row["kernel"] = name
+
+    renamed = edited(saved, tmp_path / "renamed.json", rename)
+    result = invoke("regress", renamed, renamed)  # the gate's table
+    assert result.exit_code == 0, result.stderr
+    assert f" {name} " in result.stdout, result.stdout
+    result = invoke("regress", renamed, saved)  # missing from CURRENT: a failure, in the table and the last line
+    assert result.exit_code == 1, result.stderr
+    assert f" {name} " in result.stdout, result.stdout
+    assert f"1 failure(s): {name} [-O2, inline] missing" in result.stderr, result.stderr
+
+
+def test_a_source_kernels_summary_is_shown_as_written(tmp_path):
+    source = tmp_path / "odd_summary.c"
+    source.write_text(
+        '#include "sb_common.h"\n'
+        "static inline int odd_summary(float cx, float cy, float ux, float uy, float r2, float k, float px,"
+        " float py) {\n"
+        "    const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy, a = dx * ux + dy * uy;\n"
+        "    return s < r2 && a > sqrtf(s) * k;\n"
+        "}\n"
+        'SB_KERNEL(odd_summary, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector",\n'
+        '          .summary = "[/][bold]x:warning:");\n'
+    )
+    result = invoke("kernels", "--source", source)
+    assert result.exit_code == 0, result.stderr
+    assert "odd_summary" in result.stdout and "[/][bold]x:warning:" in result.stdout, result.stdout

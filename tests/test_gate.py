@@ -588,7 +588,7 @@ def test_rows_of_several_thread_counts_are_told_apart_in_the_gate_output():
     assert [(r.kernel, r.threads) for r in report.regressions] == [("sse2", 2)]
     text = markdown(report)
     assert "| sse2 | -O2 | inline, 2 threads |" in text and "| sse2 | -O2 | inline |" in text
-    cells = [column._cells for column in gate_table(report).columns]
+    cells = [list(map(str, column._cells)) for column in gate_table(report).columns]
     modes = {(kernel, mode) for kernel, mode in zip(cells[0], cells[2])}
     assert ("sse2", "inline, 2 threads") in modes and ("sse2", "inline") in modes
 

@@ -63,6 +63,15 @@ def test_heartbeat_when_stderr_is_not_a_terminal(capsys):
     assert "elapsed, about 2.1 min left)" in lines[0]
 
 
+def test_the_live_bar_shows_a_step_as_written():
+    """A step names kernels and flags, a --source kernel's or a saved file's: "[/]" was rich
+    markup in the bar, and a MarkupError."""
+    console = Console(file=io.StringIO(), force_terminal=True, width=120)
+    with Reporter(console) as progress:
+        progress("calibrating [/][bold]x [-O2, inline]", 5.0)
+    assert "calibrating [/][bold]x [-O2, inline]" in console.file.getvalue()
+
+
 def test_an_absurd_run_is_refused_with_how_long_it_would_take(monkeypatch):
     def no_scene(*args, **kwargs):
         raise AssertionError("the scene was generated before the refusal")

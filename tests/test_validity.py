@@ -239,7 +239,7 @@ def test_aabr_rows_have_no_per_vertex_bound_and_no_none_class():
 
 
 def run_notes_and_caption(result: RunResult) -> list[str]:
-    return (run_table(result).caption or "").splitlines()
+    return str(run_table(result).caption or "").splitlines()
 
 
 def test_hit_differences_are_judged_against_the_exact_count_not_a_majority_of_two():
@@ -306,14 +306,14 @@ def test_with_several_builds_the_row_whose_answers_changed_is_the_one_marked():
     )
     table = run_table(result)
     cells = {name: list(column.cells) for name, column in zip(column_names(table), table.columns)}
-    delta = {(k, f): str(d) for k, f, d in zip(cells["kernel"], cells["flags"], cells["±k"])}
+    delta = {(str(k), str(f)): str(d) for k, f, d in zip(cells["kernel"], cells["flags"], cells["±k"])}
     assert delta[("scan", "-O2 x87")] == "+173" and delta[("scan_avx2", "-O2 x87")] == ""
     assert delta[("hill", "-O2")] == delta[("hill", "-O2 x87")] == "+177"
     marked = [(r.kernel, r.flags) for r, d in zip(result.results, answers.differing(result)) if d]
     assert marked == [("scan", "-O2 -mfpmath=387")]
-    speedup = {(k, f): str(v) for k, f, v in zip(cells["kernel"], cells["flags"], cells["speedup"])}
+    speedup = {(str(k), str(f)): str(v) for k, f, v in zip(cells["kernel"], cells["flags"], cells["speedup"])}
     assert speedup[("scan", "-O2 x87")] == "–" and speedup[("hill", "-O2 x87")] == "2.0x"
-    caption = table.caption or ""
+    caption = str(table.caption or "")
     assert "scan's count 149470667 in the -O2 build by +173 (checksum)" in " ".join(caption.split())
 
 

@@ -76,8 +76,9 @@ def _on_ending_signal(signum, frame):
 
 
 def note(text: str) -> None:
-    """One line on stderr, never wrapped."""
-    stderr.print(text, soft_wrap=True, highlight=False)
+    """One line on stderr, never wrapped, shown as written: it names kernels, flags and paths
+    (a kernel named "[/]" in a saved file was rich markup, and a traceback)."""
+    stderr.print(text, soft_wrap=True, highlight=False, markup=False, emoji=False)
 
 
 def stdout() -> Console:
@@ -228,7 +229,7 @@ class Reporter:
     def __enter__(self) -> Reporter:
         if self.console.is_terminal:
             self._bar = Progress(
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),  # it names kernels and flags: as written
                 BarColumn(),
                 TextColumn("{task.fields[left]}"),
                 TimeElapsedColumn(),

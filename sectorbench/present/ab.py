@@ -7,6 +7,7 @@ from dataclasses import replace
 from rich.table import Table
 
 from ..model.results import RunResult
+from .literal import literal
 
 
 def with_sides(run: RunResult) -> RunResult:
@@ -32,13 +33,14 @@ def instructions_table(run: RunResult) -> Table:
             continue
         name = f"{row.kernel} (base)" if row.side == "base" else row.kernel
         if row.instructions is None:
-            table.add_row(name, row.flags, row.mode, "–", "–", "–", f"not counted: {row.instructions_reason}")
+            reason = f"not counted: {row.instructions_reason}"
+            table.add_row(*map(literal, [name, row.flags, row.mode, "–", "–", "–", reason]))
             continue
         tests = row.instructions_tests
         table.add_row(
-            name,
-            row.flags,
-            row.mode,
+            literal(name),
+            literal(row.flags),
+            literal(row.mode),
             f"{row.instructions / tests:.3f}",
             f"{row.overhead_instructions / tests:.3f}",
             f"{row.net_instructions_per_test:.3f}",

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -20,6 +19,7 @@ from ..errors import SectorbenchError
 from ..model.kernels import Kernel
 from ..model.results import PEER_CC, KernelResult, RunResult, scene_shapes, shows_cc
 from ..native.build import build_label
+from .literal import literal
 
 
 def _number(value: float | None, spec: str = ".3f") -> str:
@@ -187,9 +187,12 @@ def run_table(run: RunResult) -> Table:
     wrong = answers_by_row(run)  # never ranked: no speedup, a note saying against what
     scene = run.scene
     table = Table(
-        title=f"{scene['kind']} scene, N={scene_shapes(scene)} x M={scene['points']}, seed {scene['seed']}: "
-        f"ms per pass over all N x M tests, median of {run.config.get('repeat')}; "
-        f"net = median - NoOp (paired by round)",
+        title=literal(
+            f"{scene['kind']} scene, N={scene_shapes(scene)} x M={scene['points']}, seed {scene['seed']}: "
+            f"ms per pass over all N x M tests, median of {run.config.get('repeat')}; "
+            f"net = median - NoOp (paired by round)",
+            "table.title",
+        ),
         title_justify="left",
         box=box.SIMPLE_HEAD,
         collapse_padding=True,
@@ -235,9 +238,8 @@ def run_table(run: RunResult) -> Table:
         if r.status != "ok":
             style = "yellow" if r.status == "skipped" else "red"
             status = Text(r.status, style=style)
-            table.add_row(
-                *cells, status, *["–"] * (len(numbers) - 1), note_number(f"{r.kernel}: {r.status}: {r.reason}")
-            )
+            cells += [status, *["–"] * (len(numbers) - 1), note_number(f"{r.kernel}: {r.status}: {r.reason}")]
+            table.add_row(*map(literal, cells))
             continue
         delta = []
         if show_delta:
@@ -272,7 +274,7 @@ def run_table(run: RunResult) -> Table:
                     f"narrow phase {r.narrow_phase}, {r.candidates} candidate pairs"
                 )
             )
-        table.add_row(*cells, " ".join(row_notes))
+        table.add_row(*map(literal, [*cells, " ".join(row_notes)]))
     captions = []
     if show_delta:
         captions.append(
@@ -288,7 +290,7 @@ def run_table(run: RunResult) -> Table:
         )
     captions += run_notes(run)
     if captions:
-        table.caption = "\n".join(captions)
+        table.caption = literal("\n".join(captions), "table.caption")
         table.caption_justify = "left"
     return table
 
@@ -296,7 +298,7 @@ def run_table(run: RunResult) -> Table:
 def kernels_table(kernels: list[Kernel], builds: list[str] = ()) -> Table:
     """The kernels of a build; `builds` names the builds the listing is for, when not all."""
     title = "kernels" + (f" ({', '.join(builds)})" if builds else "")
-    table = Table(title=title, title_justify="left")
+    table = Table(title=literal(title, "table.title"), title_justify="left")
     for name in ("name", "family", "loop", "needs", "here", "takes", "about"):
         table.add_column(name, no_wrap=name == "name")  # a name is never split: it is typed into --kernels
     for k in kernels:
@@ -305,14 +307,19 @@ def kernels_table(kernels: list[Kernel], builds: list[str] = ()) -> Table:
         else:
             here = Text(f"no: {k.skip_reason}", style="yellow")
         about = f"{k.summary} (known-bad reference: run only when named)" if k.known_bad else k.summary
-        table.add_row(k.name, k.family, k.loop, ", ".join(k.isa) or "–", here, ", ".join(k.takes), about)
+        table.add_row(
+            *map(literal, [k.name, k.family, k.loop, ", ".join(k.isa) or "–", here, ", ".join(k.takes), about])
+        )
     return table
 
 
 def verify_table(result) -> Table:
     table = Table(
-        title=f"verify: {result.family} family, {result.cases} cases"
-        + (f", seed {result.seed}" if result.seed is not None else ", user input"),
+        title=literal(
+            f"verify: {result.family} family, {result.cases} cases"
+            + (f", seed {result.seed}" if result.seed is not None else ", user input"),
+            "table.title",
+        ),
         title_justify="left",
     )
     for name, justify in (
@@ -332,8 +339,8 @@ def verify_table(result) -> Table:
     for k in result.kernels:
         if k.status != "ok":
             table.add_row(
-                k.kernel,
-                k.flags,
+                literal(k.kernel),
+                literal(k.flags),
                 *["–"] * 7,
                 Text(f"{k.status}: {k.reason}", style="yellow" if k.status == "skipped" else "red"),
             )
@@ -346,8 +353,8 @@ def verify_table(result) -> Table:
             "–" if k.worst_margin is None else ("inf" if k.worst_margin == float("inf") else f"{k.worst_margin:.3g}")
         )
         table.add_row(
-            k.kernel,
-            k.flags,
+            literal(k.kernel),
+            literal(k.flags),
             str(k.cases),
             *counts,
             worst,
@@ -363,8 +370,11 @@ def failing_inputs_table(verdict) -> Table:
     failing_inputs_lines (printed below the table, never wrapped or cut: a user pastes them
     into float.fromhex)."""
     table = Table(
-        title=f"{verdict.kernel} [{verdict.flags}]: first {len(verdict.failing)} wrong answers "
-        f"(their inputs below, as exact hex floats)",
+        title=literal(
+            f"{verdict.kernel} [{verdict.flags}]: first {len(verdict.failing)} wrong answers "
+            f"(their inputs below, as exact hex floats)",
+            "table.title",
+        ),
         title_justify="left",
     )
     labelled = any(row.get("labels") for row in verdict.failing)  # a case file's text columns
@@ -373,15 +383,9 @@ def failing_inputs_table(verdict) -> Table:
     for row in verdict.failing:
         margin = "–" if row["margin"] is None else f"{row['margin']:.3g}"
         labels = (" ".join(f"{k}={v}" for k, v in row.get("labels", {}).items()),) if labelled else ()
-        table.add_row(
-            _row_number(row),
-            *labels,
-            row["group"],
-            row["class"],
-            margin,
-            str(row["kernel"]),
-            "–" if row["oracle"] is None else str(row["oracle"]),
-        )
+        cells = [*labels, row["group"], row["class"], margin, str(row["kernel"])]
+        cells += ["–" if row["oracle"] is None else str(row["oracle"])]
+        table.add_row(_row_number(row), *map(literal, cells))
     return table
 
 
@@ -436,7 +440,7 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
     if len(modes) > 1:
         table.add_column("mode")
     for build in builds:
-        table.add_column(build, justify="right")
+        table.add_column(literal(build), justify="right")
     rows = {}
     for r in run.results:
         rows.setdefault((r.kernel, r.mode), {})[build_label(r.cc, r.flags, several_cc)] = r
@@ -447,7 +451,7 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
         measured = {b: c for b, c in cells.items() if c.status == "ok" and c.ns_per_test is not None}
         speed = {b: c.median_s if by_gross else c.ns_per_test for b, c in measured.items() if id(c) not in wrong}
         fastest = min(speed, key=speed.get) if speed else None
-        out = [kernel] + ([mode] if len(modes) > 1 else [])
+        out = [literal(kernel)] + ([literal(mode)] if len(modes) > 1 else [])
         for build in builds:
             cell = cells.get(build)
             if cell is None or cell.status != "ok" or cell.ns_per_test is None:
@@ -473,16 +477,19 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
             out.append(Text(text, style="bold green" if build == fastest and len(measured) > 1 else ""))
         table.add_row(*out)
     legend = [f"{mark}: {COMPARE_LEGEND[mark]}" for mark in COMPARE_LEGEND if mark in shown]
-    if legend:  # escaped: rich would read "[n/a]" as a style tag and drop it
-        table.caption = escape("\n".join(legend))
+    if legend:  # literal: rich would read "[n/a]" as a style tag and drop it
+        table.caption = literal("\n".join(legend), "table.caption")
         table.caption_justify = "left"
     return table
 
 
 def gate_table(report) -> Table:
     table = Table(
-        title=f"regression gate: α = {report.config.alpha}, threshold {report.config.threshold:.0%}"
-        + (f", normalised by {report.config.normalize}" if report.config.normalize else ""),
+        title=literal(
+            f"regression gate: α = {report.config.alpha}, threshold {report.config.threshold:.0%}"
+            + (f", normalised by {report.config.normalize}" if report.config.normalize else ""),
+            "table.title",
+        ),
         title_justify="left",
     )
     unit = compared_unit(report.config.normalize)
@@ -503,9 +510,9 @@ def gate_table(report) -> Table:
     for row in report.rows:
         p = row.p_slower if row.ratio >= 1 else row.p_faster
         table.add_row(
-            row.kernel,
-            build_label(row.cc, row.flags, show_cc),
-            _mode(row.key),
+            literal(row.kernel),
+            literal(build_label(row.cc, row.flags, show_cc)),
+            literal(_mode(row.key)),
             *(
                 compared_value(row, report.config.normalize, side, lambda seconds: f"{seconds * 1e3:.3f}")
                 for side in ("baseline", "current")
@@ -517,8 +524,9 @@ def gate_table(report) -> Table:
     for failure in report.failures:
         key = failure.key
         failed = Text(f"FAILED: {failure.text}", "bold red")
-        table.add_row(key.kernel, build_label(key.cc, key.flags, show_cc), _mode(key), "–", "–", "–", "–", failed)
-    table.caption = "\n".join([f"ratio: {RATIO_NOTE}", *report.warnings])
+        names = (key.kernel, build_label(key.cc, key.flags, show_cc), _mode(key))
+        table.add_row(*map(literal, names), "–", "–", "–", "–", failed)
+    table.caption = literal("\n".join([f"ratio: {RATIO_NOTE}", *report.warnings]), "table.caption")
     table.caption_justify = "left"
     return table
 
@@ -647,7 +655,7 @@ def _fit(table: Table, width: int | None, drop: Sequence[str], keep_lines: bool)
             dropped.append(next(name for name, new in by_name.items() if new is column))
     if dropped:
         note = f"left out to fit {width} columns: {', '.join(dropped)} (a wider terminal or --json has them)"
-        table.caption = f"{table.caption}\n{note}" if table.caption else note
+        table.caption = literal(f"{_plain(table.caption)}\n{note}" if table.caption else note, "table.caption")
         table.caption_justify = "left"
     return _settle(table, width)
 
