@@ -295,7 +295,8 @@ def check_default_kernels_time(config: RunConfig) -> None:
     generated: `run -n 50000000 -m 1000` spent 47 s and 4.5 GB before "its 24 series would
     take about 4.0 h".  Here, when even every kernel of the family in the first build's
     sources (read without compiling) would not fit, that build's default, runnable kernels
-    are counted (its cached library listed by a worker, about a second) and the run checked
+    are counted (listed by a worker: about a second from the cache, the build's compile first
+    otherwise, which the run needs anyway) and the run checked
     with them.  A build that fails is left to the run, which reports it."""
     import contextlib
     from dataclasses import replace

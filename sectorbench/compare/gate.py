@@ -159,14 +159,8 @@ def load_thresholds(path: Path | str) -> dict[str, float]:
     problem raises ``SectorbenchError`` with a one-line message.
     """
     path = Path(path)
-    try:
+    try:  # read_input says what is wrong with the file itself (missing, a folder, too large)
         data = tomllib.loads(read_input(path, MAX_THRESHOLDS_BYTES).decode("utf-8"))
-    except FileNotFoundError:
-        raise SectorbenchError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise SectorbenchError(f"{path}: is a directory, not a thresholds file") from None
-    except OSError as exc:
-        raise SectorbenchError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         message = " ".join(str(exc).split())
         raise SectorbenchError(f"{path}: not valid TOML ({message})") from None
