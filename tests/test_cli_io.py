@@ -246,3 +246,32 @@ def test_a_source_kernels_summary_is_shown_as_written(tmp_path):
     result = invoke("kernels", "--source", source)
     assert result.exit_code == 0, result.stderr
     assert "odd_summary" in result.stdout and "[/][bold]x:warning:" in result.stdout, result.stdout
+
+
+# -- 9. a path is named on one line, however odd its characters ----------------------------------
+
+
+def read_back_by_bash(quoted: str) -> bytes:
+    return subprocess.run(["bash", "-c", f"printf %s {quoted}"], capture_output=True, check=True).stdout
+
+
+def test_a_saved_path_with_a_newline_is_named_on_one_line(tmp_path, saved):
+    """ "saved PATH" with a newline in PATH was two lines, the second one read as a line of its own."""
+    out = tmp_path / "two\nlines.json"
+    result = invoke("export", saved, "--format", "bmf", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(out.read_text())
+    (line,) = result.stderr.splitlines()
+    assert line == f"saved $'{tmp_path}/two\\nlines.json'"
+    assert read_back_by_bash(line.removeprefix("saved ")) == os.fsencode(out)
+    plain = tmp_path / "a plain name.json"  # printable: named as it is
+    assert invoke("export", saved, "--format", "bmf", "--out", plain).stderr == f"saved {plain}\n"
+
+
+@pytest.mark.parametrize("name", [b"tab\there", b"it's\\\x1b\r", b"not-utf8-\xff", "c1\u0085rtl\u202e".encode()])
+def test_a_path_with_unprintable_characters_is_named_as_a_shell_reads_it_back(name):
+    from sectorbench.cli.app import shown_path
+
+    shown = shown_path(os.fsdecode(b"/tmp/" + name))
+    assert shown.isprintable(), ascii(shown)  # ascii(): a lone surrogate (the byte \xff) fails pytest-xdist's report
+    assert read_back_by_bash(shown) == b"/tmp/" + name

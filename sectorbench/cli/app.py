@@ -81,6 +81,33 @@ def note(text: str) -> None:
     stderr.print(text, soft_wrap=True, highlight=False, markup=False, emoji=False)
 
 
+#: How shown_path spells the characters a shell's $'…' has short escapes for.
+_PATH_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def shown_path(path) -> str:
+    """A path as a note names it: as it is, unless a character of it is not printable (a newline
+    split "saved PATH" over two lines, the second read as a line of its own); then in bash's
+    $'…' quoting (`ls` shows such a name so too), which a shell reads back as the same path."""
+    text = os.fspath(path)
+    if text.isprintable():
+        return text
+    return "$'" + "".join(_escaped(char) for char in text) + "'"
+
+
+def _escaped(char: str) -> str:
+    if char in _PATH_ESCAPES:
+        return _PATH_ESCAPES[char]
+    if char.isprintable():
+        return char
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8, as os.fsdecode carries it: that byte
+        return f"\\x{code - 0xDC00:02x}"
+    if code < 0x80:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
 def stdout() -> Console:
     console = _console()
     return console if console.is_terminal else Console(width=PIPED_WIDTH)
@@ -310,7 +337,7 @@ def rescuing(results_json: Callable[[], str] | None = None, near: Path | None = 
             where = write_rescue(write, near, suffix)
         except SectorbenchError as lost:
             raise OutputFailed(f"{exc}; {lost}") from None
-        raise OutputFailed(f"{exc}; the results are saved in {where}") from None
+        raise OutputFailed(f"{exc}; the results are saved in {shown_path(where)}") from None
 
 
 def load_plain(path: Path):
@@ -354,7 +381,7 @@ def run_gate(
     if markdown_path is not None:
         with rescuing(rescue, markdown_path):
             write_text_atomic(markdown_path, gate_markdown(report, baseline_label, current_label), overwrite=force)
-        note(f"saved {markdown_path}")
+        note(f"saved {shown_path(markdown_path)}")
     show_cc = shows_cc([r.key for r in report.rows] + [f.key for f in report.failures])
     names = ", ".join(row_label(r.key, show_cc) for r in report.regressions)
     failed = ", ".join(f"{row_label(f.key, show_cc)} {f.status}" for f in report.failures)
@@ -374,13 +401,13 @@ def write_exports(result, exports, force: bool) -> None:
 
     for fmt, path in exports:
         with rescuing(result_json(result), path):
-            note(f"saved {write_text_atomic(path, render(result, fmt), overwrite=force)} ({fmt})")
+            note(f"saved {shown_path(write_text_atomic(path, render(result, fmt), overwrite=force))} ({fmt})")
 
 
 def write_json(result, json_path: Path | None, force: bool, save_to_results: bool = False, label: str = "run"):
     if json_path is not None:
         with rescuing(result_json(result), json_path):
-            note(f"saved {save(result, json_path, overwrite=force)}")
+            note(f"saved {shown_path(save(result, json_path, overwrite=force))}")
     if save_to_results:
         with rescuing(result_json(result), RESULTS_DIR / "x"):
-            note(f"saved {save_new(result, RESULTS_DIR, label)}")
+            note(f"saved {shown_path(save_new(result, RESULTS_DIR, label))}")

@@ -13,7 +13,7 @@ from ..check.verify import VerifyConfig, resolve
 from ..families import all_families
 from ..model.results import write_text_atomic
 from ..native.build import BuildConfig
-from .app import Reporter, main, note, stdout
+from .app import Reporter, main, note, shown_path, stdout
 from .measure import kernel_timeout_option
 from .options import (
     KERNELS_DEFAULT,
@@ -155,7 +155,7 @@ def verify_command(
                 console.print(line, soft_wrap=True, highlight=False)
     if json_path is not None:
         write_text_atomic(json_path, json.dumps(result.to_dict(), indent=1) + "\n", overwrite=force)
-        note(f"saved {json_path}")
+        note(f"saved {shown_path(json_path)}")
     click.get_current_context().exit(0 if result.passed else 1)
 
 
@@ -175,7 +175,7 @@ def _coverage_command(family, cases, seed, input_path, kernels, json_path, force
     console.print(fit(coverage_table(result), console.width, ()))
     if json_path is not None:
         write_text_atomic(json_path, json.dumps(result.to_dict(), indent=1) + "\n", overwrite=force)
-        note(f"saved {json_path}")
+        note(f"saved {shown_path(json_path)}")
     click.get_current_context().exit(0 if result.passed else 1)
 
 

@@ -8,7 +8,7 @@ import click
 
 from ..compare.export import FORMATS, render
 from ..model.results import write_text_atomic
-from .app import load_plain, main, note
+from .app import load_plain, main, note, shown_path
 from .options import check_outputs
 
 
@@ -31,4 +31,4 @@ def export_command(result, fmt, out, force):
     loaded = load_plain(result)
     check_usable(loaded, str(result))  # what regress refuses is not exported either
     text = render(loaded, fmt)
-    note(f"saved {write_text_atomic(out, text, overwrite=force)}")
+    note(f"saved {shown_path(write_text_atomic(out, text, overwrite=force))}")

@@ -12,7 +12,7 @@ from ..errors import SectorbenchError
 from ..families import all_families, family_of_scene
 from ..families.scene_kinds import generate
 from ..model.results import write_atomic
-from .app import main, note
+from .app import main, note, shown_path
 from .options import (
     SEED,
     RegistryChoice,
@@ -101,5 +101,5 @@ def query_command(scene, shapes, points, seed, broadphase, threads, max_hits, ou
     write_atomic(out, write, overwrite=force)
     note(
         f"{hits.total} hits of {shapes} {family.shape_noun} x {points} points: "
-        f"index {hits.index_build_s * 1e3:.1f} ms, query {hits.query_s * 1e3:.1f} ms; saved {out}"
+        f"index {hits.index_build_s * 1e3:.1f} ms, query {hits.query_s * 1e3:.1f} ms; saved {shown_path(out)}"
     )

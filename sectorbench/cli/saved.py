@@ -10,7 +10,7 @@ from ..errors import SectorbenchError
 from ..measure.timing import MODES
 from ..model.results import load
 from .ab import count_revision
-from .app import load_plain, main, note, run_gate
+from .app import load_plain, main, note, run_gate, shown_path
 from .options import check_outputs, gate_options, make_gate_config, refuse_unused
 
 
@@ -91,4 +91,4 @@ def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
         chart = chart or ("heatmap" if several_builds else "bar")
         draw = plot.heatmap if chart == "heatmap" else plot.bar_chart
         path = draw(result, out, overwrite=force)
-    note(f"saved {path}")
+    note(f"saved {shown_path(path)}")
