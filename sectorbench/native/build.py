@@ -218,7 +218,7 @@ def compiler_identity(cc: str) -> tuple[str, str]:
 def cache_key(config: BuildConfig) -> str:
     path, version = compiler_identity(config.cc)
     sha = hashlib.sha256()
-    for part in (path, version, "\0".join(config.compile_flags), cdef_source(), *_search_env()):
+    for part in (path, version, "\0".join(config.compile_flags), cdef_source(), LINK_ORDER, *_search_env()):
         sha.update(part.encode())
         sha.update(b"\0")
     root = kernels_dir_of(config)
@@ -312,20 +312,21 @@ def _private_build(cache_dir: Path, target: Path):
 
 def _build(config: BuildConfig, cache_dir: Path, library: Path) -> Path:
     cc_path, _ = compiler_identity(config.cc)
+    options, libraries = _libraries_last(config.compile_flags)
     with _private_build(cache_dir, library) as private:
         output = private / library.name
         if any(_linker_flag(flag) for flag in config.flags):
             files = [_unit_file(private, name, files) for name, files in units(config)] + list(config.extra_sources)
-            whole = [cc_path, *config.compile_flags, "-shared", "-fPIC", *_includes(config), *map(str, files)]
+            whole = [cc_path, *options, "-shared", "-fPIC", *_includes(config), *map(str, files)]
             # What each file reads, from the preprocessor alone (one command's -MD keeps only its last file's list)
             lists = [private / f"{number}-listing.d" for number in range(len(files))]
             listing = [cc_path, *_without_linker_flags(config.compile_flags), *_includes(config), "-M", "-x", "c"]
             commands = [[*listing, str(file), *_listed_into(deps)] for file, deps in zip(files, lists)]
-            said = _run_compilers([[*whole, "-o", str(output), "-lm"], *commands], private, config)[:1]
+            said = _run_compilers([[*whole, "-o", str(output), *libraries, "-lm"], *commands], private, config)[:1]
             read = _all_read([_what_it_read(deps, config, private) for deps in lists])
         else:
             objects, said, read = _objects(config, cc_path, cache_dir, private)
-            link = [cc_path, *config.compile_flags, "-shared", "-fPIC", *objects, "-o", str(output), "-lm"]
+            link = [cc_path, *options, "-shared", "-fPIC", *objects, "-o", str(output), *libraries, "-lm"]
             said += _run_compilers([link], private, config)
         try:
             with open(output, "rb") as stream:
@@ -363,6 +364,32 @@ def _locked(cache_dir: Path, names: list[str]):
 
 def _linker_flag(flag: str) -> bool:
     return flag in _LINKER_FLAGS or flag.startswith(_LINKER_PREFIXES)
+
+
+#: What the link order of _libraries_last is part of every library's name for: libraries built
+#: with the -l before the inputs are not taken from the cache for the same flags.
+LINK_ORDER = "libraries after the inputs"
+
+
+def _libraries_last(flags: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The flags split into those that go before the inputs and the libraries and linker options
+    that go after them, in their own order: the linker takes from a static library (-lfoo) only
+    the symbols the inputs read before it still need, so a library given first linked nothing
+    and the kernel's load failed ("undefined symbol").  -Wl, and -Xlinker options go with them,
+    since -Bstatic, --whole-archive and --as-needed apply to the libraries that follow."""
+    before, after, taking = [], [], False
+    for flag in flags:
+        if taking:
+            after.append(flag)
+            taking = False
+        elif flag in ("-l", "-Xlinker"):
+            after.append(flag)
+            taking = True
+        elif flag.startswith(("-l", "-Wl,")):
+            after.append(flag)
+        else:
+            before.append(flag)
+    return before, after
 
 
 def _includes(config: BuildConfig) -> list[str]:
