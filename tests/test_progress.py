@@ -114,5 +114,16 @@ def test_compare_quick_prints_its_plan_and_uses_the_smaller_scene(tmp_path):
 
 
 def test_kernels_builds_every_flag_set_given():
+    """A flag set the compiler rejects costs its own listing, as it costs a run its own rows: it
+    is named with the compiler's error and the other builds are listed (it stopped the command,
+    exit 2, with none listed); only every build failing is the command's error."""
     result = CliRunner().invoke(main, ["kernels", "--flags", "-O2", "--flags", "-O2 -fno-such-flag-xyz"])
-    assert result.exit_code == 2 and "-fno-such-flag-xyz" in result.stderr
+    assert result.exit_code == 0, result.output
+    assert "kernels (-O2)" in result.stdout and "basic" in result.stdout, result.stdout
+    (line,) = [line for line in result.stderr.splitlines() if "-fno-such-flag-xyz" in line]
+    assert line.startswith("note: -O2 -fno-such-flag-xyz: build-failed, its kernels are not listed: "), line
+    assert "error" in line, line  # the compiler's
+    result = CliRunner().invoke(main, ["kernels", "--flags", "-O2 -fno-such-flag-xyz", "--flags", "-O2 -fno-other-xyz"])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert "every build failed" in line and "-fno-such-flag-xyz" in line and "-fno-other-xyz" in line, line

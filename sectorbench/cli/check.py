@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import json
 from pathlib import Path
 
@@ -182,17 +182,33 @@ def _coverage_command(family, cases, seed, input_path, kernels, json_path, force
 @main.command("kernels")
 @build_options((BuildConfig().flags[0],))
 def kernels_command(flags, cc, sources, disable_isa):
-    """List the kernels, what each needs, and whether this CPU has it (for every build given)."""
+    """List the kernels, what each needs, and whether this CPU has it (for every build given).
+
+    A build that fails (flags the compiler rejects, a library that fails to load) is named with
+    why and the other builds are listed; exit 2 only if every build fails."""
+    from ..measure.builds import FailedBuild, open_build, usable
     from ..measure.runner import PEER_BUILD
     from ..measure.worker import BuildSession, Worker
     from ..native.build import build
     from ..present.report import fit, kernels_table
 
-    listings: dict[tuple, list[str]] = {}  # identical listings are shown once, for all their builds
+    opened = []
     for config in build_configs(flags, cc, sources):
-        with contextlib.closing(BuildSession(config, build(config), disable_isa=disable_isa)) as session:
-            kernels = session.kernels  # a --source file whose constructor fails: its rows say so
-        listings.setdefault(tuple(kernels), []).append(config.label)
+        session = open_build(config, functools.partial(BuildSession, config, disable_isa=disable_isa))
+        session.close()  # its kernels were read as it started (a --source constructor that fails: its rows say so)
+        opened.append(session)
+    usable(opened)  # every build failed: that is the error (one build: the compiler's whole message)
+    listings: dict[tuple, list[str]] = {}  # identical listings are shown once, for all their builds
+    for session in opened:
+        if isinstance(session, FailedBuild):  # a build that did not build has no kernels to list: why, in one line
+            whole = (
+                " (list this build alone for the compiler's whole message)" if session.reason != session.summary else ""
+            )
+            note(
+                f"note: {session.config.label}: {session.status}, its kernels are not listed: {session.summary}{whole}"
+            )
+        else:
+            listings.setdefault(tuple(session.kernels), []).append(session.config.label)
     with Worker(build(PEER_BUILD), disable_isa, peers=True) as worker:  # the peers: Python, flags do not apply
         peers, _ = worker.describe()
     console = stdout()
