@@ -161,6 +161,16 @@ def test_bar_chart_png_size_grows_with_bars(mpl, typical, tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
 
 
+@pytest.mark.parametrize("name", ["a$\\frac$b", "$", "x_{1}^2 $y$"])
+def test_names_are_drawn_as_written_not_as_mathtext(mpl, tmp_path, name):
+    """A kernel's name from a saved file went through matplotlib's mathtext parser: `a$\\frac$b`
+    ended plot with an internal error (ParseSyntaxException)."""
+    named = saved_and_loaded(run_result(kernels=(name, "fast"), builds=(("gcc", "-O2 -D$X"),)), tmp_path / "r.json")
+    for draw in (bar_chart, heatmap):
+        assert draw(named, tmp_path / f"{draw.__name__}.svg").stat().st_size > 0
+    assert trend_chart([named, named], name, tmp_path / "trend.svg").stat().st_size > 0
+
+
 def test_bar_chart_svg_and_log_scale(mpl, tmp_path):
     wide = saved_and_loaded(run_result(kernels=("slow", "fast"), builds=(("gcc", "-O2"),)), tmp_path / "r.json")
     # 40 ns vs 20 ns: linear; add a 0.1 ns kernel: > 30x span, log axis.

@@ -32,6 +32,7 @@ interval, scale and file rules, and matplotlib layout code is long by nature.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -225,6 +226,22 @@ def _matplotlib():
     return Figure, colors
 
 
+def _labels_as_written(chart):
+    """`chart` with its text drawn as written: names from saved files and flags (a kernel named
+    `a$\\frac$b`) were read as mathtext, and the parser's error ended `plot` as an internal error.
+    The setting is matplotlib's own, for the chart's duration."""
+
+    @functools.wraps(chart)
+    def drawn(*args, **kwargs):
+        _matplotlib()
+        import matplotlib
+
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return chart(*args, **kwargs)
+
+    return drawn
+
+
 def _figure_size(width_px: int, height_px: int) -> tuple[float, float]:
     """Inches giving exactly width_px x height_px at DPI.
 
@@ -280,6 +297,7 @@ def _interval_note(points: Sequence[_Point], confidence: float) -> str:
 # --------------------------------------------------------------------------
 
 
+@_labels_as_written
 def bar_chart(result: RunResult, out: Path, confidence: float = 0.95, overwrite: bool = False) -> Path:
     """Horizontal bars of net ns/test, one per measured kernel x build x mode.
 
@@ -357,6 +375,7 @@ def bar_chart(result: RunResult, out: Path, confidence: float = 0.95, overwrite:
     return _save(fig, out, fmt, overwrite)
 
 
+@_labels_as_written
 def heatmap(result: RunResult, out: Path, overwrite: bool = False) -> Path:
     """Kernels (rows) x builds (columns) of net ns/test.
 
@@ -448,6 +467,7 @@ def heatmap(result: RunResult, out: Path, overwrite: bool = False) -> Path:
     return _save(fig, out, fmt, overwrite)
 
 
+@_labels_as_written
 def trend_chart(
     results: list[RunResult],
     kernel: str,
