@@ -52,6 +52,30 @@ def signals_held() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def children_start_deaf() -> Iterator[None]:
+    """Processes started in the block (by this thread) begin with the ending signals blocked,
+    held here meanwhile (signals_held).  A blocked mask survives exec where a handler does not:
+    a child that its parent ends (a verify pool process) decides what the signals do to it
+    (ignore_ending_signals) before one can stop it half-way through its start-up, where Ctrl-C
+    printed a KeyboardInterrupt traceback from every pool process that was importing."""
+    with signals_held():
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ENDING_SIGNALS)
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def ignore_ending_signals() -> None:
+    """For a process its parent ends (by SIGKILL, which it cannot ignore): the terminal's Ctrl-C
+    reaches the whole process group, and it must not stop a child half-way while its parent
+    tidies up; one that came while it started (children_start_deaf) is dropped."""
+    for sig in ENDING_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING_SIGNALS)
+
+
+@contextlib.contextmanager
 def scratch_directory(prefix: str, parent: Path | None = None, suffix: str | None = None) -> Iterator[Path]:
     """A new temporary directory, removed whole when the block ends, however it ends."""
     path = None

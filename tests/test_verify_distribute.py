@@ -231,6 +231,95 @@ def test_the_kernel_timeout_reaches_the_pool_processes():
     assert re.match(r"no answer within 1\.\d* s \(--kernel-timeout sets the floor\)", naps.reason), naps.reason
 
 
+def _tree(pid: int) -> list[int]:
+    """Every live process under `pid`: its pool processes, and each one's fork server and build
+    workers (in sessions of their own, found by their parents)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    found = {pid}
+    while more := {child for child, parent in parents.items() if parent in found and child not in found}:
+        found |= more
+    return sorted(found - {pid})
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG are Linux's")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_pooled_verify_abandons_its_batches_and_loop_checks(signum, tmp_path):
+    """Ctrl-C (the terminal's SIGINT reaches the whole group) or SIGTERM of `verify --jobs 2`
+    while a kernel takes its time (hangs: 3600 s a call, the deadline) both in the batches the
+    pool processes judge and in the loop checks the client runs meanwhile.  The client waited
+    for the batches under way (and the next each process had queued) and for every loop check:
+    12-34 s with ordinary kernels, here the deadline.  Now it ends within seconds, as a one-job
+    verify does, with its usual line and status, and leaves no process and no file behind."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    command = [sys.executable, "-m", "sectorbench", "verify", "--jobs", "2", "--cases", "40000"]
+    command += ["--source", str(DATA / "unruly_kernels.c"), "--kernels", "hangs", "--kernel-timeout", "3600"]
+    process = subprocess.Popen(
+        command,
+        env={**os.environ, "TMPDIR": str(scratch)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a process group of its own, signalled as a terminal signals its foreground job
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background job inherits it ignored
+    )
+    tree: list[int] = []
+    try:
+        deadline = time.monotonic() + 240
+        while not list(scratch.glob("**/batch-*")):  # a pool process is judging a batch (it hangs there)
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+            time.sleep(0.1)
+        time.sleep(1.0)  # into the kernel's call
+        tree = _tree(process.pid)
+        assert len(tree) >= 5, tree  # the client's fork server and worker, two pool processes and theirs
+        os.killpg(process.pid, signum)
+        code = process.wait(timeout=60)  # before: the 3600 s deadline
+        stderr = process.stderr.read()
+        deadline = time.monotonic() + 10  # the fork servers and workers die after their parents (PDEATHSIG)
+        while any(_running(pid) for pid in tree) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [pid for pid in tree if _running(pid)]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        for pid in [*tree, *_tree(process.pid)]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        process.wait()
+    said = "interrupted" if signum == signal.SIGINT else "terminated (SIGTERM)"
+    assert code == 128 + signum, stderr
+    assert stderr.splitlines()[-1] == f"sectorbench: {said}; scratch files removed", stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr and "internal error" not in stderr
+    assert left == [], f"left running: {left}"
+    assert list(scratch.iterdir()) == []
+
+
+def test_a_pool_process_starts_with_the_ending_signals_blocked():
+    """A pool process's start-up (imports: a second or more) came before its initializer could
+    ignore Ctrl-C, and every pool process that was starting printed a KeyboardInterrupt
+    traceback: it now starts with them blocked (a mask survives exec), the client's unchanged."""
+    from sectorbench.interrupts import ENDING_SIGNALS, children_start_deaf
+
+    mask = "import signal; print(sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])))"
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    with children_start_deaf():
+        inside = subprocess.run([sys.executable, "-c", mask], capture_output=True, text=True, check=True)
+    outside = subprocess.run([sys.executable, "-c", mask], capture_output=True, text=True, check=True)
+    assert set(ENDING_SIGNALS) <= set(json.loads(inside.stdout))
+    assert not set(ENDING_SIGNALS) & set(json.loads(outside.stdout))
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+
+
 @pytest.fixture(scope="module")
 def scheduler():
     """A scheduler with no workers of its own: a test starts the ones it needs (outside_worker)."""

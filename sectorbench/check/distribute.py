@@ -57,15 +57,14 @@ def check_jobs(jobs: int | None) -> None:
         raise SectorbenchError(f"--jobs must be at least 1 (got {jobs})")
 
 
-def outcomes(
-    plan, batches: Iterable, local, live: dict, progress: Callable[..., None], alongside: Callable[[], None]
-) -> Iterator:
+def outcomes(plan, batches: Iterable, local, live: dict, progress: Callable[..., None], alongside) -> Iterator:
     """Each batch's BatchOutcome, in batch order: judged by `local` (the client's own sessions)
     when one process is asked for or there is one batch, else by a process pool or a cluster.
 
     `alongside` (the loop checks, on the client's sessions) runs once, and has finished before
     the first outcome is yielded: first when the client judges, else while the batches are
-    judged elsewhere, so that its work overlaps theirs."""
+    judged elsewhere, so that its work overlaps theirs; there its stop() (from the main thread)
+    ends it early.  Close the iterator to leave early: the batches under way are abandoned."""
     config = plan.config
     batches = iter(batches)
     first = next(batches, None)
@@ -81,12 +80,16 @@ def outcomes(
     if config.scheduler:
         judged = _on_cluster(plan, numbered, live, config.scheduler, progress)
     else:
-        judged = _in_processes(plan, numbered, live, jobs, progress)
+        judged = _in_processes(plan, numbered, live, jobs, progress, local.scratch)
     yield from _after(alongside, judged)
 
 
-def _after(alongside: Callable[[], None], judged: Iterator) -> Iterator:
-    """`judged`'s items, the first one only once `alongside`, run in a thread meanwhile, is done."""
+def _after(alongside, judged: Iterator) -> Iterator:
+    """`judged`'s items, the first one only once `alongside`, run in a thread meanwhile, is done.
+
+    Ended early (an interrupt, a failure), `judged` is closed at once (the pool or cluster
+    abandons its batches) and `alongside.stop()` cuts the thread short: an interrupted verify
+    waited for every loop check (tens of seconds) and for the batches under way."""
     failure: list[BaseException] = []
 
     def run():
@@ -98,12 +101,16 @@ def _after(alongside: Callable[[], None], judged: Iterator) -> Iterator:
     thread = threading.Thread(target=run, name="sectorbench-loop-checks")
     thread.start()
     try:
-        for number, item in enumerate(judged):  # the first next() sets the pool or cluster up and feeds it
-            if number == 0:
-                thread.join()
-                if failure:
-                    raise failure[0]
-            yield item
+        with contextlib.closing(judged):
+            for number, item in enumerate(judged):  # the first next() sets the pool or cluster up and feeds it
+                if number == 0:
+                    thread.join()
+                    if failure:
+                        raise failure[0]
+                yield item
+    except BaseException:
+        alongside.stop()
+        raise
     finally:
         thread.join()  # the client's sessions close after this: the loop checks must be done with them
     if failure:
@@ -141,14 +148,17 @@ def _done(future, progress):
 _process_judge = None  # this pool process's LocalJudge
 
 
-def _open_process_judge(plan, failed_loads: dict) -> None:
+def _open_process_judge(plan, failed_loads: dict, client_scratch: Path) -> None:
     global _process_judge
+    from ..interrupts import ignore_ending_signals
     from ..measure.worker import FAILED_LOADS
     from .verify import LocalJudge
 
+    ignore_ending_signals()  # the client ends this process (_abandon): a signal must not stop it half-way
     FAILED_LOADS.update(failed_loads)  # the parent's: a failed load is not tried again here
 
-    scratch = tempfile.TemporaryDirectory(prefix="sectorbench-verify-job-")
+    # In the client's scratch directory: a process the client kills leaves its files to the client's removal.
+    scratch = tempfile.TemporaryDirectory(prefix="sectorbench-verify-job-", dir=client_scratch)
     _process_judge = LocalJudge.open(plan, Path(scratch.name))
     atexit.register(scratch.cleanup)
     atexit.register(_process_judge.close)
@@ -158,23 +168,34 @@ def _judge_in_process(index: int, case_set, live: dict):
     return _process_judge.judge(index, case_set, live)
 
 
-def _in_processes(plan, numbered, live: dict, jobs: int, progress) -> Iterator:
+def _in_processes(plan, numbered, live: dict, jobs: int, progress, scratch: Path) -> Iterator:
     progress(f"judging batches in {jobs} processes")
     context = multiprocessing.get_context(START_METHOD)
+    from ..interrupts import children_start_deaf
     from ..measure.worker import FAILED_LOADS
 
-    judges = dict(initializer=_open_process_judge, initargs=(plan, dict(FAILED_LOADS)))
+    def submit(index, case_set):
+        with children_start_deaf():  # a submit may start a process: whole, and deaf until it ignores them
+            return pool.submit(_judge_in_process, index, case_set, live)
+
+    judges = dict(initializer=_open_process_judge, initargs=(plan, dict(FAILED_LOADS), scratch))
     with ProcessPoolExecutor(jobs, mp_context=context, **judges) as pool:
         try:
-            yield from _in_order(
-                lambda index, case_set: pool.submit(_judge_in_process, index, case_set, live),
-                numbered,
-                IN_FLIGHT_PER_JOB * jobs,
-                progress,
-            )
+            yield from _in_order(submit, numbered, IN_FLIGHT_PER_JOB * jobs, progress)
         except BaseException:
-            pool.shutdown(cancel_futures=True)
+            _abandon(pool)
             raise
+
+
+def _abandon(pool: ProcessPoolExecutor) -> None:
+    """End the pool at once: the batches not started are cancelled, and those under way are not
+    waited for (shutdown waited for each, and for the one each process had queued: 34 s after a
+    Ctrl-C with the default kernels here): their processes are killed, and with them their fork
+    servers and build workers (PR_SET_PDEATHSIG); their scratch files are in the client's."""
+    processes = list((pool._processes or {}).values())  # no public way before Python 3.14's kill_workers
+    for process in processes:
+        process.kill()
+    pool.shutdown(wait=True, cancel_futures=True)  # prompt now: it reaps the killed processes
 
 
 # ---------------------------------------------------------------- environment fingerprint
