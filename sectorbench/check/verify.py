@@ -702,7 +702,7 @@ class _LoopChecks:
         kernel may take up to its deadline (--kernel-timeout) to answer."""
         self._stopped.set()
         for session in self.sessions:
-            session.kill()
+            session.interrupt()
 
 
 def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, scratch, progress) -> None:

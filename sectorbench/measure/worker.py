@@ -361,6 +361,15 @@ class Worker:
                 self._process.kill()
             self._process.wait()
 
+    def interrupt(self) -> None:
+        """SIGKILL to the worker's process group, and nothing else: safe from another thread
+        while this worker's own thread waits for a reply (kill() from there raced that thread
+        for the exit status: EBADF on the status pipe, read and closed twice); that thread
+        sees the worker die, as after a crash."""
+        if self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+
     def close(self) -> None:
         if self._process.poll() is None:
             self._channel.close()  # the worker's recv sees EOF and exits
@@ -559,6 +568,12 @@ class BuildSession:
     def kill(self) -> None:
         if self.worker is not None:
             self.worker.kill()
+
+    def interrupt(self) -> None:
+        """Worker.interrupt, from another thread than the session's own."""
+        worker = self.worker  # once: the session's thread may be replacing it
+        if worker is not None:
+            worker.interrupt()
 
     def kernel(self, name: str) -> Kernel:
         return next(k for k in self.kernels if k.name == name)
