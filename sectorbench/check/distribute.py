@@ -179,7 +179,9 @@ def _in_processes(plan, numbered, live: dict, jobs: int, progress, scratch: Path
             return pool.submit(_judge_in_process, index, case_set, live)
 
     judges = dict(initializer=_open_process_judge, initargs=(plan, dict(FAILED_LOADS), scratch))
-    with ProcessPoolExecutor(jobs, mp_context=context, **judges) as pool:
+    with children_start_deaf():  # it starts multiprocessing's resource tracker, which ignores only INT and
+        pool = ProcessPoolExecutor(jobs, mp_context=context, **judges)  # TERM: HUP or QUIT killed it (tracebacks)
+    with pool:
         try:
             yield from _in_order(submit, numbered, IN_FLIGHT_PER_JOB * jobs, progress)
         except BaseException:
