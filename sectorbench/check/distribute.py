@@ -148,13 +148,17 @@ def _done(future, progress):
 _process_judge = None  # this pool process's LocalJudge
 
 
-def _open_process_judge(plan, failed_loads: dict, client_scratch: Path) -> None:
+def _open_process_judge(plan, failed_loads: dict, client_scratch: Path, client_pid: int) -> None:
     global _process_judge
     from ..interrupts import ignore_ending_signals
+    from ..measure.server import die_with_parent
     from ..measure.worker import FAILED_LOADS
     from .verify import LocalJudge
 
     ignore_ending_signals()  # the client ends this process (_abandon): a signal must not stop it half-way
+    # ... and a client that cannot (SIGKILL, a crash) ends it too: it judged on, a hung kernel's
+    # batch until its deadline, with no one to answer to
+    die_with_parent(client_pid)
     FAILED_LOADS.update(failed_loads)  # the parent's: a failed load is not tried again here
 
     # In the client's scratch directory: a process the client kills leaves its files to the client's removal.
@@ -178,7 +182,7 @@ def _in_processes(plan, numbered, live: dict, jobs: int, progress, scratch: Path
         with children_start_deaf():  # a submit may start a process: whole, and deaf until it ignores them
             return pool.submit(_judge_in_process, index, case_set, live)
 
-    judges = dict(initializer=_open_process_judge, initargs=(plan, dict(FAILED_LOADS), scratch))
+    judges = dict(initializer=_open_process_judge, initargs=(plan, dict(FAILED_LOADS), scratch, os.getpid()))
     with children_start_deaf():  # it starts multiprocessing's resource tracker, which ignores only INT and
         pool = ProcessPoolExecutor(jobs, mp_context=context, **judges)  # TERM: HUP or QUIT killed it (tracebacks)
     with pool:
