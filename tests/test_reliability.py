@@ -679,6 +679,19 @@ def test_a_library_linked_by_name_that_changes_or_is_shadowed_rebuilds_the_libra
     first, nowhere = [json.loads(name.removeprefix(build_module.LIBRARY_KEY)) for name in listed]
     assert first[0] == str(libs / "libscale.a") and str(libs / "libscale.so") not in first
     assert nowhere[0] == str(libs / "nowhere.a") and build_module._still_as_read(listed)  # found nowhere: no error
+    # by its path, whole: as -l, after the sources (before them it linked nothing, "undefined symbol")
+    (libs / "libscale.so").unlink()
+    static_library(libs, "1.0f")
+    whole = f"-O0 -Wl,--whole-archive {libs / 'libscale.a'} -Wl,--no-whole-archive"
+    passed = invoke("verify", "--cases", "1000", "--kernels", "scaled", "--source", source, "--flags", whole)
+    assert passed.code == 0, passed.stdout + passed.stderr
+
+
+def test_libraries_and_linker_options_go_after_the_sources_in_their_order():
+    flags = ("-O2", "-include", "/x/pre.o", "-L/lib", "-Wl,-Bstatic", "-l", "a", "/x/libb.a", "-lc", "/x/d.so.1", "-g")
+    before, after = build_module._libraries_last(flags)
+    assert before == ["-O2", "-include", "/x/pre.o", "-L/lib", "-g"]
+    assert after == ["-Wl,-Bstatic", "-l", "a", "/x/libb.a", "-lc", "/x/d.so.1"]
 
 
 def test_a_source_file_is_c_whatever_its_name_ends_in(tmp_path, private_cache):

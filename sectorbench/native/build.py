@@ -373,23 +373,31 @@ LINK_ORDER = "libraries after the inputs"
 
 def _libraries_last(flags: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """The flags split into those that go before the inputs and the libraries and linker options
-    that go after them, in their own order: the linker takes from a static library (-lfoo) only
-    the symbols the inputs read before it still need, so a library given first linked nothing
-    and the kernel's load failed ("undefined symbol").  -Wl, and -Xlinker options go with them,
-    since -Bstatic, --whole-archive and --as-needed apply to the libraries that follow."""
-    before, after, taking = [], [], False
-    for flag in flags:
-        if taking:
+    that go after them, in their own order: the linker takes from a static library only the
+    symbols the inputs read before it still need, so a library given first (-lfoo, or an
+    archive by its path) linked nothing and the kernel's load failed ("undefined symbol").
+    -Wl, options go with them, since -Bstatic, --whole-archive and --as-needed apply to the
+    libraries that follow."""
+    before, after = [], []
+    for number, flag in enumerate(flags):
+        previous = flags[number - 1] if number else ""
+        if previous == "-l" or (flag.startswith(("-l", "-Wl,")) and previous not in _SEPARATE_ARGUMENT):
             after.append(flag)
-            taking = False
-        elif flag in ("-l", "-Xlinker"):
-            after.append(flag)
-            taking = True
-        elif flag.startswith(("-l", "-Wl,")):
+        elif _LINKER_INPUT.search(flag) and previous not in _SEPARATE_ARGUMENT:
             after.append(flag)
         else:
             before.append(flag)
     return before, after
+
+
+#: A library or object given by its path (absolute: a relative one names nothing in the private
+#: build directory).
+_LINKER_INPUT = re.compile(r"^/.*\.(a|o|so(\.[0-9]+)*)$")
+#: Options whose argument is the next word, which is theirs, not an input (-include /x/y.o).
+_SEPARATE_ARGUMENT = frozenset(
+    {"-include", "-imacros", "-isystem", "-idirafter", "-iquote", "-iprefix", "-isysroot", "-I", "-L", "-B", "-D",
+     "-U", "-x", "-T", "-MF", "-MT", "-MQ", "--sysroot", "--param", "-u", "-z", "-e"}
+)  # fmt: skip
 
 
 def _includes(config: BuildConfig) -> list[str]:
