@@ -91,20 +91,25 @@ def _after(alongside, judged: Iterator) -> Iterator:
     abandons its batches) and `alongside.stop()` cuts the thread short: an interrupted verify
     waited for every loop check (tens of seconds) and for the batches under way."""
     failure: list[BaseException] = []
+    # Waited for instead of the thread: a join() interrupted by a signal's exception marks the
+    # thread ended (CPython 3.11), so the next join() returned at once and the client closed its
+    # sessions under the running loop checks (EBADF: "internal error").
+    done = threading.Event()
 
     def run():
         try:
             alongside()
         except BaseException as exc:  # re-raised in the caller's thread
             failure.append(exc)
+        finally:
+            done.set()
 
-    thread = threading.Thread(target=run, name="sectorbench-loop-checks")
-    thread.start()
+    threading.Thread(target=run, name="sectorbench-loop-checks").start()
     try:
         with contextlib.closing(judged):
             for number, item in enumerate(judged):  # the first next() sets the pool or cluster up and feeds it
                 if number == 0:
-                    thread.join()
+                    done.wait()
                     if failure:
                         raise failure[0]
                 yield item
@@ -112,7 +117,7 @@ def _after(alongside, judged: Iterator) -> Iterator:
         alongside.stop()
         raise
     finally:
-        thread.join()  # the client's sessions close after this: the loop checks must be done with them
+        done.wait()  # the client's sessions close after this: the loop checks must be done with them
     if failure:
         raise failure[0]
 
