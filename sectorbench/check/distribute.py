@@ -206,6 +206,10 @@ def _abandon(pool: ProcessPoolExecutor) -> None:
     processes = list((pool._processes or {}).values())  # no public way before Python 3.14's kill_workers
     for process in processes:
         process.kill()
+    # The pipe's read end closed, as CPython does itself from 3.11.7 (gh-94777): the pool's feeder
+    # thread, blocked writing the next batch (megabytes) into it, is released; before that, the
+    # shutdown below waited on it for ever (Debian 12's Python 3.11.2: a Ctrl-C hung verify).
+    pool._call_queue._reader.close()
     pool.shutdown(wait=True, cancel_futures=True)  # prompt now: it reaps the killed processes
 
 
