@@ -425,9 +425,9 @@ def _distributed():
 def check_scheduler(address: str) -> None:
     """Refuse, in one line and within CONNECT_TIMEOUT_S, an address that is no Dask scheduler's:
     malformed, where nothing listens, or where something else answers (a web server, the
-    dashboard's port).  verify calls it once, in check_config: after the cheap checks (a kernel's
-    name, the --input file), which would otherwise wait on an address that never answers, and
-    before anything is built."""
+    dashboard's port).  verify calls it in check_config, after the cheap checks (a kernel's name,
+    the --input file), which would otherwise wait on an address that never answers, and before
+    anything is built; and again just before connecting."""
     if not address.strip():
         raise SectorbenchError("--scheduler is empty: give a scheduler's address (tcp://host:8786) or leave it out")
     _distributed()
@@ -489,7 +489,10 @@ async def _identity(address: str) -> dict:
 def _on_cluster(plan, numbered, live: dict, address: str, progress) -> Iterator:
     Client = _distributed().Client
     progress(f"connecting to the Dask scheduler at {address}")
-    try:  # check_config found a scheduler answering there before the build (check_scheduler)
+    # check_config found a scheduler answering there before the build (minutes, maybe): asked
+    # again, bounded, since the Client's own handshake has no deadline if it stopped answering
+    check_scheduler(address)
+    try:
         client = Client(address, timeout=CONNECT_TIMEOUT_S)
     except Exception as exc:
         raise SectorbenchError(f"--scheduler {address}: cannot connect ({type(exc).__name__}: {exc})") from None
