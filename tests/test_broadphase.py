@@ -3,6 +3,7 @@ holds every hit (kernel's and exact), and the game scenes' options."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -529,6 +530,48 @@ def test_points_per_cell_edge_cases_give_identical_hits_on_every_thread_count(na
             assert hits_of(kind, columns, threads=threads).same_as(reference), (kind, threads)
 
 
+@pytest.fixture(params=["plain", "write-combined"])
+def scatter_way(request):
+    """Every index build of the test scatters this way, whatever this process measured."""
+    lib = engine().lib
+    lib.sb_bp_scatter_force({"plain": 1, "write-combined": 2}[request.param])
+    try:
+        yield request.param
+    finally:
+        lib.sb_bp_scatter_force(0)
+
+
+def sparse_buckets_scene(rng):
+    """20 000 points over ~200 000 cells: a few points in each of the 1024 low buckets of a
+    thread's share, so most of a share's lines are shared with the next bucket or part."""
+    return uniform_scene(rng, 400, (0.05, 0.3), points=20_000)
+
+
+SCATTER_SCENES = {
+    **{name: scene for name, scene in CELL_EDGES.items() if name != "one_point"},
+    "sparse": sparse_buckets_scene,
+}
+
+
+@pytest.mark.parametrize("name", list(SCATTER_SCENES))
+def test_each_way_of_scattering_the_index_gives_identical_hits(name, scatter_way):
+    """The index's plain and write-combined passes (index.c: the faster on this host is chosen
+    at run time) on scenes whose buckets are crowded, sparse or empty, on thread counts whose
+    parts share lines: brute force's CSR, bit for bit, for the grid and the Morton table.  Each
+    build follows one of another scene of the kind, so that the buffers it takes back from the
+    pool hold other points in any slot it should not write."""
+    columns, decoy = (
+        {k: np.ascontiguousarray(v, dtype=F32) for k, v in SCATTER_SCENES[name](np.random.default_rng(seed)).items()}
+        for seed in (23, 24)
+    )
+    reference = hits_of("none", columns)
+    assert engine().scatter_way(1) == scatter_way
+    for kind in ("grid", "morton"):
+        for threads in (1, 2, 3, 5):
+            hits_of(kind, decoy, threads=threads)
+            assert hits_of(kind, columns, threads=threads).same_as(reference), (kind, threads)
+
+
 def test_threads_answer_under_the_callers_rounding_mode():
     """Helper threads compute under the calling thread's floating-point environment, as threads
     it created would: kept ones too (created here under round-to-nearest first), so a caller in
@@ -674,3 +717,42 @@ def test_index_falls_back_to_the_direct_scatter_when_the_records_do_not_fit(tmp_
     expected = hits_of("none", columns)
     assert expected.total > 1000  # the scene does test something
     assert np.array_equal(offsets, expected.offsets) and np.array_equal(indices, expected.indices)
+
+
+SCATTER_CHILD = r"""
+import json, sys
+from sectorbench.families import scene_kinds as scenes
+from sectorbench.families.sector.query import engine
+
+scene = scenes.generate("game", 400, 300_000, seed=3)
+columns = {name: scene.column(name) for name in scene.arrays}
+n, m = len(columns["cx"]), len(columns["px"])
+runner = engine()
+reference = runner.hits("none", columns, n, m)
+report = {"hits": reference.total}
+for threads in (1, 3):
+    before = runner.scatter_way(threads)
+    same = []
+    for call in range(8):  # the first six try each way three times, alternating
+        kind = ("grid", "morton")[call % 2]
+        index = runner.build(kind, columns["px"], columns["py"], m, columns["r2"], threads)
+        report["cells"] = max(report.get("cells", 0), int(runner.lib.sb_bp_index_cells(index)))
+        same.append(runner.hits(kind, columns, n, m, index=index, threads=threads).same_as(reference))
+    report[threads] = {"before": before, "after": runner.scatter_way(threads), "same": same}
+print(json.dumps(report))
+"""
+
+
+def test_both_ways_of_scattering_the_index_give_the_same_hits():
+    """The index build times its plain and its write-combined passes on a process's first large
+    builds (per thread count) and keeps the faster: in a fresh process, the first builds must
+    try both (the choice is made only once each ran three times) and every build, either way
+    and with parts sharing lines (three threads), must give the brute force's hits."""
+    done = subprocess.run([sys.executable, "-c", SCATTER_CHILD], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["hits"] > 10_000 and report["cells"] > 4096  # the two-digit sort, not the direct scatter
+    for threads in ("1", "3"):
+        assert report[threads]["before"] == "not chosen yet", report
+        assert report[threads]["after"] in ("plain", "write-combined"), report
+        assert report[threads]["same"] == [True] * 8, report

@@ -33,7 +33,7 @@
 
 typedef struct header {
     size_t cap;   /* bytes of the block, header included */
-    size_t large; /* 1: pooled; 0: malloc */
+    size_t large; /* 1: pooled; 0: freed at once */
     char pad[64 - 2 * sizeof(size_t)];
 } header;
 
@@ -55,7 +55,9 @@ void *bp_alloc(size_t bytes) {
     const size_t need = bytes + sizeof(header);
     header *h = NULL;
     if (need < BP_POOLED) {
-        h = malloc(need);
+        /* 64-byte aligned like the large blocks: the index's write-combined passes stream
+         * whole lines, and need its arrays' lines to be lines of memory */
+        h = aligned_alloc(64, (need + 63) & ~(size_t)63);
         if (!h)
             return NULL;
         h->cap = need;

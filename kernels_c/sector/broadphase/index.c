@@ -122,6 +122,8 @@ void bp_point_bounds(const float *px, const float *py, int64_t m, int threads, d
  *               digit, pass 2 reads the records in order and writes (x, y, id) into the cells
  *               by its high digit.  Twice the passes, but each writes to a few hundred open
  *               lines (the split below).  Stable, so the result is the direct sort's, bit for bit.
+ *               Each pass stores plain or write-combined, whichever this host runs faster
+ *               (measured by the process's first large builds: "which way", below).
  *
  * Measured on game 10 000 x 1 000 000 (33 124 cells, 16 key bits: 8 + 8), the scatter alone,
  * one thread, in one throwaway program: direct 6.4-8.5 ms, two digits 4.7-5.0 ms (docs/game-scale.md). */
@@ -167,6 +169,10 @@ typedef struct sort_job {
     /* pass 2: part p reads records [first[p], first[p + 1]), whole low buckets from low[p] on */
     int64_t first[BP_MAX_PARTS + 1];
     int64_t low[BP_MAX_PARTS + 1];
+    /* the write-combined passes (combined): each part's lines, `line_bytes` apart */
+    int combined, combined_cells; /* pass 1 write-combined; pass 2 too */
+    char *lines, *lines_block; /* lines: lines_block's first 64-byte boundary */
+    size_t line_bytes;
 } sort_job;
 
 static void histogram_part(void *arg, int part, int parts) {
@@ -275,6 +281,231 @@ static void cells_part(void *arg, int part, int parts) {
     }
 }
 
+/* ------------------------------------------------------------------------ write-combined passes
+ *
+ * Both passes scatter to hundreds of open lines at once (512 low buckets, 3 x 128 high ones).
+ * On some hosts that is nearly free, on others each line costs a trip to memory.  A throwaway
+ * program (docs/game-scale.md) scattering 1 000 000 16-byte records into K buckets with plain
+ * stores took 3.3-6.4 ms up to K = 64, then 11-12.5 ms for every K from 128 to 2048 on an Intel
+ * Xeon host, where on the AMD hosts both passes together took 4.7-5.8 ms.  Software
+ * write-combining keeps each bucket's open line in a buffer of its own (in L1: 512 x 64 bytes)
+ * and writes it out whole with streaming stores once full, so a line costs one 64-byte store
+ * whatever the number of buckets: 4.8-6.3 ms for every K on the Intel host (the index build on
+ * game 10 000 x 1 000 000: 12-14.5 ms against 21.5-22.4 plain), but 8.6-9.4 ms for both passes
+ * on the AMD hosts, where plain stores win.  Which way is faster depends on the host: the
+ * index measures both (which way, below).
+ *
+ * A line is streamed only when all of it is this part's (another part, on another thread, may
+ * own the start of a bucket's first line or the end of its last): the lines a part shares are
+ * written record by record with ordinary stores.  Streaming stores are weakly ordered: a part
+ * ends with a fence, before the join that publishes its writes. */
+#if defined(SB_X86)
+#include <x86intrin.h>
+
+/* 64 bytes from src (aligned) to dst (aligned), around the caches. */
+static inline void stream_line(void *dst, const void *src) {
+    const __m128i *from = src;
+    __m128i *to = dst;
+    _mm_stream_si128(to, _mm_load_si128(from));
+    _mm_stream_si128(to + 1, _mm_load_si128(from + 1));
+    _mm_stream_si128(to + 2, _mm_load_si128(from + 2));
+    _mm_stream_si128(to + 3, _mm_load_si128(from + 3));
+}
+
+/* Records per line, and points per line of xs, ys, ids. */
+#define BP_LINE_RECORDS 4
+#define BP_LINE_POINTS 16
+
+/* Record d of low bucket b is in place in the bucket's line; once the line is full, out it goes. */
+static inline void record_placed(bp_record *records, bp_record (*line)[BP_LINE_RECORDS], const int32_t *begin,
+                                 uint32_t b, int32_t d) {
+    if ((d & (BP_LINE_RECORDS - 1)) != BP_LINE_RECORDS - 1)
+        return;
+    const int32_t first = d - (BP_LINE_RECORDS - 1);
+    if (first >= begin[b])
+        stream_line(&records[first], line[b]);
+    else
+        for (int32_t s = begin[b]; s <= d; s++)
+            records[s] = line[b][s & (BP_LINE_RECORDS - 1)];
+}
+
+static void records_part_combined(void *arg, int part, int parts) {
+    sort_job *job = arg;
+    const int64_t a = bp_share(job->t->m, part, parts), e = bp_share(job->t->m, part + 1, parts);
+    const int64_t lows = (int64_t)1 << job->low_bits;
+    int32_t *fill = job->low_fill + ((int64_t)part << job->low_bits);
+    const uint32_t mask = (1u << job->low_bits) - 1u, *key = job->key;
+    bp_record *records = job->records;
+    bp_record(*line)[BP_LINE_RECORDS] = (void *)(job->lines + (size_t)part * job->line_bytes);
+    int32_t *begin = (int32_t *)(line + lows); /* this part's first record in each bucket */
+    memcpy(begin, fill, (size_t)lows * sizeof *begin);
+    /* four points at a time, transposed into records as records_sse2 does */
+    __m128i id = _mm_setr_epi32((int32_t)a, (int32_t)a + 1, (int32_t)a + 2, (int32_t)a + 3);
+    int64_t j = a;
+    for (; j + 4 <= e; j += 4) {
+        const __m128 x = _mm_loadu_ps(job->px + j), y = _mm_loadu_ps(job->py + j);
+        const __m128 i = _mm_castsi128_ps(id), k = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *)(key + j)));
+        const __m128 xy01 = _mm_unpacklo_ps(x, y), xy23 = _mm_unpackhi_ps(x, y);
+        const __m128 ik01 = _mm_unpacklo_ps(i, k), ik23 = _mm_unpackhi_ps(i, k);
+        const __m128 record[4] = {_mm_movelh_ps(xy01, ik01), _mm_movehl_ps(ik01, xy01), _mm_movelh_ps(xy23, ik23),
+                                  _mm_movehl_ps(ik23, xy23)};
+        for (int l = 0; l < 4; l++) {
+            const uint32_t c = key[j + l];
+            if (c == UINT32_MAX)
+                continue;
+            const uint32_t b = c & mask;
+            const int32_t d = fill[b]++;
+            _mm_store_ps(&line[b][d & (BP_LINE_RECORDS - 1)].x, record[l]);
+            record_placed(records, line, begin, b, d);
+        }
+        id = _mm_add_epi32(id, _mm_set1_epi32(4));
+    }
+    for (; j < e; j++) {
+        const uint32_t c = key[j];
+        if (c == UINT32_MAX)
+            continue;
+        const uint32_t b = c & mask;
+        const int32_t d = fill[b]++;
+        line[b][d & (BP_LINE_RECORDS - 1)] = (bp_record){job->px[j], job->py[j], (int32_t)j, c};
+        record_placed(records, line, begin, b, d);
+    }
+    for (int64_t b = 0; b < lows; b++) { /* the lines not full: what of them is this part's */
+        const int32_t end = fill[b], whole = end & ~(BP_LINE_RECORDS - 1);
+        for (int32_t s = whole > begin[b] ? whole : begin[b]; s < end; s++)
+            records[s] = line[b][s & (BP_LINE_RECORDS - 1)];
+    }
+    _mm_sfence();
+}
+
+typedef struct cell_lines {
+    float x[BP_LINE_POINTS], y[BP_LINE_POINTS];
+    int32_t id[BP_LINE_POINTS];
+} cell_lines;
+
+/* Points q of xs, ys, ids from a high bucket's lines, for q in [from, to] */
+static inline void points_out(sb_bp_index *t, const cell_lines *line, int32_t from, int32_t to) {
+    for (int32_t q = from; q <= to; q++) {
+        t->xs[q] = line->x[q & (BP_LINE_POINTS - 1)];
+        t->ys[q] = line->y[q & (BP_LINE_POINTS - 1)];
+        t->ids[q] = line->id[q & (BP_LINE_POINTS - 1)];
+    }
+}
+
+static void cells_part_combined(void *arg, int part, int parts) {
+    sort_job *job = arg;
+    sb_bp_index *t = job->t;
+    const int low_bits = job->low_bits;
+    const int64_t highs = ((t->cells - 1) >> low_bits) + 1, low = job->low[part];
+    (void)parts;
+    if (job->first[part] == job->first[part + 1])
+        return;
+    int32_t *fill = job->high_fill + (int64_t)part * highs;
+    cell_lines *line = (void *)(job->lines + (size_t)part * job->line_bytes);
+    int32_t *begin = (int32_t *)(line + highs);
+    for (int64_t h = 0; h < highs; h++) { /* as cells_part */
+        const int64_t c = (h << low_bits) | low;
+        begin[h] = fill[h] = t->start[c < t->cells ? c : t->cells];
+    }
+    const bp_record *records = job->records;
+    for (int64_t j = job->first[part]; j < job->first[part + 1]; j++) {
+        const bp_record r = records[j];
+        const uint32_t h = r.key >> low_bits;
+        const int32_t d = fill[h]++, s = d & (BP_LINE_POINTS - 1);
+        line[h].x[s] = r.x;
+        line[h].y[s] = r.y;
+        line[h].id[s] = r.id;
+        if (s == BP_LINE_POINTS - 1) {
+            const int32_t first = d - (BP_LINE_POINTS - 1);
+            if (first >= begin[h]) {
+                stream_line(t->xs + first, line[h].x);
+                stream_line(t->ys + first, line[h].y);
+                stream_line(t->ids + first, line[h].id);
+            } else {
+                points_out(t, &line[h], begin[h], d);
+            }
+        }
+    }
+    for (int64_t h = 0; h < highs; h++) {
+        const int32_t whole = fill[h] & ~(BP_LINE_POINTS - 1);
+        points_out(t, &line[h], whole > begin[h] ? whole : begin[h], fill[h] - 1);
+    }
+    _mm_sfence();
+}
+#endif
+
+/* ------------------------------------------------------------------------ which way
+ *
+ * The first large builds of a process (per thread count) alternate the plain and the
+ * write-combined passes, BP_SCATTER_TRIALS builds each, and time them; later ones take the way
+ * with the shorter best time a point.  Both ways build the same index, bit for bit: only the
+ * time depends on the choice.  Builds of fewer points than BP_SCATTER_TRIAL_POINTS (their
+ * buffers fit the caches, so they say little of the large ones) take the choice once made,
+ * plain before. */
+#define BP_SCATTER_TRIALS 3
+#define BP_SCATTER_TRIAL_POINTS (1 << 18)
+
+/* 0: measure, as above; 1 or 2: always plain or always write-combined (sb_bp_scatter_force) */
+static int scatter_forced;
+static int scatter_trials[BP_MAX_PARTS + 1][2];
+/* the time stamp counter's ticks a 1024 points (its rate is constant; it is only compared with
+ * itself); 0: none yet */
+static int64_t scatter_best[BP_MAX_PARTS + 1][2];
+
+static int scatter_decided(int threads) {
+    return __atomic_load_n(&scatter_trials[threads][0], __ATOMIC_RELAXED) >= BP_SCATTER_TRIALS &&
+           __atomic_load_n(&scatter_trials[threads][1], __ATOMIC_RELAXED) >= BP_SCATTER_TRIALS;
+}
+
+/* 1 for the write-combined passes, 0 for the plain ones; *trial: this build is timed */
+static int scatter_way(int threads, int64_t kept, int *trial) {
+    *trial = 0;
+#if !defined(SB_X86)
+    (void)threads, (void)kept;
+    return 0;
+#else
+    const int forced = __atomic_load_n(&scatter_forced, __ATOMIC_RELAXED);
+    if (forced)
+        return forced == 2;
+    if (scatter_decided(threads)) {
+        const int64_t plain = __atomic_load_n(&scatter_best[threads][0], __ATOMIC_RELAXED);
+        return __atomic_load_n(&scatter_best[threads][1], __ATOMIC_RELAXED) < plain;
+    }
+    if (kept < BP_SCATTER_TRIAL_POINTS)
+        return 0;
+    *trial = 1;
+    return __atomic_load_n(&scatter_trials[threads][1], __ATOMIC_RELAXED) <
+           __atomic_load_n(&scatter_trials[threads][0], __ATOMIC_RELAXED);
+#endif
+}
+
+static void scatter_timed(int threads, int combined, uint64_t ticks, int64_t kept) {
+    const int64_t ps = (int64_t)(ticks * 1024 / (uint64_t)kept) + 1;
+    int64_t *best = &scatter_best[threads][combined];
+    int64_t old = __atomic_load_n(best, __ATOMIC_RELAXED);
+    while ((old == 0 || ps < old) && !__atomic_compare_exchange_n(best, &old, ps, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+    __atomic_fetch_add(&scatter_trials[threads][combined], 1, __ATOMIC_RELAXED);
+}
+
+void sb_bp_scatter_force(int way) { __atomic_store_n(&scatter_forced, way == 1 || way == 2 ? way : 0, __ATOMIC_RELAXED); }
+
+int sb_bp_scatter_way(int threads) {
+    threads = threads < 1 ? 1 : threads > BP_MAX_PARTS ? BP_MAX_PARTS : threads; /* as the builds do */
+#if !defined(SB_X86)
+    return 1;
+#else
+    const int forced = __atomic_load_n(&scatter_forced, __ATOMIC_RELAXED);
+    if (forced)
+        return forced;
+    if (!scatter_decided(threads))
+        return 0;
+    return __atomic_load_n(&scatter_best[threads][1], __ATOMIC_RELAXED) <
+                   __atomic_load_n(&scatter_best[threads][0], __ATOMIC_RELAXED)
+               ? 2
+               : 1;
+#endif
+}
+
 /* The two-digit sort's positions, from each part's counts by low digit: each part's first
  * record in each low bucket (bucket-major, part-minor: ascending ids within a bucket), and pass
  * 2's shares of whole buckets. */
@@ -305,6 +536,32 @@ static int two_digit_plan(sort_job *job, int parts) {
         job->low[next] = lows;
     }
     return 0;
+}
+
+/* The write-combined passes' buffers (1: ready); 0 where they cannot run: not on x86, lines
+ * of the arrays not 64-byte aligned, or no memory (the plain passes need none).  With more
+ * high buckets than fit L1 (keys of over 17 bits), pass 2 stays plain. */
+static int combined_lines(sort_job *job, int threads) {
+#if defined(SB_X86)
+    const sb_bp_index *t = job->t;
+    const int64_t lows = (int64_t)1 << job->low_bits, highs = ((t->cells - 1) >> job->low_bits) + 1;
+    const uintptr_t any = (uintptr_t)job->records | (uintptr_t)t->xs | (uintptr_t)t->ys | (uintptr_t)t->ids;
+    if (any & 63)
+        return 0;
+    job->combined_cells = highs <= ((int64_t)1 << BP_HIGH_BITS);
+    const size_t records = (size_t)lows * (BP_LINE_RECORDS * sizeof(bp_record) + sizeof(int32_t));
+    const size_t cells = job->combined_cells ? (size_t)highs * (sizeof(cell_lines) + sizeof(int32_t)) : 0;
+    job->line_bytes = ((records > cells ? records : cells) + 63) & ~(size_t)63;
+    char *block = bp_alloc((size_t)threads * job->line_bytes + 64);
+    if (!block)
+        return 0;
+    job->lines_block = block;
+    job->lines = (char *)(((uintptr_t)block + 63) & ~(uintptr_t)63);
+    return 1;
+#else
+    (void)job, (void)threads;
+    return 0;
+#endif
 }
 
 int bp_index_sort(sb_bp_index *t, const float *px, const float *py, bp_key_fn key_of, int threads) {
@@ -354,8 +611,27 @@ int bp_index_sort(sb_bp_index *t, const float *px, const float *py, bp_key_fn ke
         job.low_bits = 0;
     }
     if (!failed && job.low_bits) {
-        bp_parallel(threads, records_part, &job);
-        bp_parallel(threads, cells_part, &job);
+        int trial = 0;
+        job.combined = scatter_way(threads, t->kept, &trial) && combined_lines(&job, threads);
+        if (job.combined) {
+#if defined(SB_X86)
+            const uint64_t before = __rdtsc();
+            bp_parallel(threads, records_part_combined, &job);
+            bp_parallel(threads, job.combined_cells ? cells_part_combined : cells_part, &job);
+            if (trial)
+                scatter_timed(threads, 1, __rdtsc() - before, t->kept);
+#endif
+        } else {
+#if defined(SB_X86)
+            const uint64_t before = __rdtsc();
+#endif
+            bp_parallel(threads, records_part, &job);
+            bp_parallel(threads, cells_part, &job);
+#if defined(SB_X86)
+            if (trial)
+                scatter_timed(threads, 0, __rdtsc() - before, t->kept);
+#endif
+        }
     } else if (!failed) {
         bp_parallel(threads, scatter_part, &job);
     }
@@ -364,5 +640,6 @@ int bp_index_sort(sb_bp_index *t, const float *px, const float *py, bp_key_fn ke
     bp_free(job.low_fill);
     bp_free(job.high_fill);
     bp_free(job.records);
+    bp_free(job.lines_block);
     return failed ? -1 : 0;
 }

@@ -33,6 +33,8 @@ SECTOR_COLUMNS = ("cx", "cy", "ux", "uy", "r2", "cos_theta")
 #: sb_bp_query's isa argument: 0 = the best this CPU has.
 ISA_CODES = {"auto": 0, "avx512": 3, "avx2": 2, "sse2": 1}
 ISA_NAMES = {3: "avx512_nosqrt", 2: "avx2_nosqrt", 1: "sse2_nosqrt"}
+#: sb_bp_scatter_way's answers
+SCATTER_WAYS = {0: "not chosen yet", 1: "plain", 2: "write-combined"}
 
 
 class BroadphaseError(RuntimeError):
@@ -100,6 +102,12 @@ class Engine:
         if not self.lib.sb_bp_isa_supported(code):
             raise BroadphaseError(f"this CPU lacks {isa}")
         return ISA_NAMES[code]
+
+    def scatter_way(self, threads: int) -> str:
+        """How this process's index builds on `threads` threads now scatter the points, chosen
+        by timing both ways on the first large builds (kernels_c/sector/broadphase/index.c):
+        "plain", "write-combined", or "not chosen yet"."""
+        return SCATTER_WAYS[self.lib.sb_bp_scatter_way(threads)]
 
     def _floats(self, array, keep: list):
         pointer = self.ffi.from_buffer("float[]", array)
