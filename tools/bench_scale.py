@@ -8,6 +8,8 @@
    process and in interleaved rounds, the query on 1 and 2 threads (index build apart), the
    floor (a streaming loop reading the points and writing the hits' size once, timed in the
    same rounds) and scipy's cKDTree (the kdtree peer, tree build included); hits identical.
+   Warm-up runs the index's first builds, which time both ways of scattering the points and
+   keep the faster (kernels_c/sector/broadphase/index.c): the rounds measure the choice.
 3. How time grows with N, M and the cone size (query, grid and morton, medians).
 
 Ratios are within one run; on a shared machine the absolute times move, the ratios less.
@@ -129,6 +131,11 @@ scene = scenes.generate("game", n, m, seed=1)
 columns = {k: scene.column(k) for k in scene.arrays}
 runner = engine()
 reference = sectorbench.query(columns, columns)  # warm: the build, the pool, the pages
+for threads in (1, 2):  # and the index's first builds, which time both ways of scattering
+    for _ in range(12):
+        if runner.scatter_way(threads) != "not chosen yet":
+            break
+        sectorbench.query(columns, columns, threads=threads)
 floor_out = np.empty(reference.total, dtype=np.int32)
 runner.stream_floor(columns["px"], columns["py"], floor_out)
 times = {"threads_1": [], "threads_2": [], "floor": []}
@@ -154,6 +161,7 @@ for _ in range(kdtree_rounds):
 print(json.dumps({"n": n, "m": m, "rounds": rounds, "times_s": times, "index_build_s": index,
   "kdtree_times_s": kdtree, "hits": reference.total, "candidates": reference.candidates,
   "identical_hits": bool(identical), "narrow_phase": runner.narrow_phase(),
+  "scatter_way": {f"threads_{t}": runner.scatter_way(t) for t in (1, 2)},
   "floor_bytes": 8 * m + 4 * reference.total, "load": os.getloadavg()}))
 """
 
@@ -304,9 +312,10 @@ def print_large(large: dict) -> None:
     print(f"game {large['n']} x {large['m']} via sectorbench.query, medians of {large['rounds']} interleaved rounds:")
     for threads in (1, 2):
         key = f"threads_{threads}"
+        way = large.get("scatter_way", {}).get(key, "not recorded")  # older records lack it
         print(
-            f"  {threads} thread(s): {median[key] * 1e3:.2f} ms end to end (index {index[key] * 1e3:.2f} ms), "
-            f"{large['ratio_to_floor'][key]:.1f}x the floor"
+            f"  {threads} thread(s): {median[key] * 1e3:.2f} ms end to end (index {index[key] * 1e3:.2f} ms, "
+            f"{way} scatter), {large['ratio_to_floor'][key]:.1f}x the floor"
         )
     print(
         f"  2 threads: x{large['speedup_2_threads']:.2f}; floor {median['floor'] * 1e3:.2f} ms "

@@ -5,6 +5,8 @@
  *   python tools/dump_scene.py /tmp/scene 10000 1000000       # game, seed 1
  *   cc -O2 -Ikernels_c/harness kernels_c/sector/broadphase/\*.c tools/broadphase_phases.c -o /tmp/phases -lm
  *   /tmp/phases /tmp/scene 21 1     # R repetitions, threads
+ *   /tmp/phases /tmp/scene 21 1 combined    # the index's scatter forced: plain or combined
+ *                                           # (by default it times both on its first builds)
  *
  * Built with -DSB_BP_OLD_API against the single-file broadphase of commit bfae5fd (no thread
  * arguments) it times that one the same way:
@@ -44,6 +46,9 @@ int sb_bp_query(const sb_bp_index *, const sb_bp_sectors *, int64_t begin, int64
 #define BUILD(px, py, m, cell, threads) sb_bp_grid_build(px, py, m, cell, threads)
 #define QUERY(t, s, n, threads, out) sb_bp_query(t, s, 0, n, 0, threads, 0, out)
 #endif
+/* weak: trees before the scatter's two ways lack them */
+__attribute__((weak)) void sb_bp_scatter_force(int way);
+__attribute__((weak)) int sb_bp_scatter_way(int threads);
 
 static float *load(const char *dir, const char *name, int64_t *count) {
     char path[4096];
@@ -80,6 +85,14 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int reps = argc > 2 ? atoi(argv[2]) : 21, threads = argc > 3 ? atoi(argv[3]) : 1;
+    if (argc > 4) {
+        const int way = !strcmp(argv[4], "plain") ? 1 : !strcmp(argv[4], "combined") ? 2 : 0;
+        if (!way || !sb_bp_scatter_force) {
+            fprintf(stderr, "%s: the scatter is plain or combined, in a tree that has both\n", argv[4]);
+            return 2;
+        }
+        sb_bp_scatter_force(way);
+    }
     int64_t n, m, unused;
     sb_bp_sectors s = {0};
     s.cx = load(argv[1], "cx", &n);
@@ -112,13 +125,19 @@ int main(int argc, char **argv) {
         }
         const double w2 = now(CLOCK_MONOTONIC), c2 = now(CLOCK_THREAD_CPUTIME_ID);
         t[0][k] = w1 - w0, t[1][k] = c1 - c0, t[2][k] = w2 - w1, t[3][k] = c2 - c1;
-        if (k == 0) { /* FNV-1a over the CSR */
-            hash = 1469598103934665603ull;
-            for (int64_t i = 0; i <= n; i++)
-                hash = (hash ^ (uint64_t)h.offsets[i]) * 1099511628211ull;
-            for (int64_t i = 0; i < h.nhits; i++)
-                hash = (hash ^ (uint32_t)h.indices[i]) * 1099511628211ull;
+        /* FNV-1a over the CSR, every repetition: the index's scatter changes way after its
+         * first builds (index.c), and every way must give the same hits */
+        uint64_t csr = 1469598103934665603ull;
+        for (int64_t i = 0; i <= n; i++)
+            csr = (csr ^ (uint64_t)h.offsets[i]) * 1099511628211ull;
+        for (int64_t i = 0; i < h.nhits; i++)
+            csr = (csr ^ (uint32_t)h.indices[i]) * 1099511628211ull;
+        if (k == 0) {
+            hash = csr;
             hits = h.nhits, candidates = h.candidates, runs = h.runs;
+        } else if (csr != hash) {
+            fprintf(stderr, "repetition %d: the hits differ from the first's\n", k);
+            return 1;
         }
         sb_bp_hits_free(&h);
         sb_bp_index_free(index);
@@ -129,5 +148,9 @@ int main(int argc, char **argv) {
            "cpu %.2f ms | %lld hits, %lld candidates in %lld runs, csr hash %016llx\n",
            t[0][reps / 2] * 1e3, t[0][0] * 1e3, t[1][reps / 2] * 1e3, t[2][reps / 2] * 1e3, t[2][0] * 1e3,
            t[3][reps / 2] * 1e3, (long long)hits, (long long)candidates, (long long)runs, (unsigned long long)hash);
+    if (sb_bp_scatter_way) {
+        const char *ways[] = {"not chosen yet", "plain", "combined"};
+        printf("scatter: %s\n", ways[sb_bp_scatter_way(threads)]);
+    }
     return 0;
 }
