@@ -104,9 +104,9 @@ class Engine:
         return ISA_NAMES[code]
 
     def scatter_way(self, threads: int) -> str:
-        """How this process's index builds on `threads` threads now scatter the points, chosen
-        by timing both ways on the first large builds (kernels_c/sector/broadphase/index.c):
-        "plain", "write-combined", or "not chosen yet"."""
+        """How this process's index builds of over 2**18 points on `threads` threads scatter
+        them, chosen by timing both ways on the first such builds (smaller ones scatter plain;
+        kernels_c/sector/broadphase/index.c): "plain", "write-combined", or "not chosen yet"."""
         return SCATTER_WAYS[self.lib.sb_bp_scatter_way(threads)]
 
     def _floats(self, array, keep: list):
