@@ -268,6 +268,18 @@ def test_a_saved_path_with_a_newline_is_named_on_one_line(tmp_path, saved):
     assert invoke("export", saved, "--format", "bmf", "--out", plain).stderr == f"saved {plain}\n"
 
 
+def test_an_error_naming_a_path_with_a_newline_or_an_escape_is_one_printable_line(tmp_path):
+    """The error line named such a path raw: a newline made it two lines (the second read as a
+    line of its own), a terminal escape reached the terminal.  Escaped, as click names paths."""
+    folder = tmp_path / "two\nlines\x1b[2J"
+    folder.mkdir()
+    bad = folder / "bad.json"
+    bad.write_text("{bad")
+    line = one_line(invoke("plot", bad, "--out", tmp_path / "p.png"), "not a sectorbench result")
+    assert line.isprintable()
+    assert line.startswith(f"sectorbench: error: {tmp_path}/two\\nlines\\x1b[2J/bad.json: "), line
+
+
 @pytest.mark.parametrize("name", [b"tab\there", b"it's\\\x1b\r", b"not-utf8-\xff", "c1\u0085rtl\u202e".encode()])
 def test_a_path_with_unprintable_characters_is_named_as_a_shell_reads_it_back(name):
     from sectorbench.cli.app import shown_path

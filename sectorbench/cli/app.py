@@ -95,6 +95,15 @@ def shown_path(path) -> str:
     return "$'" + "".join(_escaped(char) for char in text) + "'"
 
 
+def shown_line(text: str) -> str:
+    """An error line as printed: its characters that are not printable (a newline in a path it
+    names, which made it two lines, or a terminal escape) as the escapes shown_path uses, the
+    others as they are; click names such a path so too."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _escaped(char) for char in text)
+
+
 def _escaped(char: str) -> str:
     if char in _PATH_ESCAPES:
         return _PATH_ESCAPES[char]
@@ -221,13 +230,14 @@ class OneLineErrors(click.Group):
             click.echo(f"sectorbench: error: {' '.join(exc.format_message().split())}", err=True)
             code = 2
         except SectorbenchError as exc:
-            click.echo(f"sectorbench: error: {exc}", err=True)
+            click.echo(f"sectorbench: error: {shown_line(str(exc))}", err=True)
             code = 2
         except Exception as exc:  # a bug: one line unless asked for the traceback
             if os.environ.get("SECTORBENCH_DEBUG"):
                 raise
             click.echo(
-                f"sectorbench: internal error: {type(exc).__name__}: {exc} (set SECTORBENCH_DEBUG=1 for the traceback)",
+                f"sectorbench: internal error: {type(exc).__name__}: {shown_line(str(exc))} "
+                "(set SECTORBENCH_DEBUG=1 for the traceback)",
                 err=True,
             )
             code = 2

@@ -89,7 +89,7 @@ def open_build(config, start: Callable[[Path], BuildSession], side: str | None =
     """The build of `config`, started by start(library); a FailedBuild if the compiler rejects it
     or its library fails to load.  Any other error (a refused --disable-isa, an unusable cache,
     an interrupt) is still the command's."""
-    from ..native.build import BuildError, CacheError, build, compiler_identity
+    from ..native.build import BuildError, CacheError, build, compiler_identity, failure_line
 
     compiler_identity(config.cc)  # a compiler that is not there is the command's error, as an unusable cache
     try:
@@ -97,7 +97,7 @@ def open_build(config, start: Callable[[Path], BuildSession], side: str | None =
     except CacheError:
         raise
     except BuildError as exc:
-        return FailedBuild(config, BUILD_FAILED, one_line(str(exc)), exc, side)
+        return FailedBuild(config, BUILD_FAILED, failure_line(str(exc)), exc, side)
     try:
         return start(library)
     except (WorkerCrashed, WorkerTimedOut) as exc:
@@ -122,16 +122,6 @@ def usable(opened: list) -> list[BuildSession]:
         model = next((b for b in built if b.side == build.side), built[0])
         build.rows_like(model.kernels)
     return working
-
-
-def one_line(message: str) -> str:
-    """A compiler's failure in one line, for a row: the first line ("compiling with '-m32'
-    failed:") and the first of the compiler's lines that says error."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    if len(lines) <= 1:
-        return message.strip()
-    cause = next((line for line in lines[1:] if re.search(r"\berror\b", line)), lines[1])
-    return f"{lines[0]} {cause}"
 
 
 def load_failure(message: str) -> str:

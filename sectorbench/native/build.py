@@ -255,6 +255,16 @@ def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
         return _build(config, cache_dir, library)
 
 
+def failure_line(message: str) -> str:
+    """A compiler's failure in one line, for a row: the first line ("compiling with '-m32'
+    failed:") and the first of the compiler's lines that says error."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return message.strip()
+    cause = next((line for line in lines[1:] if re.search(r"\berror\b", line)), lines[1])
+    return f"{lines[0]} {cause}"
+
+
 def _forget_derived(library: Path) -> None:
     """Remove what was kept beside a library about its code (LIBRARY-STEM.kernels.json, its
     loops' analyses, its code fingerprints) when it is about to be rebuilt under the same name."""
@@ -1103,7 +1113,7 @@ def build_driver(name: str, cc: str = DEFAULT_CC, cache_dir: Path | None = None)
             completed = run_compiler([*command, "-ldl"], COMPILE_TIMEOUT_S, cwd=private, env=environment)
             if completed.returncode != 0:
                 said = (completed.stderr or completed.stdout).strip() or _silence(completed.returncode, private)
-                raise BuildError(f"compiling the {name} driver failed:\n{said}")
+                raise BuildError(failure_line(f"compiling the {name} driver failed:\n{said}"))
             os.chmod(output, 0o755)
             try:
                 _put_in_cache(output, program, completed.stderr)
