@@ -1,6 +1,9 @@
 /* The point index, common to the grid and the Morton table (see bp_internal.h): the points'
  * bounds and the stable counting sort of the points by cell, both split across threads. */
 #include "bp_internal.h"
+#if defined(SB_X86) && !defined(SB_ROWS_ONLY)
+#include <x86intrin.h> /* __rdtsc */
+#endif
 
 void sb_bp_index_free(sb_bp_index *t) {
     if (!t)
@@ -300,10 +303,8 @@ static void cells_part(void *arg, int part, int parts) {
  * written record by record with ordinary stores.  Streaming stores are weakly ordered: a part
  * ends with a fence, before the join that publishes its writes. */
 #if defined(SB_X86)
-#include <x86intrin.h>
-
 /* 64 bytes from src (aligned) to dst (aligned), around the caches. */
-static inline void stream_line(void *dst, const void *src) {
+SB_SSE2_ATTR static inline void stream_line(void *dst, const void *src) {
     const __m128i *from = src;
     __m128i *to = dst;
     _mm_stream_si128(to, _mm_load_si128(from));
@@ -317,8 +318,8 @@ static inline void stream_line(void *dst, const void *src) {
 #define BP_LINE_POINTS 16
 
 /* Record d of low bucket b is in place in the bucket's line; once the line is full, out it goes. */
-static inline void record_placed(bp_record *records, bp_record (*line)[BP_LINE_RECORDS], const int32_t *begin,
-                                 uint32_t b, int32_t d) {
+SB_SSE2_ATTR static inline void record_placed(bp_record *records, bp_record (*line)[BP_LINE_RECORDS],
+                                              const int32_t *begin, uint32_t b, int32_t d) {
     if ((d & (BP_LINE_RECORDS - 1)) != BP_LINE_RECORDS - 1)
         return;
     const int32_t first = d - (BP_LINE_RECORDS - 1);
@@ -329,7 +330,7 @@ static inline void record_placed(bp_record *records, bp_record (*line)[BP_LINE_R
             records[s] = line[b][s & (BP_LINE_RECORDS - 1)];
 }
 
-static void records_part_combined(void *arg, int part, int parts) {
+SB_SSE2_ATTR static void records_part_combined(void *arg, int part, int parts) {
     sort_job *job = arg;
     const int64_t a = bp_share(job->t->m, part, parts), e = bp_share(job->t->m, part + 1, parts);
     const int64_t lows = (int64_t)1 << job->low_bits;
@@ -391,7 +392,7 @@ static inline void points_out(sb_bp_index *t, const cell_lines *line, int32_t fr
     }
 }
 
-static void cells_part_combined(void *arg, int part, int parts) {
+SB_SSE2_ATTR static void cells_part_combined(void *arg, int part, int parts) {
     sort_job *job = arg;
     sb_bp_index *t = job->t;
     const int low_bits = job->low_bits;
@@ -448,8 +449,8 @@ static void cells_part_combined(void *arg, int part, int parts) {
 /* 0: measure, as above; 1 or 2: always plain or always write-combined (sb_bp_scatter_force) */
 static int scatter_forced;
 static int scatter_trials[BP_MAX_PARTS + 1][2];
-/* the time stamp counter's ticks a 1024 points (its rate is constant; it is only compared with
- * itself); 0: none yet */
+/* the time stamp counter's ticks per 1024 points (its rate is constant; it is only compared
+ * with itself); 0: none yet */
 static int64_t scatter_best[BP_MAX_PARTS + 1][2];
 
 static int scatter_decided(int threads) {
@@ -480,15 +481,18 @@ static int scatter_way(int threads, int64_t kept, int *trial) {
 }
 
 static void scatter_timed(int threads, int combined, uint64_t ticks, int64_t kept) {
-    const int64_t ps = (int64_t)(ticks * 1024 / (uint64_t)kept) + 1;
+    const int64_t per_1024 = (int64_t)(ticks * 1024 / (uint64_t)kept) + 1;
     int64_t *best = &scatter_best[threads][combined];
     int64_t old = __atomic_load_n(best, __ATOMIC_RELAXED);
-    while ((old == 0 || ps < old) && !__atomic_compare_exchange_n(best, &old, ps, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    while ((old == 0 || per_1024 < old) &&
+           !__atomic_compare_exchange_n(best, &old, per_1024, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
     __atomic_fetch_add(&scatter_trials[threads][combined], 1, __ATOMIC_RELAXED);
 }
 
-void sb_bp_scatter_force(int way) { __atomic_store_n(&scatter_forced, way == 1 || way == 2 ? way : 0, __ATOMIC_RELAXED); }
+void sb_bp_scatter_force(int way) {
+    __atomic_store_n(&scatter_forced, way == 1 || way == 2 ? way : 0, __ATOMIC_RELAXED);
+}
 
 int sb_bp_scatter_way(int threads) {
     threads = threads < 1 ? 1 : threads > BP_MAX_PARTS ? BP_MAX_PARTS : threads; /* as the builds do */
