@@ -756,3 +756,34 @@ def test_both_ways_of_scattering_the_index_give_the_same_hits():
         assert report[threads]["before"] == "not chosen yet", report
         assert report[threads]["after"] in ("plain", "write-combined"), report
         assert report[threads]["same"] == [True] * 8, report
+
+
+SETTLE_CHILD = r"""
+import json
+from sectorbench.families import scene_kinds as scenes
+from sectorbench.families.sector.query import engine
+
+runner = engine()
+report = {}
+for name, m in (("small", 100_000), ("large", 300_000)):
+    scene = scenes.generate("game", 400, m, seed=3)
+    columns = {name: scene.column(name) for name in scene.arrays}
+    runner.warm("grid", columns, m, threads=2)
+    report[name] = [runner.scatter_way(2), runner.lib.sb_bp_scatter_trials(2), runner.scatter_way(1)]
+runner.warm("grid", columns, m, threads=2)  # chosen: nothing more to build
+report["again"] = runner.lib.sb_bp_scatter_trials(2)
+print(json.dumps(report))
+"""
+
+
+def test_warming_a_broadphase_lets_its_index_choose_its_scatter_before_timing():
+    """`run` warms a broadphase before timing it (BroadphaseLoop.warm): builds of over 2^18
+    points time both ways first, and the timed builds must all scatter the way chosen, not
+    alternate.  Smaller builds are no trials (they scatter plain): none are made for them."""
+    done = subprocess.run([sys.executable, "-c", SETTLE_CHILD], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["small"] == ["not chosen yet", 0, "not chosen yet"], report
+    assert report["large"][0] in ("plain", "write-combined") and report["large"][1] == 6, report
+    assert report["large"][2] == "not chosen yet", report  # chosen per thread count
+    assert report["again"] == 6, report

@@ -67,6 +67,8 @@ void sb_bp_free(void *p);
  * either way): 0 not chosen yet, 1 plain stores, 2 write-combined lines.  threads is clamped as
  * the builds clamp it. */
 int sb_bp_scatter_way(int threads);
+/* The builds on `threads` threads that timed a way so far (they stop once one is chosen). */
+int sb_bp_scatter_trials(int threads);
 /* From now on, every build scatters plain (1) or write-combined (2; plain where it cannot: not
  * on x86); 0 goes back to measuring.  For tests and A/B timings (tools/broadphase_phases.c). */
 void sb_bp_scatter_force(int way);

@@ -365,6 +365,9 @@ class BroadphaseLoop(LoopBase):
         )
 
     def warm(self, ref):
+        engine = self.family.broadphase_engine(self.host.ffi, self.host.lib)
+        scene = self.host.scene
+        engine.warm(self.name, {name: scene.arrays[name] for name in scene.arrays}, scene.n_points, threads=ref.threads)
         return LoopExtras()
 
     def answers(self, shapes):

@@ -494,6 +494,12 @@ void sb_bp_scatter_force(int way) {
     __atomic_store_n(&scatter_forced, way == 1 || way == 2 ? way : 0, __ATOMIC_RELAXED);
 }
 
+int sb_bp_scatter_trials(int threads) {
+    threads = threads < 1 ? 1 : threads > BP_MAX_PARTS ? BP_MAX_PARTS : threads;
+    return __atomic_load_n(&scatter_trials[threads][0], __ATOMIC_RELAXED) +
+           __atomic_load_n(&scatter_trials[threads][1], __ATOMIC_RELAXED);
+}
+
 int sb_bp_scatter_way(int threads) {
     threads = threads < 1 ? 1 : threads > BP_MAX_PARTS ? BP_MAX_PARTS : threads; /* as the builds do */
 #if !defined(SB_X86)

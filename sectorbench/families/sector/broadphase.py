@@ -33,6 +33,8 @@ SECTOR_COLUMNS = ("cx", "cy", "ux", "uy", "r2", "cos_theta")
 #: sb_bp_query's isa argument: 0 = the best this CPU has.
 ISA_CODES = {"auto": 0, "avx512": 3, "avx2": 2, "sse2": 1}
 ISA_NAMES = {3: "avx512_nosqrt", 2: "avx2_nosqrt", 1: "sse2_nosqrt"}
+#: At most this many index builds to let the C side choose its scatter (it takes 3 of each way)
+SETTLE_BUILDS = 12
 #: sb_bp_scatter_way's answers
 SCATTER_WAYS = {0: "not chosen yet", 1: "plain", 2: "write-combined"}
 
@@ -108,6 +110,23 @@ class Engine:
         them, chosen by timing both ways on the first such builds (smaller ones scatter plain;
         kernels_c/sector/broadphase/index.c): "plain", "write-combined", or "not chosen yet"."""
         return SCATTER_WAYS[self.lib.sb_bp_scatter_way(threads)]
+
+    def warm(self, kind: str, columns: Mapping[str, np.ndarray], m: int, threads: int = 1) -> None:
+        """What timing `kind` on these points needs done first: the scatter's choice."""
+        self.settle_scatter(kind, columns["px"], columns["py"], m, columns["r2"], threads)
+
+    def settle_scatter(self, kind: str, px: np.ndarray, py: np.ndarray, m: int, r2: np.ndarray, threads: int) -> str:
+        """Build the index until this process has chosen how such builds scatter (their first
+        builds of over 2**18 points time both ways), so that the builds timed after it all
+        scatter as the rest will; the way, as scatter_way says it."""
+        for _ in range(SETTLE_BUILDS):
+            if kind not in INDEXED or self.scatter_way(threads) != "not chosen yet":
+                break
+            before = self.lib.sb_bp_scatter_trials(threads)
+            self.build(kind, px, py, m, r2, threads)
+            if self.lib.sb_bp_scatter_trials(threads) == before:  # too few points to be a trial
+                break
+        return self.scatter_way(threads)
 
     def _floats(self, array, keep: list):
         pointer = self.ffi.from_buffer("float[]", array)

@@ -286,7 +286,9 @@ def query(
     every choice: the answer of the float32 kernel avx512_nosqrt and its twins, pair for pair
     (in round-to-nearest: see below).
     Freed index and hit buffers are kept for the next call (fresh pages cost a fault each);
-    release_buffers() gives them back.
+    release_buffers() gives them back.  A process's first six index builds of over 2^18
+    points on a thread count time two ways of writing the index and later ones take the
+    faster (docs/game-scale.md): on a host where one way is slow, they take longer.
 
     It runs in this process, not in a worker: the library it loads is built with plain -O2,
     never with fast-math flags, so loading it cannot switch the process to flush-to-zero or
