@@ -368,11 +368,14 @@ def test_run_times_broadphases_in_the_same_rounds_with_identical_hits(tmp_path):
     for name in ("grid", "morton"):
         assert rows[name].broadphase == name and 0 < rows[name].index_build_s < rows[name].median_s
         assert len(rows[name].samples_s) == 2 and rows[name].candidates > 0
+        assert rows[name].index_scatter == "plain"  # 5 000 points: below the trials' 2^18
+    assert rows["sse2_nosqrt"].index_scatter is None
     assert result.scene["options"]["world"] == 400.0
     assert result.config["broadphase"] == ["none", "grid", "morton"]
     path = save(result, tmp_path / "run.json")
     saved = {(r.kernel, r.threads): r for r in load(path).results}
     assert saved[("grid", 1)].index_build_s == rows["grid"].index_build_s
+    assert saved[("morton", 2)].index_scatter == "plain"
 
 
 def test_run_defaults_to_the_fastest_broadphase_at_game_scale():
@@ -565,7 +568,7 @@ def test_each_way_of_scattering_the_index_gives_identical_hits(name, scatter_way
         for seed in (23, 24)
     )
     reference = hits_of("none", columns)
-    assert engine().scatter_way(1) == scatter_way
+    assert engine().scatter_way(1, len(columns["px"])) == scatter_way
     for kind in ("grid", "morton"):
         for threads in (1, 2, 3, 5):
             hits_of(kind, decoy, threads=threads)
@@ -731,14 +734,14 @@ runner = engine()
 reference = runner.hits("none", columns, n, m)
 report = {"hits": reference.total}
 for threads in (1, 3):
-    before = runner.scatter_way(threads)
+    before = runner.scatter_way(threads, m)
     same = []
     for call in range(8):  # the first six try each way three times, alternating
         kind = ("grid", "morton")[call % 2]
         index = runner.build(kind, columns["px"], columns["py"], m, columns["r2"], threads)
         report["cells"] = max(report.get("cells", 0), int(runner.lib.sb_bp_index_cells(index)))
         same.append(runner.hits(kind, columns, n, m, index=index, threads=threads).same_as(reference))
-    report[threads] = {"before": before, "after": runner.scatter_way(threads), "same": same}
+    report[threads] = {"before": before, "after": runner.scatter_way(threads, m), "same": same}
 print(json.dumps(report))
 """
 
@@ -769,7 +772,7 @@ for name, m in (("small", 100_000), ("large", 300_000)):
     scene = scenes.generate("game", 400, m, seed=3)
     columns = {name: scene.column(name) for name in scene.arrays}
     runner.warm("grid", columns, m, threads=2)
-    report[name] = [runner.scatter_way(2), runner.lib.sb_bp_scatter_trials(2), runner.scatter_way(1)]
+    report[name] = [runner.scatter_way(2, m), runner.lib.sb_bp_scatter_trials(2), runner.scatter_way(1, m)]
 runner.warm("grid", columns, m, threads=2)  # chosen: nothing more to build
 report["again"] = runner.lib.sb_bp_scatter_trials(2)
 print(json.dumps(report))
@@ -783,7 +786,7 @@ def test_warming_a_broadphase_lets_its_index_choose_its_scatter_before_timing():
     done = subprocess.run([sys.executable, "-c", SETTLE_CHILD], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)
-    assert report["small"] == ["not chosen yet", 0, "not chosen yet"], report
+    assert report["small"] == ["plain", 0, "plain"], report
     assert report["large"][0] in ("plain", "write-combined") and report["large"][1] == 6, report
     assert report["large"][2] == "not chosen yet", report  # chosen per thread count
     assert report["again"] == 6, report

@@ -133,7 +133,7 @@ runner = engine()
 reference = sectorbench.query(columns, columns)  # warm: the build, the pool, the pages
 for threads in (1, 2):  # and the index's first builds, which time both ways of scattering
     for _ in range(12):
-        if runner.scatter_way(threads) != "not chosen yet":
+        if runner.scatter_way(threads, m) != "not chosen yet":
             break
         sectorbench.query(columns, columns, threads=threads)
 floor_out = np.empty(reference.total, dtype=np.int32)
@@ -161,7 +161,7 @@ for _ in range(kdtree_rounds):
 print(json.dumps({"n": n, "m": m, "rounds": rounds, "times_s": times, "index_build_s": index,
   "kdtree_times_s": kdtree, "hits": reference.total, "candidates": reference.candidates,
   "identical_hits": bool(identical), "narrow_phase": runner.narrow_phase(),
-  "scatter_way": {f"threads_{t}": runner.scatter_way(t) for t in (1, 2)},
+  "scatter_way": {f"threads_{t}": runner.scatter_way(t, m) for t in (1, 2)},
   "floor_bytes": 8 * m + 4 * reference.total, "load": os.getloadavg()}))
 """
 

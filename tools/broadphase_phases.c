@@ -48,7 +48,7 @@ int sb_bp_query(const sb_bp_index *, const sb_bp_sectors *, int64_t begin, int64
 #endif
 /* weak: trees before the scatter's two ways lack them */
 __attribute__((weak)) void sb_bp_scatter_force(int way);
-__attribute__((weak)) int sb_bp_scatter_way(int threads);
+__attribute__((weak)) int sb_bp_scatter_way(int threads, int64_t points);
 
 static float *load(const char *dir, const char *name, int64_t *count) {
     char path[4096];
@@ -150,7 +150,7 @@ int main(int argc, char **argv) {
            t[3][reps / 2] * 1e3, (long long)hits, (long long)candidates, (long long)runs, (unsigned long long)hash);
     if (sb_bp_scatter_way) {
         const char *ways[] = {"not chosen yet", "plain", "combined"};
-        printf("scatter: %s\n", ways[sb_bp_scatter_way(threads)]);
+        printf("scatter: %s\n", ways[sb_bp_scatter_way(threads, m)]);
     }
     return 0;
 }

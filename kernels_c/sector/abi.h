@@ -62,11 +62,11 @@ int64_t sb_bp_selftest_grid(const float *px, const float *py, int64_t m, double 
                             int64_t *pairs);
 void sb_bp_hits_free(sb_bp_hits *hits);
 void sb_bp_free(void *p);
-/* How this process's index builds of over 2^18 points on `threads` threads scatter them (each
- * way measured on its first such builds; smaller ones scatter plain; the index is the same
- * either way): 0 not chosen yet, 1 plain stores, 2 write-combined lines.  threads is clamped as
- * the builds clamp it. */
-int sb_bp_scatter_way(int threads);
+/* How this process's index builds of `points` finite points on `threads` threads now write them
+ * (builds of over 2^18 points measure each way on their first few; smaller ones store plain;
+ * the index is the same either way): 0 not chosen yet, 1 plain stores, 2 write-combined lines.
+ * threads is clamped as the builds clamp it. */
+int sb_bp_scatter_way(int threads, int64_t points);
 /* The builds on `threads` threads that timed a way so far (they stop once one is chosen). */
 int sb_bp_scatter_trials(int threads);
 /* From now on, every build scatters plain (1) or write-combined (2; plain where it cannot: not

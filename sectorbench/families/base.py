@@ -290,8 +290,9 @@ class Family:
 
     def broadphase_engine(self, ffi, lib):
         """An object whose hits(name, columns, n, m, threads=, pool=) returns the family's hits
-        (with .total, .index_build_s, .candidates), on a build's loaded library, and whose
-        warm(name, columns, m, threads=) does what must come before such calls are timed."""
+        (with .total, .index_build_s, .candidates), on a build's loaded library, whose
+        warm(name, columns, m, threads=) does what must come before such calls are timed, and
+        whose index_scatter(name, threads, m) says how their index is written (None: no index)."""
         raise NotImplementedError(f"the {self.name} family has no broadphase")
 
     def check_loops(

@@ -335,6 +335,7 @@ class BroadphaseLoop(LoopBase):
         self._builds: list[float] = []
         self._candidates: int | None = None
         self._narrow_phase: str | None = None
+        self._index_scatter: str | None = None
 
     def passes(self, ref):
         self._check_mode(ref)
@@ -343,6 +344,7 @@ class BroadphaseLoop(LoopBase):
         engine = self.family.broadphase_engine(self.host.ffi, self.host.lib)
         self._narrow_phase = engine.narrow_phase()
         scene = self.host.scene
+        self._index_scatter = engine.index_scatter(self.name, ref.threads, scene.n_points)  # warm() settled it
         pool = self.host.pool(ref.threads) if ref.threads > 1 else None
         columns = {name: scene.arrays[name] for name in scene.arrays}
         self._builds = []
@@ -362,6 +364,7 @@ class BroadphaseLoop(LoopBase):
             candidates=self._candidates,
             narrow_phase=self._narrow_phase,
             broadphase=self.name,
+            index_scatter=self._index_scatter,
         )
 
     def warm(self, ref):

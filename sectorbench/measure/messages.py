@@ -35,9 +35,9 @@ class LoopExtras:
     """What a loop reports beyond time: every field declared here, None when it does not apply.
 
     index_build_s/index_bytes: a prepared index (once, at warm-up) or a broadphase's index
-    (each sample: it is built inside the timed pass); candidates/narrow_phase/broadphase: a
-    broadphase's pairs tested, its narrow phase's kernel and its own name; jit_s: a JIT peer's
-    first call, before timing."""
+    (each sample: it is built inside the timed pass); candidates/narrow_phase/broadphase/
+    index_scatter: a broadphase's pairs tested, its narrow phase's kernel, its own name and how
+    its index is written; jit_s: a JIT peer's first call, before timing."""
 
     jit_s: float | None = None
     index_build_s: float | None = None
@@ -45,6 +45,7 @@ class LoopExtras:
     candidates: int | None = None
     narrow_phase: str | None = None
     broadphase: str | None = None
+    index_scatter: str | None = None
 
 
 # ---------------------------------------------------------------- requests

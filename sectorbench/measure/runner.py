@@ -673,6 +673,7 @@ def _extras_fields(series: Series) -> dict:
         "candidates": last.candidates,
         "narrow_phase": last.narrow_phase,
         "broadphase": last.broadphase,
+        "index_scatter": last.index_scatter,
     }
     if per_sample:
         out["index_build_samples_s"] = per_sample

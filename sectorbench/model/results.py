@@ -11,6 +11,7 @@ Schema history:
      validity, speedup_basis, speedup_reference; the run gains exact_count.  C kernel rows add code_sha256 and
      source_sha256 (the gate's "unchanged code").  The run gains count_allowance and
      count_allowance_sample, and rows answers_differ and answers_note (compare/answers.py).
+     Broadphase rows add index_scatter.
 """
 
 from __future__ import annotations
@@ -120,6 +121,7 @@ class KernelResult:
     broadphase: str | None = None  # a broadphase row (run --broadphase): its name
     candidates: int | None = None  # pairs its narrow phase tested per pass
     narrow_phase: str | None = None  # the brute-force kernel whose predicate it runs
+    index_scatter: str | None = None  # how its index build wrote the points (plain, write-combined)
     #: Bytes each block of shapes reads again (measure/validity.working_set): what is compared with L2.
     working_set_bytes: int | None = None
     #: False where net = gross - NoOperation does not measure the kernel (measure/validity.judge),

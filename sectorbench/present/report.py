@@ -272,6 +272,7 @@ def run_table(run: RunResult) -> Table:
                 note_number(
                     f"{r.kernel} [{flags}]: end to end (index build + query), no NoOperation subtracted; "
                     f"narrow phase {r.narrow_phase}, {r.candidates} candidate pairs"
+                    + (f", index written {r.index_scatter}" if r.index_scatter else "")
                 )
             )
         table.add_row(*map(literal, [*cells, " ".join(row_notes)]))

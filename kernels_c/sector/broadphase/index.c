@@ -500,14 +500,17 @@ int sb_bp_scatter_trials(int threads) {
            __atomic_load_n(&scatter_trials[threads][1], __ATOMIC_RELAXED);
 }
 
-int sb_bp_scatter_way(int threads) {
+int sb_bp_scatter_way(int threads, int64_t points) {
     threads = threads < 1 ? 1 : threads > BP_MAX_PARTS ? BP_MAX_PARTS : threads; /* as the builds do */
 #if !defined(SB_X86)
+    (void)points;
     return 1;
 #else
     const int forced = __atomic_load_n(&scatter_forced, __ATOMIC_RELAXED);
     if (forced)
         return forced;
+    if (points < BP_SCATTER_TRIAL_POINTS)
+        return 1;
     if (!scatter_decided(threads))
         return 0;
     return __atomic_load_n(&scatter_best[threads][1], __ATOMIC_RELAXED) <

@@ -105,28 +105,32 @@ class Engine:
             raise BroadphaseError(f"this CPU lacks {isa}")
         return ISA_NAMES[code]
 
-    def scatter_way(self, threads: int) -> str:
-        """How this process's index builds of over 2**18 points on `threads` threads scatter
-        them, chosen by timing both ways on the first such builds (smaller ones scatter plain;
-        kernels_c/sector/broadphase/index.c): "plain", "write-combined", or "not chosen yet"."""
-        return SCATTER_WAYS[self.lib.sb_bp_scatter_way(threads)]
+    def scatter_way(self, threads: int, points: int) -> str:
+        """How this process's index builds of `points` points on `threads` threads now write
+        them: "plain" or "write-combined", chosen by timing both on the first builds of over
+        2**18 points ("not chosen yet" before; kernels_c/sector/broadphase/index.c)."""
+        return SCATTER_WAYS[self.lib.sb_bp_scatter_way(threads, points)]
+
+    def index_scatter(self, kind: str, threads: int, points: int) -> str | None:
+        """scatter_way for `kind`'s index; None for "none", which builds no index."""
+        return self.scatter_way(threads, points) if kind in INDEXED else None
 
     def warm(self, kind: str, columns: Mapping[str, np.ndarray], m: int, threads: int = 1) -> None:
         """What timing `kind` on these points needs done first: the scatter's choice."""
         self.settle_scatter(kind, columns["px"], columns["py"], m, columns["r2"], threads)
 
     def settle_scatter(self, kind: str, px: np.ndarray, py: np.ndarray, m: int, r2: np.ndarray, threads: int) -> str:
-        """Build the index until this process has chosen how such builds scatter (their first
-        builds of over 2**18 points time both ways), so that the builds timed after it all
-        scatter as the rest will; the way, as scatter_way says it."""
+        """Build the index until this process has chosen how builds of these points write them
+        (their first builds of over 2**18 points time both ways), so that the builds timed
+        after it all do as the rest will; the way, as scatter_way says it."""
         for _ in range(SETTLE_BUILDS):
-            if kind not in INDEXED or self.scatter_way(threads) != "not chosen yet":
+            if kind not in INDEXED or self.scatter_way(threads, m) != "not chosen yet":
                 break
             before = self.lib.sb_bp_scatter_trials(threads)
             self.build(kind, px, py, m, r2, threads)
-            if self.lib.sb_bp_scatter_trials(threads) == before:  # too few points to be a trial
+            if self.lib.sb_bp_scatter_trials(threads) == before:  # too few finite points to be a trial
                 break
-        return self.scatter_way(threads)
+        return self.scatter_way(threads, m)
 
     def _floats(self, array, keep: list):
         pointer = self.ffi.from_buffer("float[]", array)
