@@ -132,10 +132,7 @@ columns = {k: scene.column(k) for k in scene.arrays}
 runner = engine()
 reference = sectorbench.query(columns, columns)  # warm: the build, the pool, the pages
 for threads in (1, 2):  # and the index's first builds, which time both ways of scattering
-    for _ in range(12):
-        if runner.scatter_way(threads, m) != "not chosen yet":
-            break
-        sectorbench.query(columns, columns, threads=threads)
+    runner.warm("grid", columns, m, threads=threads)
 floor_out = np.empty(reference.total, dtype=np.int32)
 runner.stream_floor(columns["px"], columns["py"], floor_out)
 times = {"threads_1": [], "threads_2": [], "floor": []}

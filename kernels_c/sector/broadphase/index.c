@@ -172,8 +172,8 @@ typedef struct sort_job {
     /* pass 2: part p reads records [first[p], first[p + 1]), whole low buckets from low[p] on */
     int64_t first[BP_MAX_PARTS + 1];
     int64_t low[BP_MAX_PARTS + 1];
-    /* the write-combined passes (combined): each part's lines, `line_bytes` apart */
-    int combined, combined_cells; /* pass 1 write-combined; pass 2 too */
+    /* the write-combined passes: each part's lines, `line_bytes` apart; pass 2 write-combined too */
+    int combined_cells;
     char *lines, *lines_block; /* lines: lines_block's first 64-byte boundary */
     size_t line_bytes;
 } sort_job;
@@ -264,21 +264,29 @@ static void records_part(void *arg, int part, int parts) {
     }
 }
 
-static void cells_part(void *arg, int part, int parts) {
-    sort_job *job = arg;
-    sb_bp_index *t = job->t;
-    const int low_bits = job->low_bits;
-    const int64_t highs = ((t->cells - 1) >> low_bits) + 1, low = job->low[part];
-    (void)parts;
-    if (job->first[part] == job->first[part + 1])
-        return;
+/* Pass 2's part `part`: its first point in each of the `highs` high buckets, into its fill. */
+static int32_t *high_starts(sort_job *job, int part, int64_t highs) {
+    const sb_bp_index *t = job->t;
+    const int64_t low = job->low[part];
     /* the records hold low buckets low .. low[part + 1] - 1, so within high bucket h they start
      * at cell (h, low) */
     int32_t *fill = job->high_fill + (int64_t)part * highs;
     for (int64_t h = 0; h < highs; h++) {
-        const int64_t c = (h << low_bits) | low;
+        const int64_t c = (h << job->low_bits) | low;
         fill[h] = t->start[c < t->cells ? c : t->cells];
     }
+    return fill;
+}
+
+static void cells_part(void *arg, int part, int parts) {
+    sort_job *job = arg;
+    sb_bp_index *t = job->t;
+    const int low_bits = job->low_bits;
+    const int64_t highs = ((t->cells - 1) >> low_bits) + 1;
+    (void)parts;
+    if (job->first[part] == job->first[part + 1])
+        return;
+    int32_t *fill = high_starts(job, part, highs);
     float *xs = t->xs, *ys = t->ys;
     int32_t *ids = t->ids;
     const bp_record *records = job->records;
@@ -396,17 +404,14 @@ SB_SSE2_ATTR static void cells_part_combined(void *arg, int part, int parts) {
     sort_job *job = arg;
     sb_bp_index *t = job->t;
     const int low_bits = job->low_bits;
-    const int64_t highs = ((t->cells - 1) >> low_bits) + 1, low = job->low[part];
+    const int64_t highs = ((t->cells - 1) >> low_bits) + 1;
     (void)parts;
     if (job->first[part] == job->first[part + 1])
         return;
-    int32_t *fill = job->high_fill + (int64_t)part * highs;
+    int32_t *fill = high_starts(job, part, highs);
     cell_lines *line = (void *)(job->lines + (size_t)part * job->line_bytes);
-    int32_t *begin = (int32_t *)(line + highs);
-    for (int64_t h = 0; h < highs; h++) { /* as cells_part */
-        const int64_t c = (h << low_bits) | low;
-        begin[h] = fill[h] = t->start[c < t->cells ? c : t->cells];
-    }
+    int32_t *begin = (int32_t *)(line + highs); /* this part's first point in each bucket */
+    memcpy(begin, fill, (size_t)highs * sizeof *begin);
     const bp_record *records = job->records;
     for (int64_t j = job->first[part]; j < job->first[part + 1]; j++) {
         const bp_record r = records[j];
@@ -458,28 +463,38 @@ static int scatter_decided(int threads) {
            __atomic_load_n(&scatter_trials[threads][1], __ATOMIC_RELAXED) >= BP_SCATTER_TRIALS;
 }
 
-/* 1 for the write-combined passes, 0 for the plain ones; *trial: this build is timed */
-static int scatter_way(int threads, int64_t kept, int *trial) {
-    *trial = 0;
+/* How a build of `points` finite points on `threads` threads writes them: 1 plain, 2
+ * write-combined, 0 not chosen yet (its way is a trial's). */
+static int scatter_chosen(int threads, int64_t points) {
 #if !defined(SB_X86)
-    (void)threads, (void)kept;
-    return 0;
-#else
+    (void)threads, (void)points;
+    return 1;
+#endif
     const int forced = __atomic_load_n(&scatter_forced, __ATOMIC_RELAXED);
     if (forced)
-        return forced == 2;
-    if (kept < BP_SCATTER_TRIAL_POINTS)
+        return forced;
+    if (points < BP_SCATTER_TRIAL_POINTS)
+        return 1;
+    if (!scatter_decided(threads))
         return 0;
-    if (scatter_decided(threads)) {
-        const int64_t plain = __atomic_load_n(&scatter_best[threads][0], __ATOMIC_RELAXED);
-        return __atomic_load_n(&scatter_best[threads][1], __ATOMIC_RELAXED) < plain;
-    }
-    *trial = 1;
-    return __atomic_load_n(&scatter_trials[threads][1], __ATOMIC_RELAXED) <
-           __atomic_load_n(&scatter_trials[threads][0], __ATOMIC_RELAXED);
-#endif
+    return __atomic_load_n(&scatter_best[threads][1], __ATOMIC_RELAXED) <
+                   __atomic_load_n(&scatter_best[threads][0], __ATOMIC_RELAXED)
+               ? 2
+               : 1;
 }
 
+/* 1 for the write-combined passes, 0 for the plain ones; *trial: this build is timed (the way
+ * with fewer trials so far, plain first) */
+static int scatter_way(int threads, int64_t kept, int *trial) {
+    const int chosen = scatter_chosen(threads, kept);
+    *trial = !chosen;
+    if (chosen)
+        return chosen == 2;
+    return __atomic_load_n(&scatter_trials[threads][1], __ATOMIC_RELAXED) <
+           __atomic_load_n(&scatter_trials[threads][0], __ATOMIC_RELAXED);
+}
+
+#if defined(SB_X86)
 static void scatter_timed(int threads, int combined, uint64_t ticks, int64_t kept) {
     const int64_t per_1024 = (int64_t)(ticks * 1024 / (uint64_t)kept) + 1;
     int64_t *best = &scatter_best[threads][combined];
@@ -489,6 +504,7 @@ static void scatter_timed(int threads, int combined, uint64_t ticks, int64_t kep
         ;
     __atomic_fetch_add(&scatter_trials[threads][combined], 1, __ATOMIC_RELAXED);
 }
+#endif
 
 void sb_bp_scatter_force(int way) {
     __atomic_store_n(&scatter_forced, way == 1 || way == 2 ? way : 0, __ATOMIC_RELAXED);
@@ -502,22 +518,7 @@ int sb_bp_scatter_trials(int threads) {
 
 int sb_bp_scatter_way(int threads, int64_t points) {
     threads = threads < 1 ? 1 : threads > BP_MAX_PARTS ? BP_MAX_PARTS : threads; /* as the builds do */
-#if !defined(SB_X86)
-    (void)points;
-    return 1;
-#else
-    const int forced = __atomic_load_n(&scatter_forced, __ATOMIC_RELAXED);
-    if (forced)
-        return forced;
-    if (points < BP_SCATTER_TRIAL_POINTS)
-        return 1;
-    if (!scatter_decided(threads))
-        return 0;
-    return __atomic_load_n(&scatter_best[threads][1], __ATOMIC_RELAXED) <
-                   __atomic_load_n(&scatter_best[threads][0], __ATOMIC_RELAXED)
-               ? 2
-               : 1;
-#endif
+    return scatter_chosen(threads, points);
 }
 
 /* The two-digit sort's positions, from each part's counts by low digit: each part's first
@@ -626,26 +627,18 @@ int bp_index_sort(sb_bp_index *t, const float *px, const float *py, bp_key_fn ke
     }
     if (!failed && job.low_bits) {
         int trial = 0;
-        job.combined = scatter_way(threads, t->kept, &trial) && combined_lines(&job, threads);
-        if (job.combined) {
+        const int combined = scatter_way(threads, t->kept, &trial) && combined_lines(&job, threads);
 #if defined(SB_X86)
-            const uint64_t before = __rdtsc();
-            bp_parallel(threads, records_part_combined, &job);
-            bp_parallel(threads, job.combined_cells ? cells_part_combined : cells_part, &job);
-            if (trial)
-                scatter_timed(threads, 1, __rdtsc() - before, t->kept);
+        const uint64_t before = __rdtsc();
+        bp_parallel(threads, combined ? records_part_combined : records_part, &job);
+        bp_parallel(threads, combined && job.combined_cells ? cells_part_combined : cells_part, &job);
+        if (trial)
+            scatter_timed(threads, combined, __rdtsc() - before, t->kept);
+#else /* plain only: combined and trial are 0 */
+        (void)combined;
+        bp_parallel(threads, records_part, &job);
+        bp_parallel(threads, cells_part, &job);
 #endif
-        } else {
-#if defined(SB_X86)
-            const uint64_t before = __rdtsc();
-#endif
-            bp_parallel(threads, records_part, &job);
-            bp_parallel(threads, cells_part, &job);
-#if defined(SB_X86)
-            if (trial)
-                scatter_timed(threads, 0, __rdtsc() - before, t->kept);
-#endif
-        }
     } else if (!failed) {
         bp_parallel(threads, scatter_part, &job);
     }
