@@ -287,3 +287,42 @@ def test_a_path_with_unprintable_characters_is_named_as_a_shell_reads_it_back(na
     shown = shown_path(os.fsdecode(b"/tmp/" + name))
     assert shown.isprintable(), ascii(shown)  # ascii(): a lone surrogate (the byte \xff) fails pytest-xdist's report
     assert read_back_by_bash(shown) == b"/tmp/" + name
+
+
+def limited_files(limit_bytes: int):
+    """A child's file-size limit (the shell's ulimit -f): a write past it fails with EFBIG."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+    return limit
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", *TINY, "-m", "20000", "--kernels", "naive"],
+        ["verify", "--kernels", "naive", "--cases", "20000"],
+        ["query", "-n", "100", "-m", "20000", "--out", "{out}"],
+    ],
+)
+def test_a_scratch_file_past_the_machines_limits_is_one_line_not_an_internal_error(tmp_path, command):
+    args = [str(part).format(out=tmp_path / "hits.npz") for part in command]
+    # the same command once unlimited: the limit is then met by the scene's scratch file alone,
+    # not by the build cache's objects
+    assert sectorbench(*args).returncode in (0, 1)
+    (tmp_path / "hits.npz").unlink(missing_ok=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "sectorbench", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        preexec_fn=limited_files(64 << 10),
+        timeout=300,
+    )
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    # the scene's columns in memory files, or the scene written for the workers: either names it
+    assert len(lines) == 1 and "scene" in lines[0] and "File too large" in lines[0], result.stderr
+    assert not list(tmp_path.rglob("*.npz*")), "a partial scene or answer was left behind"

@@ -95,6 +95,13 @@ def shown_path(path) -> str:
     return "$'" + "".join(_escaped(char) for char in text) + "'"
 
 
+#: OSErrors that say the machine ran out of something (disk, quota, a file-size limit, memory,
+#: file descriptors) or refuses writes: a one-line error, not an internal one.
+MACHINE_LIMITS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.ENOMEM, errno.EMFILE, errno.ENFILE}
+)
+
+
 def shown_line(text: str) -> str:
     """An error line as printed: its characters that are not printable (a newline in a path it
     names, which made it two lines, or a terminal escape) as the escapes shown_path uses, the
@@ -235,11 +242,17 @@ class OneLineErrors(click.Group):
         except Exception as exc:  # a bug: one line unless asked for the traceback
             if os.environ.get("SECTORBENCH_DEBUG"):
                 raise
-            click.echo(
-                f"sectorbench: internal error: {type(exc).__name__}: {shown_line(str(exc))} "
-                "(set SECTORBENCH_DEBUG=1 for the traceback)",
-                err=True,
-            )
+            if isinstance(exc, OSError) and exc.errno in MACHINE_LIMITS:
+                # a write no named output made (a scratch file) hit the machine's limits: the
+                # user's to fix, not a bug of ours
+                where = f": {shown_line(os.fsdecode(exc.filename))}" if exc.filename is not None else ""
+                click.echo(f"sectorbench: error: {exc.strerror}{where}", err=True)
+            else:
+                click.echo(
+                    f"sectorbench: internal error: {type(exc).__name__}: {shown_line(str(exc))} "
+                    "(set SECTORBENCH_DEBUG=1 for the traceback)",
+                    err=True,
+                )
             code = 2
         finally:
             for sig, handler in previous.items():

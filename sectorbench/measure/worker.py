@@ -14,6 +14,7 @@ its own process group and dies with its parent (through the fork server).  See d
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -635,7 +636,20 @@ def save_scene(scene, directory: Path) -> Path:
         meta["options"] = dict(scene.options)
         extra = {EXTRA_PREFIX + name: values for name, values in scene.extra.items()}
         columns = {name: scene.column(name) for name in scene.arrays}
-        np.savez(path, __meta__=np.array(json.dumps(meta)), **columns, **extra)
+        # under another name until whole: a write cut short (a full disk) must not leave a
+        # damaged scene where the next session of this run would take it as written
+        partial = path.with_name(f".{path.name}.partial")
+        try:
+            with open(partial, "wb") as out:
+                np.savez(out, __meta__=np.array(json.dumps(meta)), **columns, **extra)
+            os.replace(partial, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                partial.unlink()
+            cause = "the file-size limit, ulimit -f" if exc.errno == errno.EFBIG else "TMPDIR chooses that folder"
+            raise SectorbenchError(
+                f"cannot write the scene for the workers into {path.parent}: {exc.strerror or exc} ({cause})"
+            ) from None
     return path
 
 

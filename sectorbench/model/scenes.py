@@ -122,15 +122,20 @@ def read_only_copy(array: np.ndarray) -> np.ndarray:
         copy.flags.writeable = False
         return copy
     size = max(array.nbytes, 1)
-    descriptor = os.memfd_create(SCENE_MEMFD, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
-        os.ftruncate(descriptor, size)
-        with mmap.mmap(descriptor, size) as writable:
-            writable[: array.nbytes] = np.ascontiguousarray(array).data.cast("B")
-        _seal(descriptor)
-        pages = mmap.mmap(descriptor, size, prot=mmap.PROT_READ)
-    finally:
-        os.close(descriptor)
+        descriptor = os.memfd_create(SCENE_MEMFD, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(descriptor, size)
+            with mmap.mmap(descriptor, size) as writable:
+                writable[: array.nbytes] = np.ascontiguousarray(array).data.cast("B")
+            _seal(descriptor)
+            pages = mmap.mmap(descriptor, size, prot=mmap.PROT_READ)
+        finally:
+            os.close(descriptor)
+    except OSError as exc:  # the machine's limits (a file-size limit counts a memory file too: ulimit -f)
+        raise SectorbenchError(
+            f"cannot hold a scene column ({array.nbytes:,} bytes) in a memory file: {exc.strerror or exc}"
+        ) from None
     return np.frombuffer(pages, dtype=array.dtype, count=array.size)
 
 
