@@ -1183,18 +1183,48 @@ def test_an_output_swapped_for_a_link_to_an_input_while_the_command_ran_is_not_w
     """check_outputs refuses an output that is an input before the work; the output may become
     one while the command runs (a symbolic link put in its place): the write refuses it too,
     and what would have been written is rescued, the input untouched."""
-    from sectorbench.model.results import WriteFailed, protect_inputs, write_text_atomic
+    from sectorbench.model.results import WriteFailed, guard_command_files, write_text_atomic
 
     source, out = tmp_path / "kernel.c", tmp_path / "out.json"
     source.write_text("/* the user's kernel */\n")
     out.write_text("{}")
-    protect_inputs([source])
+    guard_command_files([source])
     try:
         out.unlink()
         out.symlink_to(source)  # meanwhile
         with pytest.raises(WriteFailed, match="is now the same file as the input"):
             write_text_atomic(out, '{"results": []}\n', overwrite=True)
     finally:
-        protect_inputs(())
+        guard_command_files(())
     assert source.read_text() == "/* the user's kernel */\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kernel.c", "out.json"]  # no partial file left
+
+
+@pytest.mark.parametrize("existed", [True, False])
+def test_a_forced_output_swapped_for_a_link_elsewhere_while_the_command_ran_is_not_written_through(tmp_path, existed):
+    """--force replaces the output the command was named; a link put in its place meanwhile
+    leads to a file it was not named (no input of it either): refused and rescued, that file
+    untouched.  A link there from the start is written through, as documented."""
+    from sectorbench.model.results import WriteFailed, guard_command_files, write_text_atomic
+
+    precious, out = tmp_path / "precious.txt", tmp_path / "out.json"
+    precious.write_text("keep me\n")
+    if existed:
+        out.write_text("{}")
+    guard_command_files((), [out])
+    try:
+        out.unlink(missing_ok=True)
+        out.symlink_to(precious)  # meanwhile
+        with pytest.raises(WriteFailed, match="not to .*out.json as when the command began"):
+            write_text_atomic(out, '{"results": []}\n', overwrite=True)
+        out.unlink()
+        linked = tmp_path / "linked.json"
+        linked.write_text("{}")
+        out.symlink_to(linked)
+        guard_command_files((), [out])  # the link was there when the command began
+        write_text_atomic(out, '{"results": []}\n', overwrite=True)
+    finally:
+        guard_command_files(())
+    assert precious.read_text() == "keep me\n"
+    assert linked.read_text() == '{"results": []}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["linked.json", "out.json", "precious.txt"]

@@ -31,7 +31,7 @@ from ..model.results import (
     RESCUE_SUFFIX,
     RESULTS_DIR,
     WriteFailed,
-    protect_inputs,
+    guard_command_files,
     save,
     save_new,
     text_writer,
@@ -217,7 +217,7 @@ class OneLineErrors(click.Group):
                 # A warning (numpy's RuntimeWarning, a DeprecationWarning) is not a result: it
                 # would be an extra, unexplained line; the code avoids their causes instead.
                 warnings.simplefilter("ignore")
-                protect_inputs(())  # a command sets its own (check_outputs); none left from another
+                guard_command_files(())  # a command sets its own (check_outputs); none left from another
                 with rescuing():  # an output that could not be written leaves a rescue copy
                     code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Abort:  # an interrupt outside the main thread's handler (none expected)

@@ -10,7 +10,7 @@ import click
 from ..compare.gate import MAX_THRESHOLDS_BYTES, GateConfig, load_thresholds
 from ..errors import SectorbenchError
 from ..families import all_families, scene_options
-from ..model.results import RESULTS_DIR, check_directory, check_output, protect_inputs, regular_file, same_file
+from ..model.results import RESULTS_DIR, check_directory, check_output, guard_command_files, regular_file, same_file
 from ..native.build import DEFAULT_CC, BuildConfig
 
 
@@ -255,7 +255,7 @@ def check_outputs(force: bool, *paths: Path | None, save: bool = False, inputs=(
     command's `inputs` (the same inode, however it is named), even with --force: an
     output replacing the baseline it is compared with would lose the baseline.
     """
-    protect_inputs(inputs)  # checked again when each output is written
+    guard_command_files(inputs, paths)  # checked again when each output is written
     written: dict[str, Path] = {}
     for path in paths:
         if path is None:

@@ -276,15 +276,20 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: boo
         raise WriteFailed(str(exc), path, write) from None
 
 
-#: The running command's inputs (protect_inputs): an output is checked against them before the
-#: command's work and, here, again just before it is renamed into place, so an output swapped
+#: The running command's inputs (guard_command_files): an output is checked against them before
+#: the command's work and, here, again just before it is renamed into place, so an output swapped
 #: for a link to an input while the command ran does not replace that input.
 _inputs: contextvars.ContextVar[tuple[Path, ...]] = contextvars.ContextVar("inputs", default=())
+#: Each named output's real path (links followed) when the command checked it: an output that
+#: leads elsewhere when written (a link put in its place meanwhile) is not written there.
+_output_targets: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("output_targets", default=None)
 
 
-def protect_inputs(paths) -> None:
-    """The files write_atomic must never replace from now on (the command's inputs)."""
-    _inputs.set(tuple(Path(p) for p in paths if p is not None))
+def guard_command_files(inputs, outputs=()) -> None:
+    """From now on, write_atomic never replaces one of `inputs`, and writes each of `outputs`
+    only where it leads now."""
+    _inputs.set(tuple(Path(p) for p in inputs if p is not None))
+    _output_targets.set({os.path.abspath(p): os.path.realpath(p) for p in outputs if p is not None})
 
 
 def _refuse_inputs(path: Path) -> None:
@@ -293,8 +298,18 @@ def _refuse_inputs(path: Path) -> None:
             raise SectorbenchError(f"{path} is now the same file as the input {source}: outputs never replace inputs")
 
 
+def _refuse_redirected(path: Path) -> None:
+    checked = (_output_targets.get() or {}).get(os.path.abspath(path))
+    if checked is not None and os.path.realpath(path) != checked:
+        raise SectorbenchError(
+            f"{path} now leads to {os.path.realpath(path)}, not to {checked} as when the command began: "
+            "a file the command was not named is never replaced"
+        )
+
+
 def _write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: bool) -> Path:
-    path = check_output(path, overwrite, create_dir=True)
+    _refuse_redirected(path)
+    named, path = path, check_output(path, overwrite, create_dir=True)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -308,6 +323,7 @@ def _write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: bo
             os.fchmod(stream.fileno(), stat.S_IMODE(existing.st_mode) if existing else 0o666 & ~_umask())
             os.fsync(stream.fileno())
         _refuse_inputs(path)
+        _refuse_redirected(named)  # and again at the last moment: the write took time
         if overwrite:
             _regular_or_none(path, overwrite)  # what sits there now, just before the rename
             os.replace(partial, path)
