@@ -326,3 +326,14 @@ def test_a_scratch_file_past_the_machines_limits_is_one_line_not_an_internal_err
     # the scene's columns in memory files, or the scene written for the workers: either names it
     assert len(lines) == 1 and "scene" in lines[0] and "File too large" in lines[0], result.stderr
     assert not list(tmp_path.rglob("*.npz*")), "a partial scene or answer was left behind"
+
+
+@pytest.mark.parametrize("name", ["sector/scalar.c", "harness/new.json"])
+def test_no_output_replaces_or_joins_the_c_sources_the_command_builds(name):
+    from sectorbench.native.build import KERNELS_DIR
+
+    target = KERNELS_DIR / name
+    before = target.read_bytes() if target.exists() else None
+    result = invoke("run", *TINY, "--kernels", "naive", "--json", target, "--force")
+    one_line(result, "sectorbench's own C sources", "even with --force")
+    assert (target.read_bytes() if target.exists() else None) == before

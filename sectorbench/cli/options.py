@@ -11,7 +11,7 @@ from ..compare.gate import MAX_THRESHOLDS_BYTES, GateConfig, load_thresholds
 from ..errors import SectorbenchError
 from ..families import all_families, scene_options
 from ..model.results import RESULTS_DIR, check_directory, check_output, guard_command_files, regular_file, same_file
-from ..native.build import DEFAULT_CC, BuildConfig
+from ..native.build import DEFAULT_CC, KERNELS_DIR, BuildConfig
 
 
 class RegistryChoice(click.Choice):
@@ -274,6 +274,11 @@ def check_outputs(force: bool, *paths: Path | None, save: bool = False, inputs=(
                     f"{path} is the same file as the input {source}: outputs never replace inputs, even with --force"
                 )
         target = os.path.abspath(check_output(path, force))
+        if Path(os.path.realpath(target)).is_relative_to(os.path.realpath(KERNELS_DIR)):
+            raise SectorbenchError(
+                f"{path} is in sectorbench's own C sources ({KERNELS_DIR}), which the command builds: "
+                "outputs never replace inputs, even with --force"
+            )
         if target in written:
             raise SectorbenchError(f"{written[target]} and {path} are the same file: give each output its own path")
         written[target] = path
