@@ -337,3 +337,15 @@ def test_no_output_replaces_or_joins_the_c_sources_the_command_builds(name):
     result = invoke("run", *TINY, "--kernels", "naive", "--json", target, "--force")
     one_line(result, "sectorbench's own C sources", "even with --force")
     assert (target.read_bytes() if target.exists() else None) == before
+
+
+HELPERS_ONLY = "static int helper(int x) { return x + 1; }\nint use(int y) { return helper(y); }\n"
+
+
+@pytest.mark.parametrize("text", ["", HELPERS_ONLY])
+@pytest.mark.parametrize("command", [["run", *TINY], ["verify", "--cases", "100"], ["kernels"]])
+def test_a_source_that_declares_no_kernel_is_refused_before_any_build(tmp_path, text, command):
+    # else the run timed the built-in kernels alone, and read as a run of the user's
+    source = tmp_path / "mine.c"
+    source.write_text(text)
+    one_line(invoke(*command, "--source", source), "declares no kernel", str(source))

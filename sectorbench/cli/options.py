@@ -11,7 +11,7 @@ from ..compare.gate import MAX_THRESHOLDS_BYTES, GateConfig, load_thresholds
 from ..errors import SectorbenchError
 from ..families import all_families, scene_options
 from ..model.results import RESULTS_DIR, check_directory, check_output, guard_command_files, regular_file, same_file
-from ..native.build import DEFAULT_CC, KERNELS_DIR, BuildConfig
+from ..native.build import DEFAULT_CC, KERNELS_DIR, BuildConfig, source_kernel_rows
 
 
 class RegistryChoice(click.Choice):
@@ -126,7 +126,19 @@ def build_configs(flags: tuple[str, ...], cc: tuple[str, ...], sources=()) -> tu
                 + ": give each --flags and --cc once"
             )
         seen[config] = text
+    if configs and sources:
+        refuse_sources_without_kernels(configs[0])
     return configs
+
+
+def refuse_sources_without_kernels(config: BuildConfig) -> None:
+    """A --source that declares no kernel (empty, or helpers only) is refused before any work:
+    the run would time the built-in kernels alone and look like a run of the user's."""
+    for source in config.extra_sources:
+        if source_kernel_rows(config, source) == 0:
+            raise SectorbenchError(
+                f"--source {source} declares no kernel (a kernel is a row SB_KERNEL makes: docs/extending.md)"
+            )
 
 
 def build_text(cc: str, flags: str) -> str:

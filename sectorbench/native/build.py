@@ -870,7 +870,8 @@ def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig
         for process, _ in running:
             kill_session(process)
     if failed:
-        raise BuildError(f"compiling with {config.label!r} failed:\n" + "\n".join(failed))
+        # two units failing on the same flag say the same thing: once
+        raise BuildError(f"compiling with {config.label!r} failed:\n" + "\n".join(dict.fromkeys(failed)))
     return [(private / f"compiler-{number}.log").read_text(errors="replace") for number in range(len(commands))]
 
 
@@ -1010,6 +1011,33 @@ def kernel_index(config: BuildConfig) -> dict[str, str] | None:
 
 
 def _preprocessed_index(config: BuildConfig) -> dict[str, str] | None:
+    rows = _preprocessed_rows(config, sources(config))
+    if rows is None:
+        return None
+    index = {}
+    for row in rows:
+        name, family = re.search(_FIELD.format("name"), row), re.search(_FIELD.format("family"), row)
+        if name:
+            index[name.group(1)] = family.group(1) if family else ""
+    # kernels_c/ always has rows: none means the "compiler" printed nothing (--cc /bin/true),
+    # and the build, not a list of no known kernels, should say what is wrong with it
+    return index or None
+
+
+@cache
+def source_kernel_rows(config: BuildConfig, source: Path) -> int | None:
+    """How many kernel rows the user's C file `source` declares (its own, read by preprocessing
+    it alone with `config`'s compiler, flags and include folders); None when that fails (a
+    missing compiler, a syntax error: the build says why)."""
+    try:
+        rows = _preprocessed_rows(config, [source])
+    except BuildError:
+        return None
+    return None if rows is None else len(rows)
+
+
+def _preprocessed_rows(config: BuildConfig, files: list[Path]) -> list[str] | None:
+    """The text inside each kernel row of `files`, preprocessed; None if the preprocessor fails."""
     cc_path, _ = compiler_identity(config.cc)
     command = [
         cc_path,
@@ -1022,19 +1050,12 @@ def _preprocessed_index(config: BuildConfig) -> dict[str, str] | None:
         "c",
     ]
     try:
-        completed = run_compiler([*command, *map(str, sources(config))], timeout=120)
+        completed = run_compiler([*command, *map(str, files)], timeout=120)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if completed.returncode != 0:
         return None
-    index = {}
-    for row in _ROW.finditer(completed.stdout):
-        name, family = re.search(_FIELD.format("name"), row.group(1)), re.search(_FIELD.format("family"), row.group(1))
-        if name:
-            index[name.group(1)] = family.group(1) if family else ""
-    # kernels_c/ always has rows: none means the "compiler" printed nothing (--cc /bin/true),
-    # and the build, not a list of no known kernels, should say what is wrong with it
-    return index or None
+    return [row.group(1) for row in _ROW.finditer(completed.stdout)]
 
 
 def _intact(library: Path, remove: bool = False) -> bool:
