@@ -102,6 +102,26 @@ MACHINE_LIMITS = frozenset(
 )
 
 
+#: At most this many of a compiler's lines are quoted under a build error's line.
+QUOTED_COMPILER_LINES = 30
+
+
+def error_text(exc: SectorbenchError) -> str:
+    """An error's line; a build error's is its first line and the compiler's first error
+    (failure_line), with the compiler's own messages quoted under it, indented, as it wrote
+    them (their lines escaped as shown_line escapes one)."""
+    from ..native.build import BuildError, failure_line
+
+    message = str(exc)
+    if not isinstance(exc, BuildError) or "\n" not in message.strip():
+        return shown_line(message)
+    said = [line.rstrip() for line in message.strip().splitlines()[1:] if line.strip()]
+    quoted = ["  " + shown_line(line) for line in said[:QUOTED_COMPILER_LINES]]
+    if len(said) > QUOTED_COMPILER_LINES:
+        quoted.append(f"  ({len(said) - QUOTED_COMPILER_LINES} more lines)")
+    return "\n".join([shown_line(failure_line(message)), *quoted])
+
+
 def shown_line(text: str) -> str:
     """An error line as printed: its characters that are not printable (a newline in a path it
     names, which made it two lines, or a terminal escape) as the escapes shown_path uses, the
@@ -237,7 +257,7 @@ class OneLineErrors(click.Group):
             click.echo(f"sectorbench: error: {' '.join(exc.format_message().split())}", err=True)
             code = 2
         except SectorbenchError as exc:
-            click.echo(f"sectorbench: error: {shown_line(str(exc))}", err=True)
+            click.echo(f"sectorbench: error: {error_text(exc)}", err=True)
             code = 2
         except Exception as exc:  # a bug: one line unless asked for the traceback
             if os.environ.get("SECTORBENCH_DEBUG"):
