@@ -38,11 +38,18 @@ def one_line_error(result, *fragments):
 
 @pytest.fixture
 def empty_cache(tmp_path, monkeypatch):
-    """A build cache that stays empty unless something is compiled."""
+    """A build cache that holds nothing compiled unless something is (see built)."""
     cache = tmp_path / "cache"
     cache.mkdir()
     monkeypatch.setenv("SECTORBENCH_CACHE", str(cache))
     return cache
+
+
+def built(cache: Path) -> list[str]:
+    """What a build left in `cache`: not the kernel lists a run reads by preprocessing its
+    sources (LIBRARY.kernels.json, before any build, to refuse a misspelt --kernels), which a
+    process writes only once (kernel_index is cached in it): a test alone met them."""
+    return sorted(p.name for p in cache.iterdir() if not p.name.endswith(".kernels.json"))
 
 
 def test_force_never_replaces_a_fifo(tmp_path, empty_cache):
@@ -50,7 +57,7 @@ def test_force_never_replaces_a_fifo(tmp_path, empty_cache):
     os.mkfifo(fifo)
     one_line_error(invoke("run", *SMALL, "--json", fifo, "--force"), "is a FIFO", "only regular files")
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
-    assert not any(empty_cache.iterdir()), "refused before anything was built"
+    assert not built(empty_cache), "refused before anything was built"
 
 
 def test_force_never_replaces_dev_null():
@@ -86,7 +93,7 @@ def test_an_output_that_cannot_be_written_is_refused_before_building(tmp_path, e
     one_line_error(invoke("run", *SMALL, "--baseline", __file__, "--markdown", path), fragment)
     one_line_error(invoke("compare", *SMALL, "--json", path), fragment)
     one_line_error(invoke("verify", "--json", path), fragment)
-    assert not any(empty_cache.iterdir()), "refused before anything was built"
+    assert not built(empty_cache), "refused before anything was built"
     assert (tmp_path / "file.txt").read_text() == "precious"
 
 
@@ -95,7 +102,7 @@ def test_save_is_checked_before_building(tmp_path, empty_cache, monkeypatch):
     Path("results").write_text("not a directory")
     one_line_error(invoke("run", *SMALL, "--save"), "--save", "results is a file, not a directory")
     one_line_error(invoke("compare", *SMALL, "--save"), "results is a file")
-    assert not any(empty_cache.iterdir())
+    assert not built(empty_cache)
 
 
 def test_the_same_file_twice_is_refused(tmp_path, empty_cache):
@@ -147,7 +154,7 @@ def test_incompatible_baseline_is_refused_before_building(tmp_path, empty_cache)
     row["samples_s"] = [1e-3, 1.1e-3]
     baseline.write_text(json.dumps({**data, "env": {}, "config": {}, "results": [row]}))
     one_line_error(invoke("run", *SMALL, "--baseline", baseline), "different scene", "seed 7")
-    assert not any(empty_cache.iterdir())
+    assert not built(empty_cache)
 
 
 def test_baseline_missing_a_kernel_is_refused_before_timing(tmp_path):
@@ -164,6 +171,31 @@ def test_baseline_missing_a_kernel_is_refused_before_timing(tmp_path):
     one_line_error(result, "missing kernel sse2", "this run does not select it")
     assert "plan:" not in result.stderr
     assert time.monotonic() - started < 60  # measuring this scene would take longer
+
+
+@pytest.mark.parametrize(
+    ("options", "label"),
+    [
+        (["--flags", "-O3"], "basic [-O2, inline]"),
+        (["--flags", "-O2", "--cc", "gcc"], "basic [cc -O2, inline]"),
+        (["--flags", "-O2", "--mode", "call"], "basic [-O2, inline]"),
+        (["--flags", "-O2", "--threads", "2"], "basic [-O2, inline]"),
+    ],
+)
+def test_a_baseline_of_other_builds_modes_or_threads_is_refused_before_building(tmp_path, empty_cache, options, label):
+    """The baseline's builds, modes and thread counts are known before any build: a run that
+    selects none of its rows' is refused then, not after compiling (seconds to minutes)."""
+    row = {"kernel": "basic", "family": "sector", "flags": "-O2", "cc": "cc", "mode": "inline", "status": "ok"}
+    row["samples_s"] = [1e-3, 1.1e-3, 1.05e-3, 0.98e-3, 1.02e-3]
+    scene = {"kind": "uniform", "family": "sector", "seed": 0, "sectors": 20, "points": 500}
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(
+        json.dumps({"schema": SCHEMA_VERSION, "scene": scene, "env": {}, "config": {}, "results": [row]})
+    )
+    scene_and_rounds = ["-n", "20", "-m", "500", "--repeat", "5", "--min-time", "0.001"]
+    result = invoke("run", *scene_and_rounds, *options, "--kernels", "basic", "--baseline", baseline)
+    one_line_error(result, f"missing kernel {label}", "this run does not select it", "--cc, --flags")
+    assert not built(empty_cache)
 
 
 def test_sigterm_removes_the_scratch_directory(tmp_path):

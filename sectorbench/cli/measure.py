@@ -234,10 +234,13 @@ def run_command(
     check_default_kernels_time(config)
     baseline_result = None
     if baseline:
-        from ..compare.gate import check_power, check_scene
+        from ..compare.gate import check_power, check_scene, check_selection
+        from ..measure.runner import build_row
 
         baseline_result = load_plain(baseline)
         check_scene(baseline_result, describe_scene(config.scene, sectors, points, seed, config.scene_options))
+        builds = [build_row(build)[::-1] for build in config.builds]  # (cc, flags), as a row's key
+        check_selection(baseline_result, builds, config.modes, config.threads)
         check_power(baseline_result, repeat, gate_config.alpha)
     if against or against_source:
         from ..compare.gate import check_ab_rounds

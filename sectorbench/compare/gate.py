@@ -360,6 +360,24 @@ def check_rows(baseline: RunResult, rows: Iterable[RowKey], normalize: str | Non
                 )
 
 
+def check_selection(
+    baseline: RunResult, builds: Iterable[tuple[str, str]], modes: Iterable[str], threads: Iterable[int]
+) -> None:
+    """Before any build: every row ok in `baseline` has its (cc, flags) among `builds` (peers'
+    rows are under PEER_CC, whatever the builds), its mode among `modes` and its thread count
+    among `threads`; else the IncompatibleResults check_rows raises once the kernels are known
+    (a mismatched --flags had been refused only after its build, seconds to minutes)."""
+    builds, modes, threads = set(builds), set(modes), set(threads)
+    base_rows = _index(baseline, _BASE, shows_cc(row.key for row in baseline.results))
+    selectable = [
+        key
+        for key in base_rows
+        if ((key.cc, key.flags) in builds or key.cc == PEER_CC) and key.mode in modes and key.threads in threads
+    ]
+    compilers = {key.cc for key in base_rows if key.cc != PEER_CC} | {cc for cc, _ in builds}
+    _check_missing(base_rows, selectable, len(compilers) > 1, selection=True)
+
+
 def _check_missing(
     base_rows: dict[RowKey, KernelResult], current: Iterable[RowKey], show_cc: bool, selection: bool = False
 ) -> None:
@@ -371,9 +389,8 @@ def _check_missing(
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         said = f"missing kernel {row_label(missing[0], show_cc)} in {_CURRENT}{more}"
         if selection:
-            said += (
-                f": this run does not select {'them' if more else 'it'} (see its --kernels, --flags, --mode, --threads)"
-            )
+            options = "--kernels, --cc, --flags, --mode, --threads"
+            said += f": this run does not select {'them' if more else 'it'} (see its {options})"
         raise IncompatibleResults(said)
 
 

@@ -458,7 +458,12 @@ def _missing_mode(kernel: Kernel, mode: str) -> str | None:
 
 def row_build(session: BuildSession) -> tuple[str, str]:
     """(flags, cc) of the session's rows: compiler flags do not apply to the peers' worker."""
-    return (PEER_FLAGS, PEER_CC) if session.peers else (" ".join(session.config.flags), session.config.cc)
+    return (PEER_FLAGS, PEER_CC) if session.peers else build_row(session.config)
+
+
+def build_row(config: BuildConfig) -> tuple[str, str]:
+    """(flags, cc) of the rows of the C kernels `config` builds."""
+    return " ".join(config.flags), config.cc
 
 
 def _row(session: BuildSession, kernel: Kernel, mode: str, threads: int) -> RowKey:
