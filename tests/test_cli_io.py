@@ -143,6 +143,17 @@ def test_a_broadphase_given_twice_is_refused():
     one_line(invoke("run", *TINY, "--kernels", "naive", "--broadphase", "grid", "--broadphase", "grid"), "given twice")
 
 
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_a_compiler_given_twice_is_named_so(command):
+    # it read "the build --flags '-O2' is given twice", naming the option not repeated
+    one_line(invoke(command, *TINY, "--kernels", "naive", "--cc", "cc", "--cc", "cc"), "'--cc'", "'cc' is given twice")
+
+
+def test_an_empty_normalize_is_named_as_the_option(saved):
+    line = one_line(invoke("regress", saved, saved, "--normalize", ""), "--normalize must be 'overhead' or a kernel")
+    assert "None" not in line
+
+
 # -- 5. export and plot refuse what regress refuses ----------------------------------------------
 
 

@@ -151,6 +151,7 @@ def build_options(default_flags: tuple[str, ...]):
             "--cc",
             "cc",
             multiple=True,
+            callback=unique,
             default=(DEFAULT_CC,),
             help="C compiler (repeatable: every compiler builds every flag set) [default: $CC, else cc].",
         )(command)

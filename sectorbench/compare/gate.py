@@ -125,7 +125,7 @@ class GateConfig:
         for kernel, value in self.per_kernel.items():
             _check_threshold(value, f"threshold for kernel {kernel}")
         if self.normalize is not None and (not isinstance(self.normalize, str) or not self.normalize):
-            raise SectorbenchError(f"normalize must be None, {OVERHEAD!r} or a kernel name, got {self.normalize!r}")
+            raise SectorbenchError(f"--normalize must be {OVERHEAD!r} or a kernel name (got {self.normalize!r})")
         object.__setattr__(self, "per_kernel", dict(self.per_kernel))  # a private copy
 
     @classmethod
