@@ -360,3 +360,18 @@ def test_a_source_that_declares_no_kernel_is_refused_before_any_build(tmp_path, 
     source = tmp_path / "mine.c"
     source.write_text(text)
     one_line(invoke(*command, "--source", source), "declares no kernel", str(source))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", *TINY, "--kernels", "naive", "--json", ""],
+        ["query", "-n", "10", "-m", "10", "--out", ""],
+        ["export", "{saved}", "--format", "pyperf", "--out", ""],
+        ["plot", "{saved}", "--out", ""],
+    ],
+)
+def test_an_empty_output_path_is_refused_as_empty(saved, command):
+    # pathlib reads "" as ".": it was refused as "error: . is a directory"
+    args = [part.format(saved=saved) for part in command]
+    one_line(invoke(*args), "is an empty path")

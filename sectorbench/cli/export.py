@@ -9,7 +9,7 @@ import click
 from ..compare.export import FORMATS, render
 from ..model.results import write_text_atomic
 from .app import load_plain, main, note, shown_path
-from .options import check_outputs
+from .options import OUTPUT_PATH, check_outputs
 
 
 @main.command("export")
@@ -21,7 +21,7 @@ from .options import check_outputs
     type=click.Choice(sorted(FORMATS)),
     help="The format, see docs/exports.md.",
 )
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The file to write.")
+@click.option("--out", required=True, type=OUTPUT_PATH, help="The file to write.")
 @click.option("--force", is_flag=True, help="Replace an existing file (a regular file only) [default: refuse].")
 def export_command(result, fmt, out, force):
     """Write RESULT (a saved run or compare) as pyperf, bmf (Bencher), gbench (Google Benchmark) or gha JSON."""

@@ -61,6 +61,22 @@ def comma_list(ctx, param, values) -> tuple[str, ...]:
     return items
 
 
+class OutputPath(click.Path):
+    """An output file's path.  An empty one is refused as empty: pathlib reads "" as ".", which
+    was then refused as "a directory"."""
+
+    def __init__(self):
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value:
+            self.fail("is an empty path: give the file to write", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+OUTPUT_PATH = OutputPath()
+
+
 def unique(ctx, param, values) -> tuple:
     """A repeatable option whose values must differ (the same one twice would double rows)."""
     seen = set()
@@ -187,7 +203,7 @@ def output_options(command):
     command = click.option(
         "--json",
         "json_path",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=OUTPUT_PATH,
         help="Write the results as JSON here [default: not written].",
     )(command)
     command = click.option(
@@ -248,7 +264,7 @@ def gate_options(command):
     command = click.option(
         "--markdown",
         "markdown_path",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=OUTPUT_PATH,
         help="Also write the comparison as a Markdown table here [default: not written].",
     )(command)
     return command

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 import numpy as np
@@ -14,6 +13,7 @@ from ..families.scene_kinds import generate
 from ..model.results import write_atomic
 from .app import main, note, shown_path
 from .options import (
+    OUTPUT_PATH,
     SEED,
     RegistryChoice,
     SceneChoice,
@@ -70,7 +70,7 @@ def _query_families():
     help="Stop with an error past this many hits (4 bytes each): the answer's memory bound "
     "[default: the family's, 2^28 hits for sectors].",
 )
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The .npz file to write.")
+@click.option("--out", required=True, type=OUTPUT_PATH, help="The .npz file to write.")
 @click.option("--force", is_flag=True, help="Replace an existing --out file (a regular file only) [default: refuse].")
 def query_command(scene, shapes, points, seed, broadphase, threads, max_hits, out, force, **scene_values):
     """Write the hits of a scene's shapes (offsets, indices, counts) to OUT, with the scene's description."""

@@ -11,7 +11,7 @@ from ..measure.timing import MODES
 from ..model.results import load
 from .ab import count_revision
 from .app import load_plain, main, note, run_gate, shown_path
-from .options import check_outputs, gate_options, make_gate_config, refuse_unused
+from .options import OUTPUT_PATH, check_outputs, gate_options, make_gate_config, refuse_unused
 
 
 @main.command("regress")
@@ -49,7 +49,7 @@ def regress_command(baseline, current, alpha, threshold, thresholds, normalize, 
 
 @main.command("plot")
 @click.argument("results", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Image file: .png or .svg.")
+@click.option("--out", required=True, type=OUTPUT_PATH, help="Image file: .png or .svg.")
 @click.option(
     "--chart",
     type=click.Choice(["bar", "heatmap", "trend"]),
