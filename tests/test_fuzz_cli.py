@@ -210,6 +210,8 @@ ROWS = (
         ("run", *TINY, "--markdown", "gate.md"),
         ("run", *TINY, "--normalize", "overhead"),
         ("run", *TINY, "--alpha", "0.05"),
+        ("run", *TINY, "--confirm"),
+        ("run", *TINY, "--no-confirm"),
         ("run", *TINY, "--baseline", "no-such.json"),
         ("run", *TINY, "--baseline", "garbage.json"),
         ("run", *TINY, "--baseline", "other-scene.json"),

@@ -340,12 +340,15 @@ def stream_alias(path: Path) -> str | None:
 
 
 def refuse_unused_gate_options(ctx: click.Context, baseline) -> None:
-    """--markdown, --normalize, --thresholds, --alpha, --threshold mean nothing without --baseline."""
+    """--markdown, --normalize, --thresholds, --alpha, --threshold, --confirm/--no-confirm mean
+    nothing without --baseline."""
     if baseline is not None:
         return
     given = [
-        f"--{name.replace('_path', '')}"
-        for name in ("markdown_path", "normalize", "thresholds", "alpha", "threshold")
+        ("--no-confirm" if ctx.params[name] is False else "--confirm")
+        if name == "confirm"
+        else f"--{name.replace('_path', '')}"
+        for name in ("markdown_path", "normalize", "thresholds", "alpha", "threshold", "confirm")
         if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
     ]
     refuse_unused(given, "with --baseline")
