@@ -119,8 +119,6 @@ def test_verify_coverage_prints_the_table_without_building(tmp_path):
             "--coverage",
             "--cases",
             str(CASES),
-            "--cc",
-            "/nonexistent/cc",
             "--json",
             str(out),
         ],

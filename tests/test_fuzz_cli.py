@@ -268,6 +268,14 @@ ROWS = (
         ("verify", "--input", "notnpy.npz"),
         ("verify", "--family", "triangle", "--input", "overflow.npz"),
         ("verify", "--input", "liar.npz"),
+        ("verify", "--input", "empty.npz", "--seed", "5"),  # the file's cases: no seed generates them
+        ("verify", "--coverage", "--cc", "gcc"),  # the oracle alone: nothing is built
+        ("verify", "--coverage", "--flags", "-O3"),
+        ("verify", "--coverage", "--source", str(DATA / "shadowing_kernel.c")),
+        ("verify", "--coverage", "--show", "5"),
+        ("verify", "--coverage", "--strict-special"),
+        ("verify", "--coverage", "--disable-isa", "sse2"),
+        ("verify", "--coverage", "--kernel-timeout", "5"),
         ("verify", "--input", "fifo.json"),
         ("verify", "--flags", "-O2 -Wl,-o,s.json"),
         ("verify", "--source", "fifo.json"),

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import click
-from click.core import ParameterSource
 
 from ..check.verify import VerifyConfig, resolve
 from ..families import all_families
@@ -23,7 +22,9 @@ from .options import (
     check_outputs,
     comma_list,
     family_option,
+    given_options,
     output_options,
+    refuse_unused,
 )
 
 
@@ -119,10 +120,13 @@ def verify_command(
     from ..present.report import VERIFY_DROP, failing_inputs_lines, failing_inputs_table, fit, verify_table
 
     check_outputs(force, json_path, inputs=(input_path, *sources))
-    cases_given = click.get_current_context().get_parameter_source("cases") is ParameterSource.COMMANDLINE
-    if input_path is not None and cases_given:
-        raise click.UsageError("--input checks the file's cases: --cases (rows generated per generator) does not apply")
+    ctx = click.get_current_context()
+    if input_path is not None:
+        refuse_unused(given_options(ctx, ("cases", "seed")), "to generated cases, not to --input's")
     if coverage_only:
+        # the oracle alone counts the cases: nothing is built, run or shown
+        built = ("flags", "cc", "sources", "disable_isa", "show", "strict_special", "jobs", "scheduler")
+        refuse_unused(given_options(ctx, (*built, "kernel_timeout")), "to checking kernels, not to --coverage")
         _coverage_command(family, cases, seed, input_path, kernels, json_path, force)
     config = VerifyConfig(
         family=family,

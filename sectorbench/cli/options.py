@@ -354,6 +354,12 @@ def refuse_unused_gate_options(ctx: click.Context, baseline) -> None:
     refuse_unused(given, "with --baseline")
 
 
+def given_options(ctx: click.Context, names) -> list[str]:
+    """The options among the parameters `names` that the command line gave, as spelt there."""
+    spelt = {param.name: param.opts[0] for param in ctx.command.params}
+    return [spelt[name] for name in names if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+
+
 def refuse_unused(given: list[str], where: str) -> None:
     """Options that mean nothing here are refused, not silently ignored: "--x, --y only apply `where`"."""
     if given:
