@@ -596,6 +596,14 @@ def test_run_names_the_kernel_that_changes_the_fp_environment(unruly_build):
     assert result.env["builds"][0]["fp_environment"]["rounding"] == "to nearest"
 
 
+def test_a_change_to_the_fp_environment_in_the_first_calibration_trial_is_named(unruly_build):
+    # the first trial's time is not kept (calibration grows the call count): its change was lost
+    result = run(small_run(unruly_build, ("rounds_up_once", "basic")))
+    (row,) = [row for row in result.results if row.kernel == "rounds_up_once"]
+    assert row.fp_environment_change == "rounding upward", row
+    assert any("changes the FP environment: rounding upward" in w for w in row.warnings), row.warnings
+
+
 def test_a_fast_math_build_records_its_own_environment(private_cache):
     result = run(
         RunConfig(

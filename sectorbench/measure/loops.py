@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -103,11 +104,13 @@ class LoopBase:
         warmed = self.warm(ref)
         function, parts = self.passes(ref)
         calls = 1
+        fp_change = None  # a change in any trial, not only in the one whose time is kept
         while True:
             timed = self.host.time(function, parts, calls)
+            fp_change = fp_change or timed.fp_change
             total = timed.seconds * calls
             if total >= min_time_s or calls >= MAX_CALLS:
-                return _with_extras(timed, warmed)
+                return _with_extras(replace(timed, fp_change=fp_change), warmed)
             growth = min_time_s * 1.2 / total if total > 0 else 10
             calls = int(calls * min(max(growth, 2), 10))
 
@@ -117,8 +120,6 @@ class LoopBase:
 
 
 def _with_extras(timed: Timed, extras: LoopExtras) -> Timed:
-    from dataclasses import replace
-
     return replace(timed, extras=extras)
 
 

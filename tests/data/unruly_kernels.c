@@ -23,6 +23,7 @@
 UNRULY_PREDICATE(chatty)
 UNRULY_PREDICATE(hangs)
 UNRULY_PREDICATE(rounds_up)
+UNRULY_PREDICATE(rounds_up_once)
 UNRULY_PREDICATE(sets_ftz)
 UNRULY_PREDICATE(forks)
 
@@ -126,6 +127,24 @@ SB_REGISTER(forks_row);
     SB_REGISTER(kname##_row);
 
 FPENV_KERNEL(rounds_up, fesetround(FE_UPWARD))
+
+/* basic, whose counting loops round upward from their first call in the process on, which is
+ * in the first calibration trial: a change there was dropped with that trial's time */
+SB_KERNEL_LOOPS(rounds_up_once, SCALAR, 1, UNRULY_TAKES)
+static int rounds_up_once_called;
+static void rounds_up_first(void) {
+    if (!__atomic_exchange_n(&rounds_up_once_called, 1, __ATOMIC_RELAXED))
+        fesetround(FE_UPWARD);
+}
+static uint64_t rounds_up_once_first_inline(const sb_scene *s) { rounds_up_first(); return rounds_up_once_count_inline(s); }
+static uint64_t rounds_up_once_first_call(const sb_scene *s) { rounds_up_first(); return rounds_up_once_count_call(s); }
+static const sb_kernel rounds_up_once_row = {
+    SB_ROW_FIELDS(rounds_up_once, SCALAR, 1, UNRULY_TAKES), .family = "sector", .known_bad = 1,
+    .rounding_bound = 8, .summary = "test only: basic, its counting loops' first call rounding upward",
+    .count_inline = rounds_up_once_first_inline, .count_call = rounds_up_once_first_call,
+    .noop_inline = rounds_up_once_noop_inline, .noop_call = rounds_up_once_noop_call,
+    .eval_grid = rounds_up_once_eval_grid, .eval_pairs = rounds_up_once_eval_pairs};
+SB_REGISTER(rounds_up_once_row);
 #if defined(SB_X86)
 FPENV_KERNEL(sets_ftz, _mm_setcsr(_mm_getcsr() | (1u << 15)))
 #endif
