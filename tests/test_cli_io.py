@@ -293,7 +293,7 @@ def test_an_error_naming_a_path_with_a_newline_or_an_escape_is_one_printable_lin
 
 @pytest.mark.parametrize("name", [b"tab\there", b"it's\\\x1b\r", b"not-utf8-\xff", "c1\u0085rtl\u202e".encode()])
 def test_a_path_with_unprintable_characters_is_named_as_a_shell_reads_it_back(name):
-    from sectorbench.cli.app import shown_path
+    from sectorbench.model.text import shown_path
 
     shown = shown_path(os.fsdecode(b"/tmp/" + name))
     assert shown.isprintable(), ascii(shown)  # ascii(): a lone surrogate (the byte \xff) fails pytest-xdist's report
@@ -375,3 +375,27 @@ def test_an_empty_output_path_is_refused_as_empty(saved, command):
     # pathlib reads "" as ".": it was refused as "error: . is a directory"
     args = [part.format(saved=saved) for part in command]
     one_line(invoke(*args), "is an empty path")
+
+
+ESCAPING_KERNEL = r"""#include "sb_common.h"
+
+static inline int escapes(float cx, float cy, float ux, float uy, float r2, float cos_theta, float px, float py) {
+    const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy;
+    return s < r2 && dx * ux + dy * uy > sqrtf(s) * cos_theta;
+}
+
+SB_KERNEL(escapes, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector",
+          .name = "ev\x1b]0;pwned\x07il\x1b[2J\n", .summary = "\x1b[31mred\x1b[0m \xff");
+"""
+
+
+@pytest.mark.parametrize("command", [["kernels"], ["run", *TINY]])
+def test_a_source_kernels_name_and_summary_never_reach_the_terminal_raw(tmp_path, command):
+    # a name that clears the screen or moves the cursor could overwrite other rows' figures
+    source = tmp_path / "escapes.c"
+    source.write_text(ESCAPING_KERNEL)
+    result = invoke(*command, "--source", source)
+    assert result.exit_code == 0, result.stderr
+    printed = result.stdout + result.stderr
+    assert "\x1b" not in printed and "\x07" not in printed, printed
+    assert "ev\\x1b]0;pwned\\x07il" in printed

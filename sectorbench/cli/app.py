@@ -38,6 +38,7 @@ from ..model.results import (
     write_rescue,
     write_text_atomic,
 )
+from ..model.text import shown_line, shown_path
 from ..version import __version__
 
 #: Tables going to a file or pipe are not squeezed into 80 columns.
@@ -81,20 +82,6 @@ def note(text: str) -> None:
     stderr.print(text, soft_wrap=True, highlight=False, markup=False, emoji=False)
 
 
-#: How shown_path spells the characters a shell's $'…' has short escapes for.
-_PATH_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
-
-
-def shown_path(path) -> str:
-    """A path as a note names it: as it is, unless a character of it is not printable (a newline
-    split "saved PATH" over two lines, the second read as a line of its own); then in bash's
-    $'…' quoting (`ls` shows such a name so too), which a shell reads back as the same path."""
-    text = os.fspath(path)
-    if text.isprintable():
-        return text
-    return "$'" + "".join(_escaped(char) for char in text) + "'"
-
-
 #: OSErrors that say the machine ran out of something (disk, quota, a file-size limit, memory,
 #: file descriptors) or refuses writes: a one-line error, not an internal one.
 MACHINE_LIMITS = frozenset(
@@ -120,28 +107,6 @@ def error_text(exc: SectorbenchError) -> str:
     if len(said) > QUOTED_COMPILER_LINES:
         quoted.append(f"  ({len(said) - QUOTED_COMPILER_LINES} more lines)")
     return "\n".join([shown_line(failure_line(message)), *quoted])
-
-
-def shown_line(text: str) -> str:
-    """An error line as printed: its characters that are not printable (a newline in a path it
-    names, which made it two lines, or a terminal escape) as the escapes shown_path uses, the
-    others as they are; click names such a path so too."""
-    if text.isprintable():
-        return text
-    return "".join(char if char.isprintable() else _escaped(char) for char in text)
-
-
-def _escaped(char: str) -> str:
-    if char in _PATH_ESCAPES:
-        return _PATH_ESCAPES[char]
-    if char.isprintable():
-        return char
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8, as os.fsdecode carries it: that byte
-        return f"\\x{code - 0xDC00:02x}"
-    if code < 0x80:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def stdout() -> Console:

@@ -11,8 +11,9 @@ import click
 from ..check.verify import VerifyConfig, resolve
 from ..families import all_families
 from ..model.results import write_text_atomic
+from ..model.text import shown_path
 from ..native.build import BuildConfig
-from .app import Reporter, main, note, shown_path, stdout
+from .app import Reporter, main, note, stdout
 from .measure import kernel_timeout_option
 from .options import (
     KERNELS_DEFAULT,

@@ -8,7 +8,8 @@ import click
 
 from ..compare.export import FORMATS, render
 from ..model.results import write_text_atomic
-from .app import load_plain, main, note, shown_path
+from ..model.text import shown_path
+from .app import load_plain, main, note
 from .options import OUTPUT_PATH, check_outputs
 
 

@@ -11,7 +11,8 @@ from ..errors import SectorbenchError
 from ..families import all_families, family_of_scene
 from ..families.scene_kinds import generate
 from ..model.results import write_atomic
-from .app import main, note, shown_path
+from ..model.text import shown_path
+from .app import main, note
 from .options import (
     OUTPUT_PATH,
     SEED,

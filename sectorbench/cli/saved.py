@@ -9,8 +9,9 @@ import click
 from ..errors import SectorbenchError
 from ..measure.timing import MODES
 from ..model.results import load
+from ..model.text import shown_path
 from .ab import count_revision
-from .app import load_plain, main, note, run_gate, shown_path
+from .app import load_plain, main, note, run_gate
 from .options import OUTPUT_PATH, check_outputs, gate_options, make_gate_config, refuse_unused
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..model.kernels import Kernel, parse_takes, skip_reason
 from ..model.split import shape_ranges
+from ..model.text import shown_line
 from .messages import LoopExtras, LoopRef, Shapes, Timed
 
 #: A prepared index is built this many times; the fastest build is its build time (the
@@ -147,8 +148,11 @@ class CRowLoop(LoopBase):
         self.kernel = self._record(row)
 
     def _text(self, pointer) -> str:
+        """A string of the row, as the tables will print it: a --source row is untrusted, and a
+        name holding a terminal escape (clear the screen, move the cursor over other rows'
+        figures) or bytes that are not UTF-8 is shown escaped, never raw."""
         ffi = self.host.ffi
-        return ffi.string(pointer).decode() if pointer != ffi.NULL else ""
+        return shown_line(ffi.string(pointer).decode(errors="surrogateescape")) if pointer != ffi.NULL else ""
 
     def _record(self, row) -> Kernel:
         isa = tuple(f for f in self._text(row.isa).split(",") if f)
