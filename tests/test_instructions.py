@@ -6,6 +6,7 @@ import json
 import math
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,40 @@ def test_run_metric_instructions_reports_per_test_counts(tmp_path):
         assert row["instructions"] > row["overhead_instructions"] > 0
         assert row["instructions_tests"] == 32 * 1000
         assert row["instructions_reason"] is None
+
+
+#: basic's answers, but a loop that never ends under valgrind (a spin valgrind's one thread at a
+#: time never lets finish looks the same): timed like any kernel, it stopped --metric
+#: instructions for the 30 minutes valgrind was given, past --kernel-timeout and --max-minutes.
+HANGS_UNDER_VALGRIND = r"""#include <valgrind/valgrind.h>
+#include "sb_common.h"
+
+static inline int stalls(float cx, float cy, float ux, float uy, float r2, float cos_theta, float px, float py) {
+    for (volatile long spin = 0; RUNNING_ON_VALGRIND; spin++)
+        ;
+    const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy;
+    return s < r2 && dx * ux + dy * uy > sqrtf(s) * cos_theta;
+}
+
+SB_KERNEL(stalls, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "hangs in valgrind");
+"""
+
+
+@needs_valgrind
+def test_a_loop_that_never_ends_under_valgrind_costs_its_own_counts(tmp_path):
+    source, out = tmp_path / "stalls.c", tmp_path / "run.json"
+    source.write_text(HANGS_UNDER_VALGRIND)
+    kernels = "basic,stalls,sse2"  # counted before and after it, in one valgrind process
+    args = ["run", *SMALL, "--kernels", kernels, "--source", str(source), "--kernel-timeout", "3"]
+    started = time.monotonic()
+    result = CliRunner().invoke(main, [*args, "--metric", "instructions", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert time.monotonic() - started < 120  # its allowance is 3 s and 32 000 tests at 1 us
+    rows = {row["kernel"]: row for row in json.loads(out.read_text())["results"]}
+    assert rows["stalls"]["status"] == "ok" and rows["stalls"]["instructions"] is None
+    assert "did not end under valgrind" in rows["stalls"]["instructions_reason"], rows["stalls"]
+    for other in ("basic", "sse2"):
+        assert rows[other]["instructions"] > rows[other]["overhead_instructions"] > 0, rows[other]
 
 
 def test_avx512_kernels_and_native_builds_on_avx512_hosts_are_skipped_with_the_reason():

@@ -37,8 +37,13 @@ def _scene(config):
     return generate(config.scene, config.sectors, config.points, config.seed, config.scene_options)
 
 
-def with_metric(result, config, metric: str):
-    """The result with valgrind's instruction counts when --metric instructions asks for them."""
+def with_metric(config, metric: str, measured):
+    """measured()'s result, with valgrind's instruction counts when --metric instructions asks
+    for them: counted within the --kernel-timeout and --max-minutes the run had."""
+    from ..measure.deadlines import Budget, Deadlines
+
+    budget = Budget.minutes_from_now(config.max_minutes)  # the run's, begun with it
+    result = measured()
     if metric != INSTRUCTIONS:
         return result
     from ..measure.instructions import CountedBuild, annotate
@@ -46,7 +51,7 @@ def with_metric(result, config, metric: str):
     # Without valgrind every row's reason says so: print_instructions, or the gate, says it once.
     builds = [CountedBuild(b, "head" if config.base_builds else None) for b in config.builds]
     builds += [CountedBuild(b, "base") for b in config.base_builds]
-    return annotate(result, builds, _scene(config), lambda what: note(what))
+    return annotate(result, builds, _scene(config), lambda what: note(what), Deadlines(config.kernel_timeout), budget)
 
 
 def print_instructions(result, metric: str, gated: bool = False) -> None:
@@ -175,7 +180,7 @@ def run_ab(
             note(line)
         _build_base(ab)
         config = replace(config, builds=ab.head_builds, base_builds=ab.base_builds)
-        result = with_metric(measure(config, against_label=ab.label), config, metric)
+        result = with_metric(config, metric, lambda: measure(config, against_label=ab.label))
         result = replace(result, config={**result.config, "against": ab.label})
         console = stdout()
         console.print(fit(run_table(with_sides(result)), console.width, RUN_DROP))

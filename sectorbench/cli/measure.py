@@ -267,7 +267,7 @@ def run_command(
             exports,
         )
         return
-    result = with_metric(measure(config, baseline_result, gate_config), config, metric)
+    result = with_metric(config, metric, lambda: measure(config, baseline_result, gate_config))
     from ..present.report import RUN_DROP, fit, run_table
 
     console = stdout()
@@ -488,7 +488,7 @@ def compare_command(
     check_default_kernels_time(config)
     for missing in (c for c in cc if c not in installed):
         note(f"compiler {missing!r} is not installed: its builds are left out")
-    result = with_metric(measure(config), config, metric)
+    result = with_metric(config, metric, lambda: measure(config))
     console = stdout()
     if table:
         console.print(fit(run_table(result), console.width, RUN_DROP, whole_lines=True))

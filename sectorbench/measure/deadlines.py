@@ -51,6 +51,13 @@ class Deadlines:
     def sample_s(self, expected_s: float) -> float:
         return max(self.kernel_timeout_s, SAMPLE_MARGIN * expected_s)
 
+    def counting_s(self, tests: int) -> float:
+        """One loop of `tests` tests under valgrind (measure/instructions.py): an uncalibrated
+        pass, whose pessimistic rate (SLOW_NS_PER_TEST) is 10-50x callgrind's slowdown of a
+        typical test, so only a loop that does not end (a spin that valgrind's one-thread-at-a-
+        time scheduling never lets finish, code that hangs only there) exceeds it."""
+        return self.pass_s(tests)
+
 
 @dataclass(frozen=True)
 class Budget:

@@ -19,6 +19,7 @@ import math
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,9 +28,10 @@ import numpy as np
 
 from ..compare.gate import GateConfig, GateReport, GateRow
 from ..errors import SectorbenchError
-from ..interrupts import run_in_own_session, scratch_directory
+from ..interrupts import kill_session, scratch_directory, signals_held
 from ..model.results import KernelResult, RunResult
 from ..native.build import BuildConfig, build, build_driver, valgrind_include_dir
+from .deadlines import DEFAULT_DEADLINES, NO_BUDGET, Budget, Deadlines
 
 #: The metrics --metric takes: time is always measured; instructions adds valgrind's counts.
 METRICS = ("time", "instructions")
@@ -43,8 +45,6 @@ MAX_COUNTED_TESTS = 20_000_000
 SHAPE_BLOCK = 16
 #: The driver's parent, as it should be (kernels_c/drivers/instructions.c): it dies with it.
 PARENT_PID_ENV = "SB_PARENT_PID"
-#: A whole build's loops in one valgrind process; past this, a loop is taken to hang.
-VALGRIND_TIMEOUT_S = 1800
 #: valgrind cannot run these instructions (3.19 to 3.23 decode no EVEX): their kernels are skipped.
 UNSUPPORTED_ISA_PREFIX = "avx512"
 #: Flags that let the compiler use every instruction of the host.
@@ -105,13 +105,37 @@ def counted_shapes(n_shapes: int, n_points: int, max_tests: int = MAX_COUNTED_TE
     return min(n_shapes, max(SHAPE_BLOCK, max_tests // n_points // SHAPE_BLOCK * SHAPE_BLOCK))
 
 
-def count_loops(library: Path, scene_path: Path, jobs: list[str], cc: str, scratch: Path) -> dict[str, int]:
+class LoopStalled(SectorbenchError):
+    """count_loops stopped valgrind: `job` ran past its allowance, or the run's --max-minutes
+    ran out (`out_of_time`); `counted` holds the jobs done before it."""
+
+    def __init__(self, message: str, job: str, counted: dict[str, int], out_of_time: bool):
+        super().__init__(message)
+        self.job, self.counted, self.out_of_time = job, counted, out_of_time
+
+
+#: How often a counting valgrind is looked at: a job's end is its dump file appearing.
+WATCH_S = 0.05
+
+
+def count_loops(
+    library: Path,
+    scene_path: Path,
+    jobs: list[str],
+    cc: str,
+    scratch: Path,
+    job_s: float = DEFAULT_DEADLINES.counting_s(MAX_COUNTED_TESTS),
+    budget: Budget = NO_BUDGET,
+) -> dict[str, int]:
     """valgrind's instruction count of each job ("kernel:mode:count|noop") on the scene, by job.
 
-    One valgrind process for all the jobs; SectorbenchError (with valgrind's last words)
-    if it fails."""
+    One valgrind process for all the jobs, in a folder of its own (`scratch`): each job ends
+    with its dump file, so each is given job_s from the end of the one before, within the
+    run's budget; LoopStalled past either, SectorbenchError (with valgrind's last words) if
+    valgrind fails."""
     driver = build_driver("instructions", cc)
-    out = Path(scratch) / "callgrind.out"
+    scratch = Path(scratch)
+    out, log = scratch / "callgrind.out", scratch / "valgrind.log"
     command = [
         VALGRIND,
         "--tool=callgrind",
@@ -123,16 +147,43 @@ def count_loops(library: Path, scene_path: Path, jobs: list[str], cc: str, scrat
         str(scene_path),
         *jobs,
     ]
+    # SB_PARENT_PID: the driver ends if this process died before it asked to die with it
+    environment = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
+    with open(log, "wb") as said, signals_held():  # in `process` before any signal acts
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=said,
+            stderr=subprocess.STDOUT,
+            env=environment,
+            start_new_session=True,
+        )
     try:
-        # SB_PARENT_PID: the driver ends if this process died before it asked to die with it
-        environment = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
-        done = run_in_own_session(command, VALGRIND_TIMEOUT_S, env=environment)
-    except subprocess.TimeoutExpired:
-        raise SectorbenchError(f"valgrind took over {VALGRIND_TIMEOUT_S} s") from None
-    counts = parse_dumps(Path(scratch), out.name)
-    if done.returncode != 0:
-        last = [line for line in done.stderr.splitlines() if line.strip()][-3:]
-        raise SectorbenchError(f"valgrind exited with status {done.returncode}: {' / '.join(last)}")
+        done, since = 0, time.monotonic()
+        while process.poll() is None:
+            dumped = len(list(scratch.glob(f"{out.name}.*")))
+            if dumped > done:
+                done, since = dumped, time.monotonic()
+            out_of_time = budget.left_s() <= 0
+            if out_of_time or time.monotonic() - since > job_s:
+                kill_session(process)
+                job = jobs[min(done, len(jobs) - 1)]
+                why = (
+                    f"the run's --max-minutes {budget.minutes:g} ran out while valgrind counted it"
+                    if out_of_time
+                    else f"its {job.rsplit(':', 1)[1]} loop did not end under valgrind within {job_s:.0f} s "
+                    "(--kernel-timeout sets the floor)"
+                )
+                raise LoopStalled(why, job, parse_dumps(scratch, out.name), out_of_time)
+            time.sleep(WATCH_S)
+    except BaseException:
+        if process.poll() is None:
+            kill_session(process)
+        raise
+    counts = parse_dumps(scratch, out.name)
+    if process.returncode != 0:
+        last = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-3:]
+        raise SectorbenchError(f"valgrind exited with status {process.returncode}: {' / '.join(last)}")
     missing = [job for job in jobs if job not in counts]
     if missing:
         raise SectorbenchError(f"valgrind wrote no count for {', '.join(missing)}")
@@ -167,8 +218,12 @@ def annotate(
     builds: Iterable[CountedBuild],
     scene,
     progress: Callable[[str], None] = lambda what: None,
+    deadlines: Deadlines = DEFAULT_DEADLINES,
+    budget: Budget = NO_BUDGET,
 ) -> RunResult:
-    """`result` with every row's instruction counts (or the reason it has none)."""
+    """`result` with every row's instruction counts (or the reason it has none).  Each loop
+    has deadlines.counting_s, all of them the run's `budget`: a loop that does not end costs
+    its own kernel's counts, and the rows not counted when the budget ends say so."""
     problem = unavailable()
     if problem is not None:
         return _with_reason(result, lambda row: problem)
@@ -211,18 +266,9 @@ def annotate(
             progress(
                 f"counting instructions under valgrind: {config.label}" + (f" ({counted.side})" if counted.side else "")
             )
-            try:
-                counts = count_loops(library, scene_path, jobs, config.cc, scratch) if jobs else {}
-                failures = {}
-            except SectorbenchError:  # one kernel may be what valgrind cannot run: count each alone
-                counts, failures = {}, {}
-                for kernel_name in dict.fromkeys(job.split(":")[0] for job in jobs):
-                    own = [job for job in jobs if job.split(":")[0] == kernel_name]
-                    try:
-                        with scratch_directory("alone-", scratch) as alone:
-                            counts.update(count_loops(library, scene_path, own, config.cc, alone))
-                    except SectorbenchError as exc:
-                        failures[kernel_name] = str(exc)
+            counts, failures = _counted(
+                library, scene_path, jobs, config.cc, scratch, deadlines.counting_s(tests), budget
+            )
             for i in mine:
                 row = rows[i]
                 if i in reasons or row.kernel in failures:
@@ -235,6 +281,42 @@ def annotate(
                     instructions_tests=tests,
                 )
     return replace(result, results=rows, config={**result.config, "instructions_tests": tests})
+
+
+def _counted(
+    library: Path, scene_path: Path, jobs: list[str], cc: str, scratch: Path, job_s: float, budget: Budget
+) -> tuple[dict[str, int], dict[str, str]]:
+    """Each job's count, and why each kernel whose jobs have none has none.  A loop that does
+    not end costs its kernel alone: valgrind goes on from the next kernel's jobs; when valgrind
+    fails otherwise, one kernel may be what it cannot run, so each is counted alone."""
+
+    def kernel_of(job: str) -> str:
+        return job.split(":")[0]
+
+    counts: dict[str, int] = {}
+    failures: dict[str, str] = {}
+    remaining = list(jobs)
+    while remaining:
+        try:
+            with scratch_directory("counted-", scratch) as folder:
+                counts.update(count_loops(library, scene_path, remaining, cc, folder, job_s, budget))
+            break
+        except LoopStalled as stalled:
+            counts.update(stalled.counted)
+            stopped = {kernel_of(job) for job in remaining if stalled.out_of_time and job not in counts}
+            for kernel in stopped | {kernel_of(stalled.job)}:
+                failures[kernel] = str(stalled)
+            remaining = [job for job in remaining if job not in counts and kernel_of(job) not in failures]
+        except SectorbenchError:
+            for kernel in dict.fromkeys(kernel_of(job) for job in remaining if job not in counts):
+                own = [job for job in remaining if kernel_of(job) == kernel]
+                try:
+                    with scratch_directory("alone-", scratch) as alone:
+                        counts.update(count_loops(library, scene_path, own, cc, alone, job_s, budget))
+                except SectorbenchError as exc:
+                    failures[kernel] = str(exc)
+            break
+    return counts, failures
 
 
 def _with_reason(result: RunResult, reason: Callable[[KernelResult], str]) -> RunResult:
