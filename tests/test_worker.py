@@ -164,6 +164,8 @@ CHANGES = {
     "forks_and_returns": "left 1 child process",
     "forks_a_spinner": "left 1 child process",
     "leaves_files_open": "left 3 files open",
+    "points_stdout_elsewhere": "pointed 1 descriptor (1) elsewhere",
+    "closes_stdin": "closed 1 descriptor (0)",
     "handles_segv": "changed the handling of SIGSEGV",
     "blocks_signals": "blocked signals none -> SIGALRM+SIGTERM",
     "goes_idle": "scheduling policy SCHED_OTHER -> SCHED_IDLE",

@@ -58,7 +58,8 @@ class _SigAction(ctypes.Structure):
 class ProcessState:
     native_threads: frozenset[int]  # threads Python did not start (a kernel's pthreads, OpenMP's pool)
     children: frozenset[int]  # child processes, running or not yet reaped
-    open_files: frozenset[int] | None  # descriptors; None: none left to list them with
+    #: each descriptor with the device and inode of what it points at; None: none left to list them with
+    open_files: frozenset[tuple[int, int, int]] | None
     timers: tuple[str, ...]  # the armed ones
     limits: tuple[tuple[str, tuple[int, int]], ...]
     handlers: tuple[tuple[str, tuple[int, int, int]], ...]  # each signal's handler, mask and flags
@@ -117,7 +118,7 @@ def _children(tids: list[int]) -> frozenset[int]:
     return frozenset(found)
 
 
-def _open_files() -> frozenset[int] | None:
+def _open_files() -> frozenset[tuple[int, int, int]] | None:
     try:
         listed = [int(name) for name in os.listdir("/proc/self/fd")]
     except OSError as exc:  # EMFILE: every descriptor taken; else not Linux, none compared
@@ -125,11 +126,27 @@ def _open_files() -> frozenset[int] | None:
     still_open = set()
     for descriptor in listed:
         try:
-            os.fstat(descriptor)
+            status = os.fstat(descriptor)
         except OSError:  # the listing's own descriptor, closed since
             continue
-        still_open.add(descriptor)
+        still_open.add((descriptor, status.st_dev, status.st_ino))
     return frozenset(still_open)
+
+
+def _descriptor_changes(before: frozenset | None, after: frozenset | None) -> list[str]:
+    """Descriptors a request left open, closed, or pointed at something else (dup2 onto the
+    worker's stdout or its channel: the next kernel's output went there)."""
+    if after is None:
+        return ["left no file descriptor free"] if before is not None else []
+    was, now = {fd: (dev, ino) for fd, dev, ino in before or ()}, {fd: (dev, ino) for fd, dev, ino in after}
+    changes = []
+    if opened := now.keys() - was.keys():
+        changes.append(f"left {_plural(len(opened), 'file')} open")
+    if closed := sorted(was.keys() - now.keys()):
+        changes.append(f"closed {_plural(len(closed), 'descriptor')} ({', '.join(map(str, closed))})")
+    if moved := sorted(fd for fd in now.keys() & was.keys() if now[fd] != was[fd]):
+        changes.append(f"pointed {_plural(len(moved), 'descriptor')} ({', '.join(map(str, moved))}) elsewhere")
+    return changes
 
 
 @functools.cache
@@ -333,10 +350,7 @@ def describe_change(before: ProcessState, after: ProcessState) -> str | None:
     children = after.children - before.children
     if children:
         changes.append(f"left {_plural(len(children), 'child process')} (pid {', '.join(map(str, sorted(children)))})")
-    if after.open_files is None and before.open_files is not None:
-        changes.append("left no file descriptor free")
-    elif opened := (after.open_files or frozenset()) - (before.open_files or frozenset()):
-        changes.append(f"left {_plural(len(opened), 'file')} open")
+    changes += _descriptor_changes(before.open_files, after.open_files)
     armed = [name for name in after.timers if name not in before.timers]
     if armed:
         changes.append(f"left a timer armed ({', '.join(armed)})")

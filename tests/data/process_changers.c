@@ -124,6 +124,10 @@ static void forge_reply(void) {
 CHANGER(forks_and_returns, (void)fork());
 CHANGER(forks_a_spinner, spin_in_a_child());
 CHANGER(leaves_files_open, leave_files_open());
+/* dup2 onto the worker's stdout: the next kernel's prints went to /dev/null (or, onto the
+ * channel's socket, read as the worker's reply: that kernel crashed), unseen */
+CHANGER(points_stdout_elsewhere, dup2(open("/dev/null", O_WRONLY), 1));
+CHANGER(closes_stdin, close(0));
 CHANGER(handles_segv, handle_segv());
 CHANGER(blocks_signals, block_signals());
 CHANGER(goes_idle, go_idle());
