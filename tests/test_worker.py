@@ -430,6 +430,23 @@ def test_a_constructor_that_fails_costs_its_own_rows_not_the_build(private_cache
     assert verdicts["basic"].status == "ok" and verdicts["basic"].verdict != "FAIL"
 
 
+def test_a_constructor_that_hangs_past_max_minutes_leaves_rows_that_say_so(private_cache, monkeypatch):
+    """The hang took the run's whole --max-minutes: the load of the build without the file got
+    none of it, and the run ended in an error with nothing written.  Listing the built-in
+    kernels may outlast the budget: every row says the budget ran out, and the run returns."""
+    import sectorbench.measure.worker as worker_module
+
+    monkeypatch.setenv("SB_TEST_CONSTRUCTOR", "hang")
+    monkeypatch.setattr(worker_module, "FAILED_LOADS", {})
+    config = BuildConfig.parse("-O2", extra_sources=(DATA / "unruly_constructor.c",))
+    result = run(small_run(config, ("naive", "never_reached", "basic"), max_minutes=0.05))  # 3 s
+    rows = {r.kernel: r for r in result.results}
+    assert rows["never_reached"].status == "timed-out", rows["never_reached"]
+    assert "(a constructor in unruly_constructor.c?)" in rows["never_reached"].reason
+    for name in ("naive", "basic"):
+        assert rows[name].status == "timed-out" and "--max-minutes 0.05 ran out" in rows[name].reason, rows[name]
+
+
 def test_every_listing_of_a_build_names_the_kernels_its_failed_load_cost(private_cache):
     """The commands that only list a build's kernels (kernels, the Python API's verify, the
     instruction counts) start its worker too: a crashing constructor is a row there as well."""

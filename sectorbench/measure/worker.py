@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import SectorbenchError
 from ..model.kernels import DISABLE_ISA_ENV, Kernel, disabled_features
 from . import messages
-from .deadlines import DEFAULT_DEADLINES, NO_BUDGET, STARTUP_S, Budget, Deadlines
+from .deadlines import DEFAULT_DEADLINES, LISTING_PAST_BUDGET_S, NO_BUDGET, STARTUP_S, Budget, Deadlines
 from .forkserver import spawn_worker
 from .messages import LoopRef
 
@@ -188,11 +188,12 @@ class Worker:
 
     # ---------------------------------------------------------------- the channel
 
-    def ask(self, request, deadline_s: float, who: str = BUILD_OUTPUT):
-        """Send a typed request; its typed reply within deadline_s (and the run's budget).
+    def ask(self, request, deadline_s: float, who: str = BUILD_OUTPUT, past_budget_s: float = 0.0):
+        """Send a typed request; its typed reply within deadline_s (and the run's budget, or
+        past_budget_s if that is longer).
 
         WorkerTimedOut (the worker is killed), WorkerCrashed, WorkerError (it caught one)."""
-        left = self.budget.left_s()
+        left = max(self.budget.left_s(), past_budget_s)
         if left <= 0:  # the run is over its --max-minutes: nothing more is asked
             raise WorkerTimedOut(f"the run's --max-minutes {self.budget.minutes:g} ran out before this request")
         limit = min(deadline_s, left)
@@ -333,12 +334,12 @@ class Worker:
     def clock_mhz(self) -> float:
         return self.ask(messages.Clock(), STARTUP_S).mhz
 
-    def describe(self) -> tuple[list[Kernel], messages.Described]:
+    def describe(self, past_budget_s: float = 0.0) -> tuple[list[Kernel], messages.Described]:
         """The build's kernels (every timed loop's record), and what else the worker found:
-        fp_environment, counters, cpus.
+        fp_environment, counters, cpus; within past_budget_s even when the run's budget is over.
 
         SectorbenchError if a --disable-isa feature is not one the build knows."""
-        reply = self.ask(messages.Describe(), STARTUP_S)
+        reply = self.ask(messages.Describe(), STARTUP_S, past_budget_s=past_budget_s)
         if reply.name_clashes:  # the second row would be silently replaced by the first: its results with it
             raise SectorbenchError(
                 f"two kernels are named {reply.name_clashes[0]}: each kernel needs a name of its own (rename yours)"
@@ -458,7 +459,7 @@ class BuildSession:
             self.restart()
             return
         self.kernels = self._marked_from_source(self.kernels) + self._unloaded
-        if self.scene_path is not None:
+        if self.scene_path is not None and self.budget.left_s() > 0:  # else no kernel will run on it
             self.worker.use_scene(self.scene_path)
 
     def _marked_from_source(self, kernels: list[Kernel]) -> list[Kernel]:
@@ -481,7 +482,11 @@ class BuildSession:
         # The reference's environment at load is the build's: loaded alone, nothing to compare it with.
         library, reference = (self.library, self.reference) if own_library else (self.loaded_library, None)
         self.worker = Worker(library, self.disable_isa, self.peers, self.deadlines, self.budget, reference)
-        return self.worker.describe()
+        # A library without --source files runs no constructor of the user's: listing its kernels
+        # may outlast a budget that such a constructor used up, so that their rows say it ran out
+        # (else the run ended in an error and wrote nothing)
+        ours = not own_library or not self.config.extra_sources
+        return self.worker.describe(LISTING_PAST_BUDGET_S if ours else 0.0)
 
     def _loaded_without_sources(self, status: str, why: str) -> None:
         """From now on the workers load the reference; the --source files' kernels (the build's
