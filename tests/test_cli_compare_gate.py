@@ -197,3 +197,16 @@ def test_run_takes_the_family_of_the_named_kernels_as_verify_does(tmp_path):
     assert result.exit_code == 0, result.output
     saved = json.loads(out.read_text())
     assert saved["scene"]["kind"] == "triangles" and {r["kernel"] for r in saved["results"]} == {"orient"}
+
+
+def test_compare_says_why_a_cell_was_not_measured():
+    """The matrix has room for "crashed" only: the reason is a line under it, for each build."""
+    from pathlib import Path
+
+    source = Path(__file__).parent / "data" / "crash_kernel.c"
+    args = ["-n", "20", "-m", "400", "--repeat", "3", "--min-time", "0.001", "--kernels", "basic,crashes"]
+    result = invoke("compare", *args, "--source", str(source), "--flags", "-O2", "--flags", "-O1")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    for build in ("-O2", "-O1"):
+        assert any(line.startswith(f"crashes [{build}]: crashed: worker killed by signal") for line in lines), lines

@@ -449,7 +449,7 @@ def compare_command(
     **scene_values,
 ):
     """Time the kernels under several flag sets and compilers in the same rounds; print the matrix."""
-    from ..present.report import RUN_DROP, compare_table, fit, run_table, split
+    from ..present.report import RUN_DROP, compare_table, fit, run_table, split, unmeasured_lines
 
     ctx = click.get_current_context()
 
@@ -494,6 +494,8 @@ def compare_command(
         console.print(fit(run_table(result), console.width, RUN_DROP, whole_lines=True))
     for part in split(compare_table(result), console.width):
         console.print(part)
+    for line in unmeasured_lines(result):
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
     print_instructions(result, metric)
     write_json(result, json_path, force, save_to_results, label="compare")
     write_exports(result, exports, force)

@@ -484,6 +484,18 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
     return table
 
 
+def unmeasured_lines(run: RunResult) -> list[str]:
+    """Why each cell of compare's matrix that says only "crashed", "timed-out", … was not
+    measured: one line each, under the matrix (else only --table said it)."""
+    several_cc, several_modes = shows_cc(r.key for r in run.results), len({r.mode for r in run.results}) > 1
+    return [
+        f"{r.kernel} [{build_label(r.cc, r.flags, several_cc)}{f', {r.mode}' if several_modes else ''}]: "
+        f"{r.status}: {r.reason}"
+        for r in run.results
+        if r.status != "ok" and r.reason
+    ]
+
+
 def gate_table(report) -> Table:
     table = Table(
         title=literal(
