@@ -216,6 +216,17 @@ def test_a_kernel_that_changes_its_worker_process_costs_no_other_row(changers_bu
     assert verdicts[changer].status == ("crashed" if changer in UNANSWERED else "ok"), verdicts[changer]
 
 
+@pytest.mark.parametrize("changer", ["kills_parent", "terminates_parent"])
+def test_the_clock_is_read_again_after_a_kernel_ends_the_fork_server(changers_build, changer):
+    """The clock's worker went with the fork server: every round's reading failed, and every
+    other row lost its cycles a test, with nothing saying why.  It is read again in a fresh one."""
+    result = run(small_run(changers_build, (changer, "naive", "basic"), kernel_timeout=10.0))
+    cpu = result.env["machine"]["cpu"]
+    assert cpu["measured_mhz"], cpu
+    rows = {r.kernel: r for r in result.results}
+    assert rows["naive"].cycles_per_test and rows["basic"].cycles_per_test, rows
+
+
 def test_answers_that_cannot_be_written_are_the_kernels_crash_not_verifys(o2_library, scratch, tmp_path):
     """A kernel that left its worker unable to write its answers (a new uid, a chroot, no
     descriptor left) failed verify as a whole ("PermissionError ... eval-bad.npy"), even where

@@ -381,12 +381,20 @@ def _measure(
             session.restart()
 
     clock_mhz: list[float] = []
+    clock_failures: list[str] = []  # why a round's clock reading is missing
 
     def read_clock() -> None:
         try:
             clock_mhz.append(clock_build.worker.clock_mhz())
-        except SectorbenchError:
+            return
+        except SectorbenchError:  # its worker is gone (a kernel killed the fork server): once more, in a fresh one
+            pass
+        try:
+            clock_build.restart()
+            clock_mhz.append(clock_build.worker.clock_mhz())
+        except SectorbenchError as exc:
             clock_mhz.append(float("nan"))
+            clock_failures.append(str(exc))
 
     clock = _TimeLeft(list(series.values()), config.timing, scene.tests, priors)
 
@@ -432,6 +440,8 @@ def _measure(
     results = _with_speedups(results, reference)
     results = _with_code_identity(results, [(session, kernel) for session, kernel, _, _ in plan])
     env = _environment(sessions, clock_mhz, clock_build)
+    if clock_failures:  # a missing cyc/test column says why
+        env["machine"]["cpu"]["clock_failure"] = clock_failures[0]
     progress("counting the exact oracle's hits")
     family = families.get(scene.family)
     exact_count = family.exact_count(scene)

@@ -88,6 +88,7 @@ VOLATILE_FIELDS = (
     "cpu.nominal_mhz",
     "cpu.measured_mhz",
     "cpu.measured_mhz_per_round",  # the runner's clock reading of every round
+    "cpu.clock_failure",  # why a round's reading is missing
     "load",  # a load average or per-round load reading, wherever one is recorded
     "sectorbench.commit",
     "sectorbench.dirty",

@@ -34,6 +34,8 @@ def run_notes(run: RunResult) -> list[str]:
     """What a reader needs to read the cycles columns: the clock, the bound's model, the counters."""
     notes = []
     cpu = (run.env.get("machine") or {}).get("cpu") or {}
+    if not cpu.get("measured_mhz") and cpu.get("clock_failure"):
+        notes.append(f"cyc/test, % bound: – (the clock could not be read: {cpu['clock_failure']})")
     if cpu.get("measured_mhz"):
         notes.append(
             f"cyc/test: gross (whole loop) median time x {cpu['measured_mhz']:.0f} MHz, the fastest "

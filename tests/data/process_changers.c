@@ -79,6 +79,7 @@ CHANGER(leaves_thread, leave_thread());
 CHANGER(lowers_file_limit, lower_file_limit());
 CHANGER(stops_parent, kill(getppid(), SIGSTOP));
 CHANGER(terminates_parent, kill(getppid(), SIGTERM));
+CHANGER(kills_parent, kill(getppid(), SIGKILL)); /* the clock's worker went with it */
 
 static void spin_in_a_child(void) {
     if (fork() == 0)
