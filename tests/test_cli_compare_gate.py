@@ -143,6 +143,16 @@ def test_run_with_baseline_gates(saved_runs):
     assert "regression gate" in result.output
 
 
+def test_the_normalize_reference_is_shown_and_said_not_gated(saved_runs):
+    """basic 3x slower, normalized by basic: divided by itself it read "unchanged, p 1", and
+    sse2 an improvement, with no word that basic itself had not been gated."""
+    result = invoke("regress", str(saved_runs["o2"]), str(saved_runs["o2_same_code_slow"]), "--normalize", "basic")
+    (row,) = [line for line in result.stdout.splitlines() if line.startswith("│ basic ")]
+    assert "not gated: reference" in row and " 3.0" in row, row
+    text = " ".join(result.stdout.split())
+    assert "basic [-O2, inline]: the --normalize reference, not gated" in text and "raw ratio 3.0" in text, text
+
+
 def test_plot_bar_heatmap_and_trend(saved_runs, tmp_path):
     pytest.importorskip("matplotlib")
     bar = tmp_path / "bar.png"

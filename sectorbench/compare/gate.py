@@ -74,6 +74,8 @@ DEFAULT_KEY = "default"
 #: The verdict of a row whose kernel's machine code is the same in both runs
 #: (KernelResult.code_sha256): whatever the samples say, its difference is noise.
 UNCHANGED_CODE = "unchanged code"
+#: The verdict of --normalize's reference kernel: shown, not gated (see gate()).
+NORMALIZE_REFERENCE = "not gated: reference"
 
 _BASE, _CURRENT = "BASELINE", "CURRENT"
 
@@ -492,10 +494,19 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
         if base.hits is not None and cur.hits is not None and base.hits != cur.hits:
             row_warnings.append(f"{label}: hit count {base.hits} in {_BASE} vs {cur.hits} in {_CURRENT}")
         threshold = config.threshold_for(key.kernel)
-        base_samples = _samples(base_rows, base, config.normalize, _BASE, show_cc)
-        cur_samples = _samples(cur_rows, cur, config.normalize, _CURRENT, show_cc)
+        # The reference of --normalize divided by itself is 1 in every round: it is shown on its
+        # raw samples and not gated (it read "unchanged, p 1" while it slowed down eightfold)
+        reference_row = config.normalize not in (None, OVERHEAD) and key.kernel == config.normalize
+        normalize = None if reference_row else config.normalize
+        base_samples = _samples(base_rows, base, normalize, _BASE, show_cc)
+        cur_samples = _samples(cur_rows, cur, normalize, _CURRENT, show_cc)
         outcome: Comparison = compare(base_samples, cur_samples, alpha=config.alpha, threshold=threshold)
         same_code = base.code_sha256 is not None and base.code_sha256 == cur.code_sha256
+        if reference_row:
+            row_warnings.append(
+                f"{label}: the --normalize reference, not gated (every other row is divided by it: its raw "
+                f"ratio {outcome.ratio:.3f} shows as the inverse change in each of them)"
+            )
         if not same_code and (drift := _toolchain_drift(base, cur, baseline, current)):
             row_warnings.append(f"{label}: {drift}")
         rows.append(
@@ -512,7 +523,7 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
                 high=outcome.high,
                 p_slower=outcome.p_slower,
                 p_faster=outcome.p_faster,
-                verdict=UNCHANGED_CODE if same_code else outcome.verdict,
+                verdict=NORMALIZE_REFERENCE if reference_row else UNCHANGED_CODE if same_code else outcome.verdict,
                 threshold=threshold,
                 base_dropped=outcome.base_dropped,
                 current_dropped=outcome.current_dropped,
