@@ -175,6 +175,25 @@ def test_run_with_baseline_refuses_rounds_that_cannot_reach_alpha(saved_runs, tm
     assert not cache.exists()  # refused before anything was built
 
 
+def test_regress_refuses_saved_rounds_that_cannot_reach_alpha(saved_runs, tmp_path):
+    """A baseline of 2 rounds against 8: no p below 0.01 is possible, so a threefold slowdown
+    read "inconclusive" and regress exited 0; run --baseline refuses such rounds before timing."""
+    data = json.loads(saved_runs["o2"].read_text())
+    for row in data["results"]:
+        row["samples_s"] = row["samples_s"][:2]
+        row["overhead_samples_s"] = (row.get("overhead_samples_s") or [])[:2] or row.get("overhead_samples_s")
+    short = tmp_path / "two_rounds.json"
+    short.write_text(json.dumps(data))
+    slow = slowed(saved_runs["o2"], tmp_path / "slow.json", 3.0, code_changed=True)
+    result = invoke("regress", str(short), str(slow))
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "2 vs 8 samples cannot reach alpha = 0.01" in lines[0], lines
+    assert invoke("regress", str(short), str(slow), "--alpha", "0.1").exit_code == 1
+    # unchanged code needs no test: the same files with the code as it was gate as before
+    assert invoke("regress", str(short), str(saved_runs["o2_same_code_slow"])).exit_code == 0
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -32,13 +32,14 @@ def regress_command(baseline, current, alpha, threshold, thresholds, normalize, 
 
     A row with valgrind's instruction counts in both files (saved by a run with --metric
     instructions) is gated on the counts, as that run's gate was."""
-    from ..compare.gate import as_baseline_build
+    from ..compare.gate import as_baseline_build, check_saved_power
 
     check_outputs(force, markdown_path, inputs=(baseline, current, thresholds))
     config = make_gate_config(alpha, threshold, thresholds, normalize)
     baseline_result, current_result = load_plain(baseline), load_plain(current)
     if across_builds:
         current_result = as_baseline_build(current_result, baseline_result)
+    check_saved_power(baseline_result, current_result, config.alpha)
     revise = None
     if any(r.instructions is not None for r in (*baseline_result.results, *current_result.results)):
 

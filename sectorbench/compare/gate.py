@@ -652,6 +652,29 @@ def check_rounds(base_n: int, repeat: int, alpha: float) -> None:
         raise SectorbenchError(f"--repeat {repeat}: {_power_problem(base_n, repeat, alpha)} (see --alpha)")
 
 
+def check_saved_power(baseline: RunResult, current: RunResult, alpha: float) -> None:
+    """Refuse two saved runs whose rounds cannot reach `alpha` on a row the gate must decide on
+    time (ok in both, its code changed or unknown, not counted by valgrind in both): no
+    slowdown however large could fail it, and `regress` exited 0 on an eightfold one, where
+    `run --baseline` refuses such rounds before timing.  SectorbenchError naming the row."""
+    current_rows = {row.key: row for row in current.results}
+    show_cc = shows_cc(row.key for row in (*baseline.results, *current.results))
+    for base in baseline.results:
+        cur = current_rows.get(base.key)
+        if cur is None or base.status != "ok" or cur.status != "ok" or not base.samples_s or not cur.samples_s:
+            continue
+        if base.code_sha256 is not None and base.code_sha256 == cur.code_sha256:
+            continue  # unchanged code: no test to decide
+        if base.instructions is not None and cur.instructions is not None:
+            continue  # gated on the counts
+        base_n, cur_n = len(base.samples_s), len(cur.samples_s)
+        if not can_reach_alpha(base_n, cur_n, alpha):
+            raise SectorbenchError(
+                f"{row_label(base.key, show_cc)}: {_power_problem(base_n, cur_n, alpha)}: no slowdown of it could "
+                "fail the gate (see --alpha, and run's --repeat)"
+            )
+
+
 def check_ab_rounds(repeat: int, alpha: float) -> None:
     """check_power's rule for run --against, whose sides are timed in the same `repeat` rounds."""
     if not can_reach_alpha(repeat, repeat, alpha):
