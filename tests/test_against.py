@@ -286,6 +286,10 @@ def test_confirm_keeps_only_regressions_flagged_twice():
     assert confirmed.exit_code == 1
     assert any("a [-O2, inline] flagged again" in line for line in lines)
     assert any("b [-O2, inline] flagged" in line and "not a regression" in line for line in lines)
+    # in the report too (its table caption, its Markdown), whose figures are now the second
+    # measurement's, which the run's JSON (written before) does not hold
+    assert all(line in confirmed.warnings for line in lines)
+    assert any("saved JSON holds the first" in w for w in confirmed.warnings)
 
 
 def test_confirm_does_not_remeasure_counts():

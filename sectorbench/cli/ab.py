@@ -133,9 +133,7 @@ def gate_revision(config, baseline, current, gate_config, confirm: bool, metric:
             ab_rounds = config.timing.repeat if config.base_builds else None  # --baseline checked its own
             report = count_revision(baseline, current, report, gate_config, ab_rounds)
         if confirm:
-            report, lines = confirm_rows(report, measure_again)
-            for line in lines:
-                note(line)
+            report, _ = confirm_rows(report, measure_again)  # its lines are among the report's warnings
         return report
 
     return revise
