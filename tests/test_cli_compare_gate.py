@@ -166,6 +166,21 @@ def test_plot_bar_heatmap_and_trend(saved_runs, tmp_path):
     assert again.exit_code == 2 and "exists" in again.output
 
 
+def test_plot_draws_an_ab_runs_head_rows_as_regress_and_export_take_them(saved_runs, tmp_path):
+    """An A/B run (run --against) holds each row twice, a side each: plot refused it as
+    "duplicate row" where regress and export take its head rows."""
+    pytest.importorskip("matplotlib")
+    data = json.loads(saved_runs["o2"].read_text())
+    data["results"] = [{**row, "side": side} for row in data["results"] for side in ("base", "head")]
+    ab = tmp_path / "ab.json"
+    ab.write_text(json.dumps(data))
+    for args in ([str(ab)], [str(ab), str(saved_runs["o2"]), "--kernel", "basic"]):
+        out = tmp_path / f"chart{len(args)}.png"
+        result = invoke("plot", *args, "--out", str(out))
+        assert result.exit_code == 0, result.output
+        assert "its head rows are taken" in result.stderr and out.stat().st_size > 1000
+
+
 def test_run_with_baseline_refuses_rounds_that_cannot_reach_alpha(saved_runs, tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("SECTORBENCH_CACHE", str(cache))

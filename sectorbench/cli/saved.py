@@ -8,7 +8,6 @@ import click
 
 from ..errors import SectorbenchError
 from ..measure.timing import MODES
-from ..model.results import load
 from ..model.text import shown_path
 from .ab import count_revision
 from .app import load_plain, main, note, run_gate
@@ -76,7 +75,8 @@ def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
     if chart == "trend":
         if not kernel:
             raise click.UsageError("a trend needs --kernel")
-        loaded = [load(p) for p in results] if results else plot.load_results_dir(RESULTS_DIR)
+        # an A/B run's head rows, as regress and export take them (its rows come in pairs)
+        loaded = [load_plain(p) for p in results] if results else plot.load_results_dir(RESULTS_DIR)
         for path, one in zip(results, loaded):  # what regress refuses is not drawn either
             check_usable(one, str(path))
         if not loaded:
@@ -87,7 +87,7 @@ def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
         refuse_unused([name for name, value in trend_only if value], "to --chart trend")
         if len(results) != 1:
             raise click.UsageError("bar and heatmap charts take exactly one RESULT file")
-        result = load(results[0])
+        result = load_plain(results[0])
         check_usable(result, str(results[0]))
         several_builds = len({(r.cc, r.flags) for r in result.results}) > 1
         chart = chart or ("heatmap" if several_builds else "bar")

@@ -49,6 +49,7 @@ from ..model.results import (
     KernelResult,
     RunResult,
     check_output,
+    head_rows,
     parse_result,
     read_input,
     scene_shapes,
@@ -604,7 +605,7 @@ def load_results_dir(directory: Path) -> list[RunResult]:
             raise SectorbenchError(f"{path}: unreadable JSON ({type(exc).__name__}: {exc})") from None
         if not isinstance(data, dict) or data.get("kind", "run") != "run" or not isinstance(data.get("results"), list):
             continue
-        result = parse_result(data, path)
+        result, _ = head_rows(parse_result(data, path), str(path))  # an A/B run's head rows, as regress's
         check_usable(result, str(path))  # what regress refuses (a row twice) is not drawn either
         found.append(result)
     return _by_created(found)
