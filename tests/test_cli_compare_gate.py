@@ -166,6 +166,18 @@ def test_plot_bar_heatmap_and_trend(saved_runs, tmp_path):
     assert again.exit_code == 2 and "exists" in again.output
 
 
+def test_a_threshold_on_the_command_line_is_the_default_over_the_files(saved_runs, tmp_path):
+    """--thresholds FILE with a default and --threshold: the file's had silently won."""
+    toml = tmp_path / "gate.toml"
+    toml.write_text("default = 0.10\n[kernels]\nsse2 = 0.5\n")
+    both = invoke(
+        "regress", str(saved_runs["o2"]), str(saved_runs["o2b"]), "--thresholds", str(toml), "--threshold", "0.9"
+    )
+    assert "threshold 90%" in both.stdout, both.stdout
+    file_only = invoke("regress", str(saved_runs["o2"]), str(saved_runs["o2b"]), "--thresholds", str(toml))
+    assert "threshold 10%" in file_only.stdout, file_only.stdout
+
+
 def test_plot_draws_an_ab_runs_head_rows_as_regress_and_export_take_them(saved_runs, tmp_path):
     """An A/B run (run --against) holds each row twice, a side each: plot refused it as
     "duplicate row" where regress and export take its head rows."""

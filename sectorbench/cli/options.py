@@ -248,7 +248,8 @@ def gate_options(command):
         "--threshold",
         default=GateConfig.threshold,
         show_default=True,
-        help="Smallest slowdown that counts (0.10 = 10 %); the interval's lower bound must exceed it.",
+        help="Smallest slowdown that counts, a fraction up to 1 (0.10 = 10 %): the interval's lower bound must "
+        "exceed it; given, it is the default over --thresholds' own.",
     )(command)
     command = click.option(
         "--thresholds",
@@ -271,8 +272,13 @@ def gate_options(command):
 
 
 def make_gate_config(alpha, threshold, thresholds, normalize) -> GateConfig:
+    """The gate's settings; a --threshold given on the command line is the default over the
+    --thresholds file's own (the file's had silently won), as a command line wins over a file."""
     per_kernel = load_thresholds(thresholds) if thresholds else {}
-    return GateConfig.from_thresholds({"default": threshold, **per_kernel}, alpha=alpha, normalize=normalize)
+    given = click.get_current_context().get_parameter_source("threshold") is click.core.ParameterSource.COMMANDLINE
+    default = {"default": threshold}
+    merged = {**per_kernel, **default} if given else {**default, **per_kernel}
+    return GateConfig.from_thresholds(merged, alpha=alpha, normalize=normalize)
 
 
 def check_outputs(force: bool, *paths: Path | None, save: bool = False, inputs=()) -> None:
