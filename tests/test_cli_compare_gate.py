@@ -266,3 +266,21 @@ def test_compare_says_why_a_cell_was_not_measured():
     lines = result.stdout.splitlines()
     for build in ("-O2", "-O1"):
         assert any(line.startswith(f"crashes [{build}]: crashed: worker killed by signal") for line in lines), lines
+
+
+def test_a_trend_over_runs_of_other_scenes_or_cpus_says_so(saved_runs, tmp_path):
+    """plot --kernel drew runs of another scene and another CPU as one series, silently."""
+    pytest.importorskip("matplotlib")
+    data = json.loads(saved_runs["o2"].read_text())
+    data["scene"] = {**data["scene"], "sectors": data["scene"]["sectors"] * 2}
+    data["env"]["machine"]["cpu"]["model_name"] = "Another CPU"
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(data))
+    result = invoke("plot", str(saved_runs["o2"]), str(other), "--kernel", "basic", "--out", str(tmp_path / "t.png"))
+    assert result.exit_code == 0, result.output
+    assert "trend: the runs are of 2 different scenes" in result.stderr
+    assert "trend: the runs are of 2 CPUs" in result.stderr and "Another CPU" in result.stderr
+    same = invoke(
+        "plot", str(saved_runs["o2"]), str(saved_runs["o2b"]), "--kernel", "basic", "--out", str(tmp_path / "s.png")
+    )
+    assert "trend:" not in same.stderr

@@ -81,6 +81,8 @@ def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
             check_usable(one, str(path))
         if not loaded:
             raise SectorbenchError(f"no saved results under {RESULTS_DIR}")
+        for line in plot.trend_warnings(loaded):  # regress refuses another scene, warns of another CPU
+            note(line)
         path = plot.trend_chart(loaded, kernel, out, flags=flags_filter, mode=mode_filter, overwrite=force)
     else:
         trend_only = (("--kernel", kernel), ("--flags", flags_filter), ("--mode", mode_filter))

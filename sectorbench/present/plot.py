@@ -581,6 +581,19 @@ def trend_chart(
 # --------------------------------------------------------------------------
 
 
+def trend_warnings(runs: list[RunResult]) -> list[str]:
+    """What makes a trend's points not of one benchmark: runs of several scenes (regress refuses
+    to compare them) or CPUs (regress warns); one line each, or none."""
+    scenes = {json.dumps(run.scene, sort_keys=True) for run in runs}
+    cpus = {((run.env.get("machine") or {}).get("cpu") or {}).get("model_name") for run in runs} - {None}
+    lines = []
+    if len(scenes) > 1:
+        lines.append(f"trend: the runs are of {len(scenes)} different scenes: their times are not one benchmark's")
+    if len(cpus) > 1:
+        lines.append(f"trend: the runs are of {len(cpus)} CPUs ({', '.join(sorted(cpus))})")
+    return lines
+
+
 def load_results_dir(directory: Path) -> list[RunResult]:
     """Every run result among the *.json files of `directory`, oldest first.
 
