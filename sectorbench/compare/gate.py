@@ -460,10 +460,17 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
     show_cc = shows_cc(r.key for r in (*baseline.results, *current.results))
     base_rows = _index(baseline, _BASE, show_cc)
     cur_rows = _index(current, _CURRENT, show_cc)
-    if not any(key in cur_rows for key, row in base_rows.items() if row.status == "ok"):
+    if base_rows and not any(key in cur_rows for key, row in base_rows.items() if row.status == "ok"):
         # No row in common: these are not two runs of one benchmark (another build or scene
         # setup, e.g. -O2 against -O3 without --across-builds), not a run that lost kernels.
-        _check_missing(base_rows, cur_rows, show_cc)
+        builds = [
+            ", ".join(sorted({build_label(key.cc, key.flags, show_cc) for key in rows})) or "no row"
+            for rows in (base_rows, cur_rows)
+        ]
+        raise IncompatibleResults(
+            f"no row in common: {_BASE} is {builds[0]}, {_CURRENT} {builds[1]} "
+            "(two builds: regress --across-builds pairs their rows by kernel)"
+        )
 
     rows: list[GateRow] = []
     failures: list[GateFailure] = []
