@@ -80,10 +80,6 @@ LOOP_EXTRA_POINTS = (47, 100, 1003)
 SPLIT_CHECK_POINTS = (47, 100)
 #: ... and the thread counts whose splits (measure/split.py, as run makes them) it runs.
 SPLIT_THREADS = (2, 3, 4)
-#: On the run-sized loop-check scenes each count loop also runs on this many threads at once,
-#: this many calls each (_concurrent_problems).
-CONCURRENT_THREADS = (2, 4)
-CONCURRENT_CALLS = 3
 #: Loop check on the scene kinds as run makes them: shapes of each kind after the first
 #: (Family.run_check_size gives the first kind's N and every kind's M).
 RUN_CHECK_OTHER_SHAPES = 16
@@ -769,7 +765,7 @@ def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, s
         kind_shapes = n if number == 0 else min(n, RUN_CHECK_OTHER_SHAPES)
         scene = generate(kind, kind_shapes, m, seed, {})
         where = f"loop check, {kind} scene {kind_shapes} x {m}"
-        _check_scene_loops(family, session, runnable, scene, config, scratch, progress, where, concurrent=True)
+        _check_scene_loops(family, session, runnable, scene, config, scratch, progress, where)
     long_rng = np.random.default_rng([config.seed, 1 << 20, 3])  # apart: the other scenes stay as they were
     for long_shapes, long_points in LONG_CHECK_SIZES:
         scene = family.loop_scene(long_shapes, long_points, long_rng)
@@ -800,14 +796,10 @@ def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, s
             ) from None
 
 
-def _check_scene_loops(
-    family, session: BuildSession, runnable, scene, config, scratch, progress, where, concurrent: bool = False
-) -> None:
+def _check_scene_loops(family, session: BuildSession, runnable, scene, config, scratch, progress, where) -> None:
     """The grid loop and each count loop of every runnable kernel on one grid scene, against
     the oracle; and each NoOperation twin, which must count nothing (a test that never holds:
-    `run` subtracts its time, and shares it among the rows of its loop shape).  `concurrent`:
-    each count loop also as `run --threads k` calls it, its shares at the same time on k
-    threads, CONCURRENT_CALLS times, each call's sum the one-thread count."""
+    `run` subtracts its time, and shares it among the rows of its loop shape)."""
     pairs = _grid_pairs(family, scene)
     references: dict = {}
     session.worker.load(scene, scratch)
@@ -831,37 +823,12 @@ def _check_scene_loops(
             continue
         reference = _reference(family, pairs, tally.kernel, references)
         problems = family.check_loops(tally.kernel, reference, grid.ravel(), counts, tally.bound)
-        if concurrent:
-            try:
-                problems += _concurrent_problems(session, tally, counts)
-            except (WorkerCrashed, WorkerTimedOut) as exc:
-                tally.fail(exc)
-                session.restart()
-                session.worker.load(scene, scratch)
-                continue
         problems += [
             f"{loop} counts {hits}, not 0: a NoOperation loop counts nothing" for loop, hits in noops.items() if hits
         ]
         tally.loop_checks += 1 + len(counts) + len(noops)
         for problem in problems:
             _loop_problem(tally, config, where, problem)
-
-
-def _concurrent_problems(session: BuildSession, tally: _Tally, counts: dict[str, int]) -> list[str]:
-    """Each count loop's shares of the shapes run at the same time, as `run --threads k` runs
-    them: the split check ran each share alone, one after another, and a loop whose threads
-    share a buffer (a static array of shapes) passed verify while run's hits changed from one
-    call to the next.  A race shows only when the threads overlap: this samples, not proves."""
-    problems = []
-    for loop, whole in counts.items():
-        mode = loop.removeprefix("count_")
-        for threads in CONCURRENT_THREADS:
-            for _ in range(CONCURRENT_CALLS):
-                hits = _count(session, tally, LoopRef(tally.kernel.name, mode, threads=threads))
-                if hits != whole:
-                    problems.append(f"{loop} on {threads} threads at once counts {hits}, on one thread {whole}")
-                    break
-    return problems
 
 
 def _check_broadphases(family, session: BuildSession, runnable: list[_Tally], scene, config, scratch) -> None:

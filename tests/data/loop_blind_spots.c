@@ -120,29 +120,3 @@ static uint64_t second_call_count(const sb_scene *s) {
     return second_call_count_inline(s) + (uint64_t)again;
 }
 BLIND_ROW(second_call, second_call_count, second_call_noop, "test only: one hit over from a scene's second call");
-
-/* A count loop that copies its share of the shapes into one static buffer, shared by every
- * thread: right on one thread and on shares run one after another (verify's split check), wrong
- * when `run --threads k` runs the shares at the same time (its hits changed from call to call). */
-static inline int shared_buffer(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
-    return blind_basic(cx, cy, ux, uy, r2, k, px, py);
-}
-SB_KERNEL_LOOPS(shared_buffer, SCALAR, 1, BLIND_TAKES)
-#define SHARED_BUFFER_SHAPES 4096
-static float shared_shapes[SHARED_BUFFER_SHAPES][6];
-static uint64_t shared_buffer_count(const sb_scene *s) {
-    const int64_t n = s->shape_end - s->shape_begin;
-    if (n > SHARED_BUFFER_SHAPES)
-        return shared_buffer_count_inline(s);
-    for (int64_t i = 0; i < n; i++)
-        for (int q = 0; q < 6; q++)
-            shared_shapes[i][q] = s->shape[q][s->shape_begin + i];
-    uint64_t hits = 0;
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < s->n_points; j++) {
-            const volatile float *b = shared_shapes[i];
-            hits += (uint64_t)shared_buffer(b[0], b[1], b[2], b[3], b[4], b[5], s->point[0][j], s->point[1][j]);
-        }
-    return hits;
-}
-BLIND_ROW(shared_buffer, shared_buffer_count, shared_buffer_noop, "test only: its threads share one buffer");
