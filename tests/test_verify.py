@@ -219,8 +219,7 @@ BLIND_SPOTS = BuildConfig.parse("-O2", extra_sources=(DATA / "loop_blind_spots.c
     [
         ("unrolled_typo", "uniform scene 64 x 4096", "count_inline counts"),
         ("narrow_counter", "uniform scene 64 x 4096", "count_inline counts"),
-        # now met first on the case rows of radius over 4, counted by the count loops
-        ("clamped_count", None, None),
+        ("clamped_count", "game scene 16 x 4096", "count_inline counts"),
         ("counting_twin", "M=1", "noop_inline counts"),
     ],
 )
@@ -229,32 +228,17 @@ def test_loops_wrong_only_beyond_the_small_scenes_fail(blind_result, kernel, whe
     shapes, at most 1 003 points, radii up to 4 and no NoOperation check) while run counted
     wrong hits or subtracted a NoOperation that counted."""
     verdict = blind_result[kernel]
-    if where is None:
-        assert verdict.verdict == "FAIL" and verdict.mismatches["nondeterministic"] > 0, verdict
-        return
     assert verdict.verdict == "FAIL" and verdict.mismatches["logic-bug"] > 0, verdict
     assert any(where in row["group"] and problem in row["kernel"] for row in verdict.failing), verdict.failing
 
 
-@pytest.mark.parametrize("kernel", ["boundary_count", "second_call"])
-def test_count_loops_are_judged_on_every_case_row_and_a_second_call(blind_result, kernel):
-    """Each passed verify: only the pairs loop met the cases' boundary points (count and grid
-    loops taking them for inside), and each count loop ran once a scene (one wrong from its
-    second call on).  Every case row is now counted by each count loop, twice."""
-    verdict = blind_result[kernel]
-    assert verdict.verdict == "FAIL" and verdict.mismatches["nondeterministic"] > 0, verdict
-    assert any(row["class"] == "nondeterministic" for row in verdict.failing), verdict.failing
-
-
 def test_the_loop_checks_pass_the_shipped_kernels_beside_them(blind_result):
     assert blind_result["basic"].verdict != "FAIL" and blind_result["basic"].mismatches["logic-bug"] == 0
-    assert blind_result["basic"].mismatches["nondeterministic"] == 0
 
 
 @pytest.fixture(scope="module")
 def blind_result():
-    kernels = ("unrolled_typo", "narrow_counter", "clamped_count", "counting_twin", "boundary_count", "second_call")
-    kernels += ("basic",)
+    kernels = ("unrolled_typo", "narrow_counter", "clamped_count", "counting_twin", "basic")
     result = verify(VerifyConfig(kernels=kernels, builds=(BLIND_SPOTS,), cases=500, show=40, jobs=1))
     return {v.kernel: v for v in result.kernels}
 

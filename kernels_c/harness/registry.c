@@ -62,35 +62,6 @@ int sb_cpu_supports(const char *features) {
     return 1;
 }
 
-#define SB_COUNT_ROWS_MAX 64
-
-int sb_count_rows(const sb_kernel *row, int call, const sb_scene *pairs, int64_t copies, int64_t *out) {
-    uint64_t (*count)(const sb_scene *) = call ? row->count_call : row->count_inline;
-    if (copies < 1 || copies > SB_COUNT_ROWS_MAX)
-        return EINVAL;
-    if (!count)
-        return ENOSYS;
-    /* NaN after the copies, as a scene's padding: a loop reading past its tail counts nothing */
-    float points[4][2 * SB_COUNT_ROWS_MAX] __attribute__((aligned(64)));
-    sb_scene one = *pairs;
-    one.n_points = copies;
-    one.stride = 2 * SB_COUNT_ROWS_MAX;
-    one.prepared = NULL;
-    for (int k = 0; k < 4; k++)
-        one.point[k] = pairs->point[k] ? points[k] : NULL;
-    for (int64_t i = 0; i < pairs->n_points; i++) {
-        for (int k = 0; k < 4; k++)
-            if (pairs->point[k])
-                for (int64_t j = 0; j < 2 * SB_COUNT_ROWS_MAX; j++)
-                    points[k][j] = j < copies ? pairs->point[k][i] : NAN;
-        one.shape_begin = i;
-        one.shape_end = i + 1;
-        const uint64_t first = count(&one), again = count(&one);
-        out[i] = first == again ? (int64_t)first : -1;
-    }
-    return 0;
-}
-
 uint64_t sb_dependent_adds(uint64_t iterations) {
     uint64_t accumulator = 0;
     for (uint64_t i = 0; i < iterations; i++)

@@ -41,7 +41,6 @@ from ..families.scene_kinds import generate, make_scene
 from ..interrupts import scratch_directory
 from ..measure.builds import FailedBuild, open_build, usable
 from ..measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S, Deadlines
-from ..measure.loops import row_count_copies
 from ..measure.messages import LoopRef
 from ..measure.runner import PEER_BUILD, row_build
 from ..measure.selection import check_family, check_names, infer_family, known_kernels, select, split_names
@@ -629,38 +628,7 @@ def _answers(session, family, tallies: list[_Tally], case_set, scratch) -> dict:
                 session.worker.load(grid, scratch)
                 continue
             unstable[tally][rows] |= diagonal != answers[tally][rows]
-    _count_rows(session, answers, unstable, case_set.scene(shift=aligned), aligned, scratch)
     return {tally: (answers[tally], unstable[tally]) for tally in answers if tally.status == "ok"}
-
-
-def _count_rows(session, answers: dict, unstable: dict, scene, shift: int, scratch) -> None:
-    """Each count loop over every case row, each row its own scene of copies of its point, called
-    twice (loops.CRowLoop.row_counts): a row whose count is not its copies times the pairs loop's
-    answer, or differs between the calls, is unstable, as the grid loop's diagonal is.  Only
-    the pairs loop met the cases' boundary points before: count and grid loops answering them
-    inside passed, and so did a count loop wrong from its second call on the same scene."""
-    counted = [
-        tally for tally in answers if tally.status == "ok" and answers[tally].dtype == bool and not tally.kernel.is_peer
-    ]
-    if not counted:
-        return
-    session.worker.load(scene, scratch)
-    for tally in counted:
-        copies = row_count_copies(tally.kernel)
-        for mode in tally.kernel.modes:
-            try:
-                counts, fp_change = session.worker.evaluate_with_fp(tally.kernel.name, scratch, count_mode=mode)
-            except WorkerError:  # a row with a prepared index: its loops are checked on grid scenes only
-                break
-            except (WorkerCrashed, WorkerTimedOut) as exc:
-                tally.fail(exc)
-                session.restart()
-                session.worker.load(scene, scratch)
-                break
-            tally.fp_change = tally.fp_change or fp_change
-            counts = counts[shift:]
-            whole = (counts >= 0) & (counts % copies == 0)
-            unstable[tally] |= ~whole | (counts // copies != answers[tally])
 
 
 def _judge(family, tally: _Tally, case_set, reference, answers, unstable, config) -> None:
