@@ -275,7 +275,7 @@ def make_gate_config(alpha, threshold, thresholds, normalize) -> GateConfig:
     """The gate's settings; a --threshold given on the command line is the default over the
     --thresholds file's own (the file's had silently won), as a command line wins over a file."""
     per_kernel = load_thresholds(thresholds) if thresholds else {}
-    given = click.get_current_context().get_parameter_source("threshold") is click.core.ParameterSource.COMMANDLINE
+    given = bool(given_options(click.get_current_context(), ("threshold",)))
     default = {"default": threshold}
     merged = {**per_kernel, **default} if given else {**default, **per_kernel}
     return GateConfig.from_thresholds(merged, alpha=alpha, normalize=normalize)
@@ -350,20 +350,24 @@ def refuse_unused_gate_options(ctx: click.Context, baseline) -> None:
     nothing without --baseline."""
     if baseline is not None:
         return
-    given = [
-        ("--no-confirm" if ctx.params[name] is False else "--confirm")
-        if name == "confirm"
-        else f"--{name.replace('_path', '')}"
-        for name in ("markdown_path", "normalize", "thresholds", "alpha", "threshold", "confirm")
-        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
-    ]
+    given = given_options(ctx, ("markdown_path", "normalize", "thresholds", "alpha", "threshold", "confirm"))
     refuse_unused(given, "with --baseline")
 
 
 def given_options(ctx: click.Context, names) -> list[str]:
-    """The options among the parameters `names` that the command line gave, as spelt there."""
-    spelt = {param.name: param.opts[0] for param in ctx.command.params}
-    return [spelt[name] for name in names if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+    """The options among the parameters `names` that were given (not left to their default),
+    as spelt (a flag's off form, --no-confirm, when that was given)."""
+
+    def spelt(param) -> str:
+        off = getattr(param, "secondary_opts", None) and ctx.params.get(param.name) is False
+        return param.secondary_opts[0] if off else param.opts[0]
+
+    params = {param.name: param for param in ctx.command.params}
+    return [
+        spelt(params[name])
+        for name in names
+        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+    ]
 
 
 def refuse_unused(given: list[str], where: str) -> None:
