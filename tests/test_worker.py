@@ -720,6 +720,30 @@ def test_a_killed_fork_server_takes_its_workers_and_the_next_worker_gets_a_new_o
     assert forkserver.fork_server({}) is not server
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_a_process_that_is_ending_is_told_from_one_that_is_not():
+    """What tells a kernel that killed its parent, the fork server, from the next kernel in its
+    worker (which the worker's PR_SET_PDEATHSIG would otherwise kill)."""
+    from sectorbench.measure.process_state import ending
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert ending(child.pid) is None
+        child.kill()
+        deadline = time.monotonic() + PATIENCE_S
+        while ending(child.pid) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ending(child.pid) in ("SIGKILL pending", "exiting", "a zombie")
+        deadline = time.monotonic() + PATIENCE_S
+        while ending(child.pid) != "a zombie" and time.monotonic() < deadline:  # unreaped: a zombie
+            time.sleep(0.01)
+        assert ending(child.pid) == "a zombie"
+    finally:
+        child.kill()
+        child.wait()
+    assert ending(child.pid) is None  # reaped: gone
+
+
 # ---------------------------------------------------------------- the clock
 
 

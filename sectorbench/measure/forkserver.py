@@ -174,6 +174,14 @@ class ForkServer:
         return self._process.poll() is not None
 
     @property
+    def ending(self) -> bool:
+        """Ended, or on its way (a kernel SIGKILLed its parent, the fork server: poll() says
+        nothing until it has exited, and its socket is closed before that)."""
+        from .process_state import ending
+
+        return self.ended or ending(self._process.pid) is not None
+
+    @property
     def usable(self) -> bool:
         """Started by this process (not inherited through a fork) and still running."""
         return self._owner == os.getpid() and self._process.poll() is None
@@ -293,6 +301,16 @@ def spawn_worker(
                 _retired.append(server)
                 _server = None
         return fork_server(env).spawn(library, peers, *files, env, reference), str(exc)
+    except ForkServerError:
+        if not server.ending:  # it stopped answering for a reason of its own: that error stands
+            raise
+        # A kernel killed it just now (kill(getppid(), SIGKILL)): its end is that kernel's row's
+        # note (process_state.ending), and a fresh fork server forks this worker.
+        with _server_lock:
+            if _server is server:
+                _server.close()
+                _server = None
+        return fork_server(env).spawn(library, peers, *files, env, reference), None
 
 
 def close_fork_server() -> None:

@@ -266,7 +266,8 @@ def _ids() -> tuple:
 def _parent() -> tuple | None:
     """What a kernel can change in its parent, the fork server, through getppid() (affinity,
     nice, policy, limits: sched_setaffinity, setpriority, sched_setscheduler, prlimit), which
-    every worker forked after it would inherit; None where it cannot be read."""
+    every worker forked after it would inherit, and whether it is being ended (kill(getppid(),
+    SIGKILL)); None where it cannot be read."""
     parent = os.getppid()
     try:
         return (
@@ -274,9 +275,43 @@ def _parent() -> tuple | None:
             os.getpriority(os.PRIO_PROCESS, parent),
             os.sched_getscheduler(parent),
             tuple(resource.prlimit(parent, which) for which in LIMITS.values()),
+            ending(parent),
         )
     except (OSError, AttributeError):
         return None
+
+
+#: The kernel's task flag (/proc/PID/stat, field 9) of a process past the start of its exit.
+PF_EXITING = 0x4
+#: SIGKILL's bit in /proc/PID/status's pending-signal masks.
+SIGKILL_PENDING = 1 << (signal.SIGKILL - 1)
+
+
+def ending(pid: int) -> str | None:
+    """How process `pid` is ending ("SIGKILL pending", "exiting", "a zombie"), None if it is not.
+    A kernel that SIGKILLs its parent, the fork server, returns before the fork server has died,
+    and its worker dies only then (PR_SET_PDEATHSIG): read after the call, this is what tells that
+    worker's next kernel from the one that ended it (a loaded machine let the next one crash)."""
+    try:
+        state, flags = _stat_fields(Path(f"/proc/{pid}/stat").read_text(), 0, 6)
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except (OSError, IndexError):  # gone (then getppid() has changed too), or not Linux
+        return None
+    if state in ("Z", "X"):
+        return "a zombie"
+    if int(flags) & PF_EXITING:
+        return "exiting"
+    pending = 0
+    for line in status:
+        if line.startswith(("SigPnd:", "ShdPnd:")):
+            pending |= int(line.split()[1], 16)
+    return "SIGKILL pending" if pending & SIGKILL_PENDING else None
+
+
+def _stat_fields(stat: str, *fields: int) -> list[str]:
+    """Fields of a /proc/PID/stat line after the command's name (which may hold spaces), from 0."""
+    after_name = stat.rsplit(")", 1)[1].split()
+    return [after_name[field] for field in fields]
 
 
 def _per_thread(read, tids: list[int]) -> frozenset:
@@ -407,6 +442,8 @@ def _ids_text(ids: tuple[int, ...]) -> str:
 def _parent_change(before: tuple, after: tuple | None) -> str:
     if after is None:
         return "no longer readable"
+    if after[4]:  # what else differs is the dying process's
+        return f"ended it ({after[4]})"
     changes = []
     if after[0] != before[0]:
         changes.append(f"CPU affinity {_cpus(before[0])} -> {_cpus(after[0])}")
