@@ -193,7 +193,7 @@ def test_the_same_job_ab_gates_on_counts_with_metric_instructions(tmp_path):
     # What was compared is shown: the counts, not milliseconds beside a count ratio, and no p.
     row = next(line for line in markdown.read_text().splitlines() if line.startswith("| mine "))
     assert row.count("instr/test") == 2 and "nan" not in row and "| – |" in row, row
-    assert "gated on valgrind's instruction counts" in markdown.read_text()
+    assert "Compared: each kernel's net instructions per test under valgrind" in markdown.read_text()
     assert "instr/test" in result.output
 
 
@@ -294,6 +294,11 @@ def test_regress_gates_the_counts_both_files_carry(tmp_path):
     assert "1 row(s) gated on valgrind's counts" in result.output and "1 regression(s)" in result.output
     row = next(line for line in markdown.read_text().splitlines() if line.startswith("| basic "))
     assert "| 1 instr/test | 2 instr/test | 2.000 [2.000, 2.000] |" in row, row
+    # Every row counted: its columns are headed by what they hold, in the console as in Markdown.
+    header = next(line for line in markdown.read_text().splitlines() if line.startswith("| kernel "))
+    assert header.count(" instr/test |") == 2 and " ms |" not in header, header
+    assert "Compared: each kernel's net instructions per test under valgrind" in markdown.read_text()
+    assert "baseline instr/test" in result.output and " ms" not in result.output, result.output
 
 
 def test_regress_with_counts_in_one_file_says_it_gated_on_time(tmp_path):

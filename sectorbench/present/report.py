@@ -507,7 +507,7 @@ def gate_table(report) -> Table:
         ),
         title_justify="left",
     )
-    unit = compared_unit(report.config.normalize)
+    unit = compared_unit(report)
     show_cc = shows_cc([r.key for r in report.rows] + [f.key for f in report.failures])
     for name in ("kernel", "flags", "mode", "baseline ms", "current ms", "ratio [interval]", "p", "verdict"):
         table.add_column(
@@ -541,7 +541,8 @@ def gate_table(report) -> Table:
         failed = Text(f"FAILED: {failure.text}", "bold red")
         names = (key.kernel, build_label(key.cc, key.flags, show_cc), _mode(key))
         table.add_row(*map(literal, names), "–", "–", "–", "–", failed)
-    table.caption = literal("\n".join([f"ratio: {RATIO_NOTE}", *report.warnings]), "table.caption")
+    counted = [COUNTED_NOTE] if unit != INSTRUCTIONS_UNIT and any(r.counted for r in report.rows) else []
+    table.caption = literal("\n".join([f"ratio: {RATIO_NOTE}", *counted, *report.warnings]), "table.caption")
     table.caption_justify = "left"
     return table
 
@@ -566,9 +567,9 @@ VERIFY_DROP = (
 GATE_DROP = ("p", "mode", "baseline ms", "current ms")
 
 
-def gate_drop(normalize: str | None) -> tuple[str, ...]:
+def gate_drop(report) -> tuple[str, ...]:
     """GATE_DROP with the baseline/current columns named as gate_table names them."""
-    unit = compared_unit(normalize)
+    unit = compared_unit(report)
     return tuple(name.replace("ms", unit) if name.endswith(" ms") else name for name in GATE_DROP)
 
 
@@ -737,8 +738,21 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def compared_unit(normalize: str | None) -> str:
-    """The unit of the gate's baseline/current columns: ms, or the reference they are divided by."""
+#: The gate's baseline/current columns when every row was gated on valgrind's counts.
+INSTRUCTIONS_UNIT = "instr/test"
+#: Said under a gate table some of whose rows were counted, some timed.
+COUNTED_NOTE = (
+    "Rows in instr/test were gated on valgrind's instruction counts instead (net instructions "
+    "per test; the ratio is of those counts, and a count needs no p)."
+)
+
+
+def compared_unit(report) -> str:
+    """The unit of the gate's baseline/current columns: instr/test when every row was counted
+    (--metric instructions), else ms, or the reference they are divided by."""
+    if report.rows and all(r.counted for r in report.rows):
+        return INSTRUCTIONS_UNIT
+    normalize = report.config.normalize
     if normalize is None:
         return "ms"
     return "(÷ NoOperation)" if normalize == OVERHEAD else f"(÷ {normalize})"
@@ -753,9 +767,15 @@ RATIO_NOTE = (
 )
 
 
-def compared_note(normalize: str | None) -> str:
+def compared_note(report) -> str:
     """One line saying what the gate compared, which its baseline/current columns show."""
+    normalize = report.config.normalize
     what = "each kernel's time per pass (gross: its NoOperation not subtracted), median ms"
+    if compared_unit(report) == INSTRUCTIONS_UNIT:  # a count has no rounds to estimate over
+        return (
+            "Compared: each kernel's net instructions per test under valgrind (--metric instructions); "
+            "the ratio is current / baseline of those counts."
+        )
     if normalize == OVERHEAD:
         what = "each kernel's time per pass divided by its own NoOperation's in the same round, median ratio"
     elif normalize:
@@ -767,7 +787,7 @@ def compared_value(row, normalize: str | None, side: str, ms=ms_significant) -> 
     """A row's median of the compared quantity (GateRow.baseline_compared or current_compared)."""
     compared, seconds = getattr(row, f"{side}_compared"), getattr(row, f"{side}_median_s")
     if row.counted:
-        return f"{compared:.4g} instr/test"
+        return f"{compared:.4g} {INSTRUCTIONS_UNIT}"
     if normalize is None:
         return ms(seconds if compared is None else compared)
     return "–" if compared is None else f"{compared:.4g}"
@@ -806,7 +826,7 @@ def gate_markdown(report, baseline_label: str = "baseline", current_label: str =
     show_cc = shows_cc([r.key for r in rows] + [f.key for f in report.failures] + list(report.new_kernels))
     show_threshold = len({r.threshold for r in rows}) > 1
     ratio_name = "ratio (normalised)" if report.config.normalize else "ratio"
-    unit = compared_unit(report.config.normalize)
+    unit = compared_unit(report)
     header = [
         "kernel",
         "flags",
@@ -819,13 +839,9 @@ def gate_markdown(report, baseline_label: str = "baseline", current_label: str =
     ]
     if show_threshold:
         header.insert(7, "threshold")
-    lines = [_summary(report), "", compared_note(report.config.normalize), ""]
-    if any(r.counted for r in rows):
-        lines[-1:-1] = [
-            "",
-            "Rows in instr/test were gated on valgrind's instruction counts instead (net instructions "
-            "per test; the ratio is of those counts, and a count needs no p).",
-        ]
+    lines = [_summary(report), "", compared_note(report), ""]
+    if unit != INSTRUCTIONS_UNIT and any(r.counted for r in rows):
+        lines[-1:-1] = ["", COUNTED_NOTE]
     lines.append("| " + " | ".join(_cell(h) for h in header) + " |")
     lines.append(
         "|" + "|".join("---:" if h not in ("kernel", "flags", "mode", "verdict") else "---" for h in header) + "|"
