@@ -207,7 +207,9 @@ def test_regress_refuses_saved_rounds_that_cannot_reach_alpha(saved_runs, tmp_pa
     read "inconclusive" and regress exited 0; run --baseline refuses such rounds before timing."""
     data = json.loads(saved_runs["o2"].read_text())
     for row in data["results"]:
-        row["samples_s"] = row["samples_s"][:2]
+        # Its fastest round twice: below every round of the threefold slowdown, whatever the
+        # machine's noise (two of the run's own rounds, 3x apart under load, read p = 0.2).
+        row["samples_s"] = [min(row["samples_s"])] * 2
         row["overhead_samples_s"] = (row.get("overhead_samples_s") or [])[:2] or row.get("overhead_samples_s")
     short = tmp_path / "two_rounds.json"
     short.write_text(json.dumps(data))
