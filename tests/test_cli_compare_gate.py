@@ -102,6 +102,10 @@ def test_regress_passes_10_percent_and_fails_3x_slower(saved_runs, tmp_path):
     summary = re.match(r"(\d+) regressions?, ", lines[0])
     assert summary and int(summary.group(1)) >= 1, lines[0]
     assert any(line.startswith("| basic |") and "**regression**" in line for line in lines), lines
+    # Whose flags the rows show, and what they were paired against, is said (the rows showed
+    # -O2 on both sides, the -O1 build nowhere).
+    paired = "BASELINE's build cc -O2 against CURRENT's cc -O1"
+    assert paired in " ".join(slow.output.split()) and paired in markdown.read_text(), slow.output
 
 
 def test_a_3x_slowdown_of_the_same_machine_code_is_never_a_regression(saved_runs):

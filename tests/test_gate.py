@@ -609,8 +609,9 @@ def test_across_builds_leaves_the_peers_rows_as_they_are():
         return dataclasses.replace(run, results=[*run.results, peer])
 
     base, current = with_peer(make_run(42)), with_peer(make_run(43, flags="-O3"))
-    relabelled = as_baseline_build(current, base)  # the peers were counted as a second build
+    relabelled, paired = as_baseline_build(current, base)  # the peers were counted as a second build
     assert {(r.cc, r.flags) for r in relabelled.results} == {("cc", "-O2"), (PEER_CC, "—")}
+    assert "BASELINE's build cc -O2 against CURRENT's cc -O3" in paired
     assert len(gate(base, relabelled, GateConfig()).rows) == len(KERNELS) + 1
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -36,14 +37,16 @@ def regress_command(baseline, current, alpha, threshold, thresholds, normalize, 
     check_outputs(force, markdown_path, inputs=(baseline, current, thresholds))
     config = make_gate_config(alpha, threshold, thresholds, normalize)
     baseline_result, current_result = load_plain(baseline), load_plain(current)
+    paired = None
     if across_builds:
-        current_result = as_baseline_build(current_result, baseline_result)
+        current_result, paired = as_baseline_build(current_result, baseline_result)
     check_saved_power(baseline_result, current_result, config.alpha)
-    revise = None
-    if any(r.instructions is not None for r in (*baseline_result.results, *current_result.results)):
+    counted = any(r.instructions is not None for r in (*baseline_result.results, *current_result.results))
 
-        def revise(report):
-            return count_revision(baseline_result, current_result, report, config)
+    def revise(report):
+        if counted:
+            report = count_revision(baseline_result, current_result, report, config)
+        return replace(report, warnings=(paired, *report.warnings)) if paired else report
 
     run_gate(baseline_result, current_result, config, markdown_path, force, str(baseline), str(current), revise=revise)
 

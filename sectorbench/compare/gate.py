@@ -691,8 +691,10 @@ def check_ab_rounds(repeat: int, alpha: float) -> None:
         )
 
 
-def as_baseline_build(current: RunResult, baseline: RunResult) -> RunResult:
-    """`current` with its rows relabelled to the baseline's build, to gate one build against another.
+def as_baseline_build(current: RunResult, baseline: RunResult) -> tuple[RunResult, str]:
+    """`current` with its rows relabelled to the baseline's build, to gate one build against
+    another, and the line saying which two builds were paired (the gate's rows then name the
+    baseline's only).
 
     Rows are matched by (kernel, cc, flags, mode); comparing, say, a compiler upgrade or
     -O0 against -O2 means pairing them by kernel and mode alone, which is only
@@ -707,5 +709,10 @@ def as_baseline_build(current: RunResult, baseline: RunResult) -> RunResult:
         if len(found) != 1:
             raise IncompatibleResults(f"--across-builds needs one build per run; {side} has {len(found)}")
     ((cc, flags),) = builds["BASELINE"]
+    ((current_cc, current_flags),) = builds["CURRENT"]
     relabelled = [r if r.cc == PEER_CC else replace(r, cc=cc, flags=flags) for r in current.results]
-    return replace(current, results=relabelled)
+    paired = (
+        f"--across-builds: BASELINE's build {cc} {flags} against CURRENT's {current_cc} {current_flags}, "
+        "rows paired by kernel and mode (the flags column names BASELINE's)"
+    )
+    return replace(current, results=relabelled), paired
