@@ -163,6 +163,7 @@ CHANGES = {
     "lowers_file_limit": "RLIMIT_NOFILE",
     "forks_and_returns": "left 1 child process",
     "forks_a_spinner": "left 1 child process",
+    "escapes_with_setsid": "left 1 child process",  # adopted by its worker (a child subreaper)
     "leaves_files_open": "left 3 files open",
     "points_stdout_elsewhere": "pointed 1 descriptor (1) elsewhere",
     "closes_stdin": "closed 1 descriptor (0)",
@@ -214,6 +215,24 @@ def test_a_kernel_that_changes_its_worker_process_costs_no_other_row(changers_bu
     # One that takes every descriptor (or the right to write them) cannot have its answers written:
     # its own row crashes (verify died as a whole: "PermissionError ... eval-becomes_nobody.npy").
     assert verdicts[changer].status == ("crashed" if changer in UNANSWERED else "ok"), verdicts[changer]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux's")
+def test_a_spinner_that_left_its_workers_process_group_is_ended(changers_build, tmp_path, monkeypatch):
+    """A kernel's child in a session of its own (setsid), its parent gone, outlived the kill of
+    its worker's process group: it spun on beside every later row, and after the run.  Its
+    worker adopts it (the row says so), and the fork server ends it once that worker is gone."""
+    pids = tmp_path / "escapees"
+    monkeypatch.setenv("SB_TEST_ESCAPEE_PIDS", str(pids))
+    rows = {r.kernel: r for r in run(small_run(changers_build, ("escapes_with_setsid", "basic"))).results}
+    assert any("left 1 child process" in w for w in rows["escapes_with_setsid"].warnings), rows
+    assert rows["basic"].status == "ok" and not any("worker process" in w for w in rows["basic"].warnings)
+    escapees = [int(pid) for pid in pids.read_text().split()]
+    assert escapees  # each worker that ran it left one
+    deadline = time.monotonic() + PATIENCE_S
+    while any(_alive(pid) for pid in escapees) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in escapees if _alive(pid)], escapees
 
 
 @pytest.mark.parametrize("changer", ["kills_parent", "terminates_parent"])

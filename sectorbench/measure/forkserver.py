@@ -350,6 +350,7 @@ def _serve(control: socket.socket) -> int:
         if wake_read in readable:
             os.read(wake_read, 4096)
         _reap(statuses)
+        _end_strays(process_state, statuses)
         if changed and not statuses:  # retired, and its last worker is gone: nothing left to serve
             return 0
         if control not in readable:
@@ -424,8 +425,19 @@ def _change_since(process_state, started) -> str | None:
         return f"its state could not be read: {type(exc).__name__}: {exc}"
 
 
+def _end_strays(process_state, statuses: dict[int, int]) -> None:
+    """End every child of this fork server that is not a worker it forked: what a kernel left
+    running outside its worker's process group (setsid, a daemon's double fork), adopted
+    (server.adopt_orphans) when that worker died.  Its deaths wake the serve loop, which reaps them."""
+    for pid in process_state.child_processes() - statuses.keys():
+        with contextlib.suppress(OSError):  # the group it leads (setsid), if it does
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _reap(statuses: dict[int, int]) -> None:
-    while statuses:
+    while True:  # workers, and the strays adopted from them
         try:  # an ended worker, left unreaped for now (WNOWAIT)
             ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
@@ -449,14 +461,20 @@ def _reap(statuses: dict[int, int]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from .server import die_with_parent
+    from .server import adopt_orphans, die_with_parent
 
     control = socket.socket(fileno=int(argv[argv.index("--control") + 1]))
     for number in IGNORED_SIGNALS:
         signal.signal(number, signal.SIG_IGN)
     die_with_parent(int(argv[argv.index("--parent") + 1]))
+    adopt_orphans()
     _warm()
-    return _serve(control)
+    from . import process_state
+
+    try:
+        return _serve(control)
+    finally:  # what it adopted goes with it, never to init (its workers die with it anyway)
+        _end_strays(process_state, {})
 
 
 if __name__ == "__main__":

@@ -108,6 +108,11 @@ def _cwd() -> str | None:
         return None
 
 
+def child_processes() -> frozenset[int]:
+    """This process's children, running or not yet reaped (Linux; elsewhere none)."""
+    return _children(_threads())
+
+
 def _children(tids: list[int]) -> frozenset[int]:
     found: set[int] = set()
     for tid in tids:

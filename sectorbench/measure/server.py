@@ -13,6 +13,7 @@ the fork server, which dies with the parent (PR_SET_PDEATHSIG).  See docs/worker
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
@@ -35,6 +36,8 @@ from .worker import load_scene
 
 #: prctl(2) option: the signal this process gets when its parent dies.
 PR_SET_PDEATHSIG = 1
+#: prctl(2) option: orphans among this process's descendants become its children.
+PR_SET_CHILD_SUBREAPER = 36
 #: Names of sb_fpenv.rounding's codes.
 ROUNDING = {0: "to nearest", 1: "downward", 2: "upward", 3: "toward zero", -1: "unknown"}
 #: Bits of sb_fpenv.traps.
@@ -55,6 +58,14 @@ def die_with_parent(parent_pid: int) -> None:
         pass
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
+
+
+def adopt_orphans() -> None:
+    """Become the parent of every descendant orphaned under this process (Linux's child
+    subreaper), not init: a kernel's child that left the process group (setsid, a daemon's
+    double fork) stays where the worker's snapshot sees it and the fork server ends it."""
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: such a child escapes
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 @cache
@@ -519,6 +530,7 @@ def main(argv: list[str]) -> int:
     library, options = argv[0], argv[1:]
     channel_fd = int(options[options.index("--channel") + 1])
     die_with_parent(int(options[options.index("--parent") + 1]))
+    adopt_orphans()
     channel = Connection(channel_fd)
     try:
         reference = options[options.index("--reference") + 1] if "--reference" in options else None

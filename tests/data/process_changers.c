@@ -26,8 +26,11 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -194,3 +197,30 @@ static void become_nobody(void) { /* the calling thread only, the one the snapsh
 }
 CHANGER(becomes_nobody, become_nobody());
 CHANGER(chroots, (void)!chroot("/tmp"));
+
+/* A spinner in a session of its own, its parent gone (a daemon's setsid and double fork): out of
+ * the worker's process group, it outlived every kill of that group, ran on beside every later
+ * row and after the run.  It appends its pid to $SB_TEST_ESCAPEE_PIDS, if set. */
+static void escape_with_setsid(void) {
+    const pid_t child = fork();
+    if (child == 0) {
+        setsid();
+        if (fork() == 0) {
+            const char *pids = getenv("SB_TEST_ESCAPEE_PIDS");
+            char line[32];
+            const int length = snprintf(line, sizeof line, "%d\n", (int)getpid());
+            const int fd = pids ? open(pids, O_WRONLY | O_CREAT | O_APPEND, 0644) : -1;
+            if (fd >= 0) {
+                (void)!write(fd, line, (size_t)length);
+                close(fd);
+            }
+            alarm(600); /* the suite's own bound, were nothing else to end it */
+            for (;;)
+                ;
+        }
+        _exit(0);
+    }
+    if (child > 0)
+        waitpid(child, 0, 0);
+}
+CHANGER(escapes_with_setsid, escape_with_setsid());
