@@ -219,7 +219,8 @@ BLIND_SPOTS = BuildConfig.parse("-O2", extra_sources=(DATA / "loop_blind_spots.c
     [
         ("unrolled_typo", "uniform scene 64 x 4096", "count_inline counts"),
         ("narrow_counter", "uniform scene 64 x 4096", "count_inline counts"),
-        ("clamped_count", "game scene 16 x 4096", "count_inline counts"),
+        # met first on the case rows of radius over 4, counted by the count loops
+        ("clamped_count", "", "of 3 copies"),
         ("counting_twin", "M=1", "noop_inline counts"),
     ],
 )
@@ -232,13 +233,34 @@ def test_loops_wrong_only_beyond_the_small_scenes_fail(blind_result, kernel, whe
     assert any(where in row["group"] and problem in row["kernel"] for row in verdict.failing), verdict.failing
 
 
+def test_count_loops_are_judged_on_every_case_row(blind_result):
+    """It passed verify: only the pairs loop met the cases' boundary points, and its count and
+    grid loops take them for inside.  Every case row is now counted by each count loop, and
+    judged against the oracle as the pairs loop's answer is: an exact row is a logic bug."""
+    verdict = blind_result["boundary_count"]
+    assert verdict.verdict == "FAIL" and verdict.mismatches["logic-bug"] > 0, verdict
+    wrong = [row for row in verdict.failing if "count_inline counts 3 of 3 copies" in row["kernel"]]
+    assert wrong and all(row["class"] == "logic-bug" and row["oracle"] == "outside" for row in wrong), verdict.failing
+    assert all(row["kernel"].startswith("outside;") for row in wrong), wrong  # its pairs loop was right
+
+
+def test_a_count_loop_wrong_from_a_scenes_second_call_is_nondeterministic(blind_result):
+    """It passed verify: each count loop ran once a scene, and it is one hit over from the
+    second call on the same scene.  Each case row is counted twice."""
+    verdict = blind_result["second_call"]
+    assert verdict.verdict == "FAIL" and verdict.mismatches["nondeterministic"] > 0, verdict
+    assert any(row["class"] == "nondeterministic" for row in verdict.failing), verdict.failing
+
+
 def test_the_loop_checks_pass_the_shipped_kernels_beside_them(blind_result):
     assert blind_result["basic"].verdict != "FAIL" and blind_result["basic"].mismatches["logic-bug"] == 0
+    assert blind_result["basic"].mismatches["nondeterministic"] == 0
 
 
 @pytest.fixture(scope="module")
 def blind_result():
-    kernels = ("unrolled_typo", "narrow_counter", "clamped_count", "counting_twin", "basic")
+    kernels = ("unrolled_typo", "narrow_counter", "clamped_count", "counting_twin", "boundary_count", "second_call")
+    kernels += ("basic",)
     result = verify(VerifyConfig(kernels=kernels, builds=(BLIND_SPOTS,), cases=500, show=40, jobs=1))
     return {v.kernel: v for v in result.kernels}
 

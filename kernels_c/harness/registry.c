@@ -62,6 +62,62 @@ int sb_cpu_supports(const char *features) {
     return 1;
 }
 
+#define SB_COUNT_ROWS_MAX 64
+
+/* A quiet NaN from its bits: the NAN macro is undefined behaviour to clang under -ffast-math
+ * (-Wnan-infinity-disabled), and these buffers are padding a kernel's loop compares, never
+ * arithmetic of ours. */
+static float sb_padding_nan(void) {
+    const uint32_t bits = 0x7fc00000u;
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+int sb_count_rows(const sb_kernel *row, int call, const sb_scene *pairs, int64_t copies, int64_t *out) {
+    uint64_t (*count)(const sb_scene *) = call ? row->count_call : row->count_inline;
+    if (copies < 1 || copies > SB_COUNT_ROWS_MAX)
+        return EINVAL;
+    if (!count)
+        return ENOSYS;
+    /* Each row a scene of its own, as a scene is laid out: one shape and `copies` points,
+     * 64-byte aligned and NaN-padded (a loop reading past either end counts nothing). */
+    enum { SHAPE_PADDED = 16, POINTS_PADDED = 2 * SB_COUNT_ROWS_MAX };
+    float points[4][POINTS_PADDED] __attribute__((aligned(64)));
+    float shapes[8][SHAPE_PADDED] __attribute__((aligned(64)));
+    const float nan = sb_padding_nan();
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < POINTS_PADDED; j++)
+            points[k][j] = nan;
+    for (int k = 0; k < 8; k++)
+        for (int j = 0; j < SHAPE_PADDED; j++)
+            shapes[k][j] = nan;
+    sb_scene one = *pairs;
+    one.n_shapes = 1;
+    one.n_points = copies;
+    one.stride = POINTS_PADDED;
+    one.shape_begin = 0;
+    one.shape_end = 1;
+    one.prepared = NULL;
+    for (int k = 0; k < 4; k++)
+        one.point[k] = pairs->point[k] ? points[k] : NULL;
+    for (int k = 0; k < 8; k++)
+        one.shape[k] = pairs->shape[k] ? shapes[k] : NULL;
+    for (int64_t i = 0; i < pairs->n_points; i++) {
+        for (int k = 0; k < 4; k++)
+            if (pairs->point[k])
+                for (int64_t j = 0; j < copies; j++)
+                    points[k][j] = pairs->point[k][i];
+        for (int k = 0; k < 8; k++)
+            if (pairs->shape[k])
+                shapes[k][0] = pairs->shape[k][i];
+        const uint64_t first = count(&one), again = count(&one);
+        out[i] = first == again ? (int64_t)first : -1;
+    }
+    return 0;
+}
+
+
 uint64_t sb_dependent_adds(uint64_t iterations) {
     uint64_t accumulator = 0;
     for (uint64_t i = 0; i < iterations; i++)

@@ -41,6 +41,7 @@ from ..families.scene_kinds import generate, make_scene
 from ..interrupts import scratch_directory
 from ..measure.builds import FailedBuild, open_build, usable
 from ..measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S, Deadlines
+from ..measure.loops import row_count_copies
 from ..measure.messages import LoopRef
 from ..measure.runner import PEER_BUILD, row_build
 from ..measure.selection import check_family, check_names, infer_family, known_kernels, select, split_names
@@ -516,9 +517,10 @@ class LocalJudge:
                 else:
                     batch_tallies.append(tally)
                 parts[(index, name)] = tally
-            for tally, (answers, unstable) in _answers(session, family, batch_tallies, case_set, scratch).items():
+            judged = _answers(session, family, batch_tallies, case_set, scratch)
+            for tally, (answers, unstable, counted) in judged.items():
                 reference = _reference(family, case_set, tally.kernel, references)
-                _judge(family, tally, case_set, reference, answers, unstable, config)
+                _judge(family, tally, case_set, reference, answers, unstable, counted, config)
             for tally in batch_tallies:
                 _charge_release(session, tally)
                 if tally.status == "crashed":
@@ -628,15 +630,67 @@ def _answers(session, family, tallies: list[_Tally], case_set, scratch) -> dict:
                 session.worker.load(grid, scratch)
                 continue
             unstable[tally][rows] |= diagonal != answers[tally][rows]
-    return {tally: (answers[tally], unstable[tally]) for tally in answers if tally.status == "ok"}
+    counted = _count_rows(session, answers, unstable, case_set.scene(shift=aligned), aligned, scratch)
+    return {
+        tally: (answers[tally], unstable[tally], counted.get(tally, [])) for tally in answers if tally.status == "ok"
+    }
 
 
-def _judge(family, tally: _Tally, case_set, reference, answers, unstable, config) -> None:
+def _count_rows(session, answers: dict, unstable: dict, scene, shift: int, scratch) -> dict:
+    """Each count loop over every case row, each row its own scene of copies of its point, called
+    twice (loops.CRowLoop.row_counts): {tally: [(loop, counts, copies), ...]}, judged against
+    the oracle as the pairs loop's answers are (_judge); a row whose two calls differ is
+    unstable.  Only the pairs loop met the cases' boundary points before: count loops taking
+    them for inside passed, and so did a count loop wrong from its second call on a scene."""
+    counted = [
+        tally for tally in answers if tally.status == "ok" and answers[tally].dtype == bool and not tally.kernel.is_peer
+    ]
+    found: dict = {}
+    if not counted:
+        return found
+    session.worker.load(scene, scratch)
+    for tally in counted:
+        copies = row_count_copies(tally.kernel)
+        for mode in tally.kernel.modes:
+            try:
+                counts, fp_change = session.worker.evaluate_with_fp(tally.kernel.name, scratch, count_mode=mode)
+            except WorkerError:  # a row with a prepared index: its loops are checked on grid scenes only
+                break
+            except (WorkerCrashed, WorkerTimedOut) as exc:
+                tally.fail(exc)
+                session.restart()
+                session.worker.load(scene, scratch)
+                break
+            tally.fp_change = tally.fp_change or fp_change
+            counts = counts[shift:]
+            unstable[tally] |= counts < 0  # its two calls counted the same scene apart
+            found.setdefault(tally, []).append((f"count_{mode}", counts, copies))
+    return found
+
+
+def _counted_answers(counts: np.ndarray, copies: int) -> tuple[np.ndarray, np.ndarray]:
+    """What a count loop answered for each row's point over its copies: inside for some copy,
+    and inside for every copy (the same where it answered every copy alike; a count past the
+    copies answers neither)."""
+    whole = (counts >= 0) & (counts <= copies)
+    return whole & (counts > 0), counts == copies
+
+
+def _judge(family, tally: _Tally, case_set, reference, answers, unstable, counted, config) -> None:
+    """The kernel's answers on the case rows against the oracle: the pairs loop's, and each
+    count loop's over copies of each row's point (`counted`, _count_rows), the same way: a
+    wrong answer a row's margin explains is rounding, not a bug, whichever loop gave it."""
     kernel = tally.kernel
     inputs = family.inputs(kernel)
     applicable = family.applicable(kernel, case_set)
     compared = family.compare(kernel, case_set, reference, answers)
     compared, margin = compared if isinstance(compared, tuple) else (compared, reference.margin)
+    told_apart = []  # (loop, rows it answered otherwise than the pairs loop, its counts, copies)
+    for loop, counts, copies in counted:
+        some, every = _counted_answers(counts, copies)
+        compared = compared | family.compare(kernel, case_set, reference, some)
+        compared = compared | family.compare(kernel, case_set, reference, every)
+        told_apart.append((loop, (some != answers) | (every != answers), counts, copies))
     mismatch = (compared | unstable) & applicable
     special = exact.has_special_input(*(case_set.columns[name] for name in inputs))
     underflowing = family.subnormal_intermediates(case_set.columns)
@@ -669,9 +723,15 @@ def _judge(family, tally: _Tally, case_set, reference, answers, unstable, config
     tally.any_failure |= bool(fails.any())
     for rows, kept in ((np.flatnonzero(fails), tally.failing), (np.flatnonzero(mismatch & ~fails), tally.other)):
         for i in rows[: max(0, config.show - len(kept))]:
-            kept.append(
-                _describe_row(family, case_set, inputs, i, answers[i], reference.answer[i], klass[i], margin[i])
-            )
+            row = _describe_row(family, case_set, inputs, i, answers[i], reference.answer[i], klass[i], margin[i])
+            loops = [
+                f"{loop} counts {counts[i]} of {copies} copies"
+                for loop, apart, counts, copies in told_apart
+                if apart[i]
+            ]
+            if loops:  # the pairs loop's answer may be the right one: say which loop differs
+                row["kernel"] = "; ".join([row["kernel"], *loops])
+            kept.append(row)
 
 
 class _LoopChecksStopped(Exception):

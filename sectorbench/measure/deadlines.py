@@ -30,6 +30,8 @@ CALIBRATION_PASSES = 4
 #: Starting a worker (importing numpy and cffi, loading the library): its own allowance, since
 #: no kernel runs then (only library constructors).
 STARTUP_S = 120.0
+#: The most copies of a point verify counts a case row over (two vectors of 16 lanes and a tail).
+ROW_COUNT_COPIES_MAX = 33
 #: Listing the kernels of a library that holds none of the user's code (its constructors are
 #: ours: ~1 s here) is allowed this long past the run's --max-minutes.
 LISTING_PAST_BUDGET_S = 30.0
@@ -53,6 +55,11 @@ class Deadlines:
 
     def sample_s(self, expected_s: float) -> float:
         return max(self.kernel_timeout_s, SAMPLE_MARGIN * expected_s)
+
+    def row_counts_s(self, tests: int) -> float:
+        """verify's count loops over each case row (loops.CRowLoop.row_counts): two calls a row,
+        each over up to ROW_COUNT_COPIES_MAX copies of its point."""
+        return self.pass_s(tests, 2 * ROW_COUNT_COPIES_MAX)
 
     def counting_s(self, tests: int) -> float:
         """One loop of `tests` tests under valgrind (measure/instructions.py): an uncalibrated

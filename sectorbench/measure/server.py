@@ -363,8 +363,10 @@ class Server:
 
     def evaluate(self, request: messages.Evaluate) -> messages.Evaluated:
         loop = self._loop(request.kernel)
+        if request.count_mode is not None and not isinstance(loop, CRowLoop):
+            raise ValueError(f"{request.kernel} has no count loops of a C row to count rows with")
         self.lib.sb_fpenv_restore(self.fpenv)
-        result = loop.answers(request.shapes)
+        result = loop.answers(request.shapes) if request.count_mode is None else loop.row_counts(request.count_mode)
         self.end_if_forked_child()  # before the answers are written: the child's would be the parent's file
         change = self._fp_change()
         self.lib.sb_fpenv_restore(self.fpenv)

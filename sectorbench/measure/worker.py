@@ -317,10 +317,15 @@ class Worker:
         only, if given), (M,) for pairs."""
         return self.evaluate_with_fp(kernel, scratch, shapes)[0]
 
-    def evaluate_with_fp(self, kernel: str, scratch: Path, shapes: tuple[int, int] | None = None) -> tuple:
-        """evaluate(), and how the kernel changed the FP environment (None: it did not)."""
+    def evaluate_with_fp(
+        self, kernel: str, scratch: Path, shapes: tuple[int, int] | None = None, count_mode: str | None = None
+    ) -> tuple:
+        """evaluate(), and how the kernel changed the FP environment (None: it did not).  With
+        count_mode, a pairs scene's rows each counted by that count loop instead."""
         out = Path(scratch) / f"eval-{kernel}.npy"
-        reply = self.ask(messages.Evaluate(kernel, str(out), shapes), self.deadlines.pass_s(self.tests), kernel)
+        deadlines = self.deadlines
+        deadline_s = deadlines.pass_s(self.tests) if count_mode is None else deadlines.row_counts_s(self.tests)
+        reply = self.ask(messages.Evaluate(kernel, str(out), shapes, count_mode), deadline_s, kernel)
         try:
             answers = np.load(out)
         except (OSError, ValueError, EOFError) as exc:  # what the kernel's worker wrote is not its answers

@@ -2,7 +2,9 @@
  * verify's small loop scenes never look (each found by a probe; verify passed them all):
  * a count loop over 8 shapes a load with a typo in that body (the row declares block 1), a
  * 16-bit hit counter, count loops that clamp the radius to 4, and NoOperation twins that
- * count hits.  `run` times every one of these loops. */
+ * count hits; then, found by a later probe, count and grid loops that take the boundary for
+ * inside (only the pairs loop met the cases' boundary points) and a count loop wrong from a
+ * scene's second call on.  `run` times every one of these loops. */
 #include "sb_common.h"
 
 static inline int blind_basic(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
@@ -75,3 +77,46 @@ static inline int counting_twin(float cx, float cy, float ux, float uy, float r2
 }
 SB_KERNEL_LOOPS(counting_twin, SCALAR, 1, BLIND_TAKES)
 BLIND_ROW(counting_twin, counting_twin_count_inline, counting_twin_count, "test only: its NoOperation counts hits");
+
+/* Count and grid loops that take the boundary for inside (<= on the radius, >= on the angle), the
+ * pairs loop strict: only the pairs loop met the cases' boundary points, and verify passed it. */
+static inline int boundary_count(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    return blind_basic(cx, cy, ux, uy, r2, k, px, py);
+}
+static inline int boundary_loose(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy;
+    return s <= r2 && dx * ux + dy * uy >= sqrtf(s) * k;
+}
+SB_KERNEL_LOOPS(boundary_count, SCALAR, 1, BLIND_TAKES)
+SB_KERNEL_LOOPS(boundary_loose, SCALAR, 1, BLIND_TAKES)
+static const sb_kernel boundary_count_row = {SB_ROW_FIELDS(boundary_count, SCALAR, 1, BLIND_TAKES),
+                                             .family = "sector",
+                                             .known_bad = 1,
+                                             .summary = "test only: count and grid loops count the boundary",
+                                             .count_inline = boundary_loose_count_inline,
+                                             .count_call = boundary_loose_count_call,
+                                             .noop_inline = boundary_count_noop_inline,
+                                             .noop_call = boundary_count_noop_call,
+                                             .eval_grid = boundary_loose_eval_grid,
+                                             .eval_pairs = boundary_count_eval_pairs};
+SB_REGISTER(boundary_count_row);
+
+/* A count loop right on a scene's first call and one hit over on the next calls of the same
+ * scene (a cache keyed on it, gone wrong): verify called each count loop once a scene, `run`
+ * calls it hundreds of times. */
+static inline int second_call(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    return blind_basic(cx, cy, ux, uy, r2, k, px, py);
+}
+SB_KERNEL_LOOPS(second_call, SCALAR, 1, BLIND_TAKES)
+static uint64_t second_call_count(const sb_scene *s) {
+    static _Thread_local const float *last_points;
+    static _Thread_local int64_t last_points_n = -1, last_begin = -1, last_end = -1;
+    const int again = s->point[0] == last_points && s->n_points == last_points_n && s->shape_begin == last_begin &&
+                      s->shape_end == last_end;
+    last_points = s->point[0];
+    last_points_n = s->n_points;
+    last_begin = s->shape_begin;
+    last_end = s->shape_end;
+    return second_call_count_inline(s) + (uint64_t)again;
+}
+BLIND_ROW(second_call, second_call_count, second_call_noop, "test only: one hit over from a scene's second call");
