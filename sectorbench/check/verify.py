@@ -672,8 +672,7 @@ def _counted_answers(counts: np.ndarray, copies: int) -> tuple[np.ndarray, np.nd
     """What a count loop answered for each row's point over its copies: inside for some copy,
     and inside for every copy (the same where it answered every copy alike; a count past the
     copies answers neither)."""
-    whole = (counts >= 0) & (counts <= copies)
-    return whole & (counts > 0), counts == copies
+    return (counts > 0) & (counts <= copies), counts == copies
 
 
 def _judge(family, tally: _Tally, case_set, reference, answers, unstable, counted, config) -> None:

@@ -288,29 +288,36 @@ def spawn_worker(
 ) -> tuple[WorkerProcess, str | None]:
     """A worker from this process's fork server (see ForkServer.spawn; `files`: its channel,
     stdout and stderr), and how the fork server had changed if it was replaced first (else None)."""
-    global _server
     server = fork_server(env)
     try:
         return server.spawn(library, peers, *files, env, reference), None
     except ForkServerChanged as exc:
-        with _server_lock:
-            for ended in [old for old in _retired if old.ended]:  # each holds two descriptors
-                ended.close()
-                _retired.remove(ended)
-            if _server is server:  # not the fresh one another thread, refused too, started meanwhile
-                _retired.append(server)
-                _server = None
+        _give_up(server, retire=True)
         return fork_server(env).spawn(library, peers, *files, env, reference), str(exc)
     except ForkServerError:
         if not server.ending:  # it stopped answering for a reason of its own: that error stands
             raise
         # A kernel killed it just now (kill(getppid(), SIGKILL)): its end is that kernel's row's
         # note (process_state.ending), and a fresh fork server forks this worker.
-        with _server_lock:
-            if _server is server:
-                _server.close()
-                _server = None
+        _give_up(server, retire=False)
         return fork_server(env).spawn(library, peers, *files, env, reference), None
+
+
+def _give_up(server: ForkServer, retire: bool) -> None:
+    """No more workers from `server`: the next fork_server() starts a fresh one.  A changed one
+    is retired (its workers, other builds' among them, die with it: it exits after its last),
+    a dying one closed."""
+    global _server
+    with _server_lock:
+        for ended in [old for old in _retired if old.ended]:  # each holds two descriptors
+            ended.close()
+            _retired.remove(ended)
+        if _server is server:  # not the fresh one another thread, refused too, started meanwhile
+            if retire:
+                _retired.append(server)
+            else:
+                server.close()
+            _server = None
 
 
 def close_fork_server() -> None:

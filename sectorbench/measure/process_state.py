@@ -298,7 +298,7 @@ def ending(pid: int) -> str | None:
     and its worker dies only then (PR_SET_PDEATHSIG): read after the call, this is what tells that
     worker's next kernel from the one that ended it (a loaded machine let the next one crash)."""
     try:
-        state, flags = _stat_fields(Path(f"/proc/{pid}/stat").read_text(), 0, 6)
+        state, flags = stat_fields(pid, 0, 6)
         status = Path(f"/proc/{pid}/status").read_text().splitlines()
     except (OSError, IndexError):  # gone (then getppid() has changed too), or not Linux
         return None
@@ -313,9 +313,10 @@ def ending(pid: int) -> str | None:
     return "SIGKILL pending" if pending & SIGKILL_PENDING else None
 
 
-def _stat_fields(stat: str, *fields: int) -> list[str]:
-    """Fields of a /proc/PID/stat line after the command's name (which may hold spaces), from 0."""
-    after_name = stat.rsplit(")", 1)[1].split()
+def stat_fields(pid: int, *fields: int) -> list[str]:
+    """Fields of /proc/PID/stat after the command's name (which may hold spaces), counted from 0
+    (0: the state); OSError where there is no such file, IndexError where it is not one."""
+    after_name = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return [after_name[field] for field in fields]
 
 

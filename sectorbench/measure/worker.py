@@ -397,8 +397,10 @@ class Worker:
 
 def _stopped(pid: int) -> bool:
     """The process is stopped by a signal (its state in /proc is T; False where unknown)."""
+    from .process_state import stat_fields
+
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+        return stat_fields(pid, 0) == ["T"]
     except (OSError, IndexError):
         return False
 

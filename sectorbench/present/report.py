@@ -541,8 +541,9 @@ def gate_table(report) -> Table:
         failed = Text(f"FAILED: {failure.text}", "bold red")
         names = (key.kernel, build_label(key.cc, key.flags, show_cc), _mode(key))
         table.add_row(*map(literal, names), "–", "–", "–", "–", failed)
-    counted = [COUNTED_NOTE] if unit != INSTRUCTIONS_UNIT and any(r.counted for r in report.rows) else []
-    table.caption = literal("\n".join([f"ratio: {RATIO_NOTE}", *counted, *report.warnings]), "table.caption")
+    table.caption = literal(
+        "\n".join([f"ratio: {RATIO_NOTE}", *counted_note(report), *report.warnings]), "table.caption"
+    )
     table.caption_justify = "left"
     return table
 
@@ -747,6 +748,13 @@ COUNTED_NOTE = (
 )
 
 
+def counted_note(report) -> list[str]:
+    """COUNTED_NOTE, for a gate table some of whose rows were counted and some timed (none when
+    every row was counted: its columns' unit says so)."""
+    mixed = compared_unit(report) != INSTRUCTIONS_UNIT and any(r.counted for r in report.rows)
+    return [COUNTED_NOTE] if mixed else []
+
+
 def compared_unit(report) -> str:
     """The unit of the gate's baseline/current columns: instr/test when every row was counted
     (--metric instructions), else ms, or the reference they are divided by."""
@@ -769,13 +777,13 @@ RATIO_NOTE = (
 
 def compared_note(report) -> str:
     """One line saying what the gate compared, which its baseline/current columns show."""
-    normalize = report.config.normalize
-    what = "each kernel's time per pass (gross: its NoOperation not subtracted), median ms"
     if compared_unit(report) == INSTRUCTIONS_UNIT:  # a count has no rounds to estimate over
         return (
             "Compared: each kernel's net instructions per test under valgrind (--metric instructions); "
             "the ratio is current / baseline of those counts."
         )
+    normalize = report.config.normalize
+    what = "each kernel's time per pass (gross: its NoOperation not subtracted), median ms"
     if normalize == OVERHEAD:
         what = "each kernel's time per pass divided by its own NoOperation's in the same round, median ratio"
     elif normalize:
@@ -840,8 +848,8 @@ def gate_markdown(report, baseline_label: str = "baseline", current_label: str =
     if show_threshold:
         header.insert(7, "threshold")
     lines = [_summary(report), "", compared_note(report), ""]
-    if unit != INSTRUCTIONS_UNIT and any(r.counted for r in rows):
-        lines[-1:-1] = ["", COUNTED_NOTE]
+    if note := counted_note(report):
+        lines[-1:-1] = ["", *note]
     lines.append("| " + " | ".join(_cell(h) for h in header) + " |")
     lines.append(
         "|" + "|".join("---:" if h not in ("kernel", "flags", "mode", "verdict") else "---" for h in header) + "|"
