@@ -306,8 +306,9 @@ static void cells_part(void *arg, int part, int parts) {
  * program (docs/game-scale.md) scattering 1 000 000 16-byte records into K buckets with plain
  * stores took 3.3-6.4 ms up to K = 64, then 11-12.5 ms for every K from 128 to 2048 on an Intel
  * Xeon host, where on the AMD hosts both passes together took 4.7-5.8 ms.  Software
- * write-combining keeps each bucket's open line in a buffer of its own (in L1: 512 x 64 bytes)
- * and writes it out whole with streaming stores once full, so a line costs one 64-byte store
+ * write-combining keeps each bucket's open lines in a buffer of its own (pass 1: four lines a
+ * bucket, 512 x 256 bytes in L2; pass 2: one line a stream, 3 x 128 x 64 bytes in L1) and writes
+ * them out whole with streaming stores once full, so a line costs one 64-byte store
  * whatever the number of buckets: 4.8-6.3 ms for every K on the Intel host (the index build on
  * game 10 000 x 1 000 000: 12-14.5 ms against 21.5-22.4 plain), but 8.6-9.4 ms for both passes
  * on the AMD hosts, where plain stores win.  Which way is faster depends on the host: the
@@ -331,18 +332,25 @@ SB_SSE2_ATTR static inline void stream_line(void *dst, const void *src) {
 /* Records per line, and points per line of xs, ys, ids. */
 #define BP_LINE_RECORDS 4
 #define BP_LINE_POINTS 16
+/* Records a bucket's buffer holds in pass 1: four lines, streamed out together.  The test "is
+ * the buffer full?" is then true once in 16 records rather than once in 4, and its
+ * mispredictions were most of the pass's time: game 10 000 x 1 000 000 on the Intel host, one
+ * thread, pass 1 alone 5.4-6.2 ms with one line a bucket, 4.0-5.4 with two, 3.4-4.1 with four
+ * (3.4-4.5 with eight; medians of 31 builds, three alternations each). */
+#define BP_BUFFER_RECORDS 16
 
-/* Record d of low bucket b is in place in the bucket's line; once the line is full, out it goes. */
-SB_SSE2_ATTR static inline void record_placed(bp_record *records, bp_record (*line)[BP_LINE_RECORDS],
+/* Record d of low bucket b is in place in the bucket's buffer; once the buffer is full, out it goes. */
+SB_SSE2_ATTR static inline void record_placed(bp_record *records, bp_record (*buffer)[BP_BUFFER_RECORDS],
                                               const int32_t *begin, uint32_t b, int32_t d) {
-    if ((d & (BP_LINE_RECORDS - 1)) != BP_LINE_RECORDS - 1)
+    if (__builtin_expect((d & (BP_BUFFER_RECORDS - 1)) != BP_BUFFER_RECORDS - 1, 1))
         return;
-    const int32_t first = d - (BP_LINE_RECORDS - 1);
+    const int32_t first = d - (BP_BUFFER_RECORDS - 1);
     if (first >= begin[b])
-        stream_line(&records[first], line[b]);
+        for (int q = 0; q < BP_BUFFER_RECORDS; q += BP_LINE_RECORDS)
+            stream_line(&records[first + q], &buffer[b][q]);
     else
         for (int32_t s = begin[b]; s <= d; s++)
-            records[s] = line[b][s & (BP_LINE_RECORDS - 1)];
+            records[s] = buffer[b][s & (BP_BUFFER_RECORDS - 1)];
 }
 
 SB_SSE2_ATTR static void records_part_combined(void *arg, int part, int parts) {
@@ -352,8 +360,8 @@ SB_SSE2_ATTR static void records_part_combined(void *arg, int part, int parts) {
     int32_t *fill = job->low_fill + ((int64_t)part << job->low_bits);
     const uint32_t mask = (1u << job->low_bits) - 1u, *key = job->key;
     bp_record *records = job->records;
-    bp_record(*line)[BP_LINE_RECORDS] = (void *)(job->lines + (size_t)part * job->line_bytes);
-    int32_t *begin = (int32_t *)(line + lows); /* this part's first record in each bucket */
+    bp_record(*buffer)[BP_BUFFER_RECORDS] = (void *)(job->lines + (size_t)part * job->line_bytes);
+    int32_t *begin = (int32_t *)(buffer + lows); /* this part's first record in each bucket */
     memcpy(begin, fill, (size_t)lows * sizeof *begin);
     int64_t j = a;
     for (; j + 4 <= e; j += 4) {
@@ -365,8 +373,8 @@ SB_SSE2_ATTR static void records_part_combined(void *arg, int part, int parts) {
                 continue;
             const uint32_t b = c & mask;
             const int32_t d = fill[b]++;
-            _mm_store_ps(&line[b][d & (BP_LINE_RECORDS - 1)].x, record[l]);
-            record_placed(records, line, begin, b, d);
+            _mm_store_ps(&buffer[b][d & (BP_BUFFER_RECORDS - 1)].x, record[l]);
+            record_placed(records, buffer, begin, b, d);
         }
     }
     for (; j < e; j++) {
@@ -375,13 +383,13 @@ SB_SSE2_ATTR static void records_part_combined(void *arg, int part, int parts) {
             continue;
         const uint32_t b = c & mask;
         const int32_t d = fill[b]++;
-        line[b][d & (BP_LINE_RECORDS - 1)] = (bp_record){job->px[j], job->py[j], (int32_t)j, c};
-        record_placed(records, line, begin, b, d);
+        buffer[b][d & (BP_BUFFER_RECORDS - 1)] = (bp_record){job->px[j], job->py[j], (int32_t)j, c};
+        record_placed(records, buffer, begin, b, d);
     }
-    for (int64_t b = 0; b < lows; b++) { /* the lines not full: what of them is this part's */
-        const int32_t end = fill[b], whole = end & ~(BP_LINE_RECORDS - 1);
+    for (int64_t b = 0; b < lows; b++) { /* the buffers not full: what of them is this part's */
+        const int32_t end = fill[b], whole = end & ~(BP_BUFFER_RECORDS - 1);
         for (int32_t s = whole > begin[b] ? whole : begin[b]; s < end; s++)
-            records[s] = line[b][s & (BP_LINE_RECORDS - 1)];
+            records[s] = buffer[b][s & (BP_BUFFER_RECORDS - 1)];
     }
     _mm_sfence();
 }
@@ -564,7 +572,7 @@ static int combined_lines(sort_job *job, int threads) {
     if (any & 63)
         return 0;
     job->combined_cells = highs <= ((int64_t)1 << BP_HIGH_BITS);
-    const size_t records = (size_t)lows * (BP_LINE_RECORDS * sizeof(bp_record) + sizeof(int32_t));
+    const size_t records = (size_t)lows * (BP_BUFFER_RECORDS * sizeof(bp_record) + sizeof(int32_t));
     const size_t cells = job->combined_cells ? (size_t)highs * (sizeof(cell_lines) + sizeof(int32_t)) : 0;
     job->line_bytes = ((records > cells ? records : cells) + 63) & ~(size_t)63;
     char *block = bp_alloc((size_t)threads * job->line_bytes + 64);
