@@ -68,6 +68,71 @@ def adopt_orphans() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
+#: x86-64 system call numbers that reach another process (kill and its relatives by pid), and
+#: those that reach one without a pid to check (a pidfd, a tracee, another's memory).
+SIGNALS_BY_PID = {"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297}
+REACHES_ANY = {"pidfd_send_signal": 424, "ptrace": 101, "process_vm_writev": 311}
+AUDIT_ARCH_X86_64 = 0xC000003E
+#: x32 system calls (another numbering, same kernel): refused rather than told apart.
+X32_SYSCALL_BIT = 0x40000000
+
+
+def _own_signals_filter(pid: int) -> list[tuple[int, int, int, int]]:
+    """The classic BPF program of `refuse_signals_beyond_group` as (code, jt, jf, k) rows."""
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    allow, refuse = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    nr, arch, arg0, arg1 = 0, 4, 16, 24  # struct seccomp_data: the low halves of args[0], args[1]
+    own, group = pid & 0xFFFFFFFF, -pid & 0xFFFFFFFF
+    by_pid, anyone = list(SIGNALS_BY_PID.values()), list(REACHES_ANY.values())
+    # Laid out backwards from the two returns so that every jump is a forward offset.
+    tail = [
+        (load, 0, 0, arg0),  # BY_PID: kill's pid, or the thread group's
+        (jeq, 5, 0, own),
+        (jeq, 4, 0, 0),  # kill(0, ...): its own process group; for the others no process is 0
+        (jeq, 3, 0, group),  # kill(-pid, ...): its group by id (the worker leads it)
+        (load, 0, 0, arg1),
+        (jeq, 1, 0, 0),  # kill(pid, 0) asks whether pid exists and sends nothing
+        (ret, 0, 0, refuse),
+        (ret, 0, 0, allow),
+    ]
+    head = [(load, 0, 0, arch), (jeq, 1, 0, AUDIT_ARCH_X86_64), (ret, 0, 0, refuse), (load, 0, 0, nr)]
+    head.append((jge, 0, 1, X32_SYSCALL_BIT))
+    head.append((ret, 0, 0, refuse))
+    checks = len(by_pid) + len(anyone)
+    for i, number in enumerate(by_pid):  # to BY_PID, past the rest of the checks and the allow
+        head.append((jeq, checks - i - 1 + 2, 0, number))
+    for i, number in enumerate(anyone):  # to the refuse right after the allow
+        head.append((jeq, len(anyone) - i - 1 + 1, 0, number))
+    return [*head, (ret, 0, 0, allow), (ret, 0, 0, refuse), *tail]
+
+
+def refuse_signals_beyond_group() -> str | None:
+    """Let the kernels run in this process signal only it and its process group: kill() and its
+    relatives of any other pid fail with EPERM, and so do pidfd_send_signal, ptrace and
+    process_vm_writev (a seccomp filter, inherited by every child).  A kernel that stopped the
+    run's own process (SIGSTOP to the fork server's parent) hung it for ever, and kill(-1, ...)
+    reaches every process the user owns.  Linux x86-64 only; returns why not where it is not."""
+    if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
+        return "only on Linux x86-64"
+
+    class SockFilter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(SockFilter))]
+
+    rows = _own_signals_filter(os.getpid())
+    program = (SockFilter * len(rows))(*(SockFilter(*row) for row in rows))
+    prog = SockFprog(len(rows), program)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+    # no new privileges: what an unprivileged process needs to install a filter (a setuid
+    # program a kernel runs gains none)
+    if libc.prctl(38, 1, None, 0, 0) != 0 or libc.prctl(22, 2, ctypes.addressof(prog), 0, 0) != 0:
+        return f"seccomp: {os.strerror(ctypes.get_errno())}"
+    return None
+
+
 @cache
 def _parsed(cdef: str):
     import cffi
@@ -533,6 +598,7 @@ def main(argv: list[str]) -> int:
     channel_fd = int(options[options.index("--channel") + 1])
     die_with_parent(int(options[options.index("--parent") + 1]))
     adopt_orphans()
+    refuse_signals_beyond_group()  # before the library loads: its constructors are kernels' code too
     channel = Connection(channel_fd)
     try:
         reference = options[options.index("--reference") + 1] if "--reference" in options else None
