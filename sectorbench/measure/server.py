@@ -38,6 +38,10 @@ from .worker import load_scene
 PR_SET_PDEATHSIG = 1
 #: prctl(2) option: orphans among this process's descendants become its children.
 PR_SET_CHILD_SUBREAPER = 36
+#: prctl(2) options and mode of a seccomp filter (refuse_signals_beyond_group).
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
 #: Names of sb_fpenv.rounding's codes.
 ROUNDING = {0: "to nearest", 1: "downward", 2: "upward", 3: "toward zero", -1: "unknown"}
 #: Bits of sb_fpenv.traps.
@@ -112,8 +116,9 @@ def refuse_signals_beyond_group() -> str | None:
     process_vm_writev (a seccomp filter, inherited by every child).  A kernel that stopped the
     run's own process (SIGSTOP to the fork server's parent) hung it for ever, and kill(-1, ...)
     reaches every process the user owns.  Linux x86-64 only; returns why not where it is not."""
-    if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
-        return "only on Linux x86-64"
+    # a 32-bit or x32 process on an x86-64 kernel makes other system calls: the filter would refuse them all
+    if not sys.platform.startswith("linux") or os.uname().machine != "x86_64" or sys.maxsize < 2**63 - 1:
+        return "only for 64-bit processes on Linux x86-64"
 
     class SockFilter(ctypes.Structure):
         _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
@@ -128,7 +133,10 @@ def refuse_signals_beyond_group() -> str | None:
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
     # no new privileges: what an unprivileged process needs to install a filter (a setuid
     # program a kernel runs gains none)
-    if libc.prctl(38, 1, None, 0, 0) != 0 or libc.prctl(22, 2, ctypes.addressof(prog), 0, 0) != 0:
+    if (
+        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0
+        or libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0) != 0
+    ):
         return f"seccomp: {os.strerror(ctypes.get_errno())}"
     return None
 
