@@ -3,7 +3,9 @@
 1. game and clustered 20 000 x 200 000, each in one `run` (same interleaved rounds): the
    broadphases (grid, morton) end to end against the brute-force SIMD kernels of the same
    -O2 build and the kdtree peer; hit counts must be identical.
-2. game 10 000 x 1 000 000 end to end through sectorbench.query (grid), in a fresh process,
+2. game 10 000 x 1 000 000 end to end through sectorbench.query (grid), the sectors given as a
+   game gives them, one pair of sizes (r2, cos_theta: given both pairs, query also checks that
+   they agree, ~0.5 ms more at 10 000 sectors), in a fresh process,
    with its peak memory (VmHWM, reset after the scene is made); then, in another fresh
    process and in interleaved rounds, the query on 1 and 2 threads (index build apart), the
    floor (a streaming loop reading the points and writing the hits' size once, timed in the
@@ -80,6 +82,7 @@ MEMORY_CHILD = r"""
 import json, sys, time
 import sectorbench
 from sectorbench.families import scene_kinds as scenes
+from sectorbench.families.sector.broadphase import SECTOR_COLUMNS
 from sectorbench.families.sector.query import engine
 def status(key):
     for line in open("/proc/self/status"):
@@ -88,17 +91,19 @@ def status(key):
 n, m, repeat, broadphase = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 scene = scenes.generate("game", n, m, seed=1)
 columns = {k: scene.column(k) for k in scene.arrays}
+sectors = {k: columns[k] for k in SECTOR_COLUMNS}  # one pair of sizes, as a game gives them
+points = {"px": columns["px"], "py": columns["py"]}
 engine()
-sectorbench.query(columns, {"px": columns["px"][:100], "py": columns["py"][:100]})  # warm
+sectorbench.query(sectors, {"px": columns["px"][:100], "py": columns["py"][:100]})  # warm
 before = status("VmRSS")
 open("/proc/self/clear_refs", "w").write("5")
-start = time.perf_counter(); hits = sectorbench.query(columns, columns, broadphase=broadphase)
+start = time.perf_counter(); hits = sectorbench.query(sectors, points, broadphase=broadphase)
 first = time.perf_counter() - start
 peak = status("VmHWM")
 times, builds = [first], [hits.index_build_s]
 for _ in range(repeat - 1):
     del hits
-    start = time.perf_counter(); hits = sectorbench.query(columns, columns, broadphase=broadphase)
+    start = time.perf_counter(); hits = sectorbench.query(sectors, points, broadphase=broadphase)
     times.append(time.perf_counter() - start); builds.append(hits.index_build_s)
 print(json.dumps({"n": n, "m": m, "broadphase": broadphase, "times_s": times, "index_build_s": builds,
   "hits": hits.total, "rss_before_bytes": before, "peak_bytes": peak,
@@ -124,13 +129,16 @@ import json, os, statistics, sys, time
 import numpy as np
 import sectorbench
 from sectorbench.families import scene_kinds as scenes
+from sectorbench.families.sector.broadphase import SECTOR_COLUMNS
 from sectorbench.families.sector.peers import KdtreePeer
 from sectorbench.families.sector.query import engine
 n, m, rounds, kdtree_rounds = (int(a) for a in sys.argv[1:5])
 scene = scenes.generate("game", n, m, seed=1)
 columns = {k: scene.column(k) for k in scene.arrays}
+sectors = {k: columns[k] for k in SECTOR_COLUMNS}  # one pair of sizes, as a game gives them
+points = {"px": columns["px"], "py": columns["py"]}
 runner = engine()
-reference = sectorbench.query(columns, columns)  # warm: the build, the pool, the pages
+reference = sectorbench.query(sectors, points)  # warm: the build, the pool, the pages
 for threads in (1, 2):  # and the index's first builds, which time both ways of scattering
     runner.warm("grid", columns, m, threads=threads)
 floor_out = np.empty(reference.total, dtype=np.int32)
@@ -142,7 +150,7 @@ for r in range(rounds):
     order = (1, 2) if r % 2 == 0 else (2, 1)
     for threads in order:
         start = time.perf_counter()
-        hits = sectorbench.query(columns, columns, threads=threads)
+        hits = sectorbench.query(sectors, points, threads=threads)
         times[f"threads_{threads}"].append(time.perf_counter() - start)
         index[f"threads_{threads}"].append(hits.index_build_s)
         identical &= hits.same_as(reference)
@@ -189,6 +197,7 @@ def scaling(repeat: int, quick: bool) -> list[dict]:
     """Medians of end-to-end query time as N, M and the cone size vary (game scenes)."""
     from sectorbench import query
     from sectorbench.families import scene_kinds as scenes
+    from sectorbench.families.sector.broadphase import SECTOR_COLUMNS
 
     cases = [("N", n, 200_000, (2.0, 20.0)) for n in (5_000, 10_000, 20_000, 40_000)]
     cases += [("M", 10_000, m, (2.0, 20.0)) for m in (100_000, 200_000, 500_000, 1_000_000)]
@@ -204,7 +213,7 @@ def scaling(repeat: int, quick: bool) -> list[dict]:
             times = []
             for _ in range(repeat):
                 start = time.perf_counter()
-                hits = query(columns, columns, broadphase=broadphase)
+                hits = query({k: columns[k] for k in SECTOR_COLUMNS}, columns, broadphase=broadphase)
                 times.append(time.perf_counter() - start)
             row[f"{broadphase}_median_s"] = statistics.median(times)
             row["hits"] = hits.total
