@@ -249,6 +249,7 @@ def test_a_kernel_cannot_signal_a_process_beyond_its_worker(changers_build, tmp_
     sentinel = subprocess.Popen(["sleep", "600"])
     results = tmp_path / "kills"
     monkeypatch.setenv("SB_TEST_SENTINEL_PID", str(sentinel.pid))
+    monkeypatch.setenv("SB_TEST_RUN_PID", str(os.getpid()))
     monkeypatch.setenv("SB_TEST_SIGNAL_RESULT", str(results))
     try:
         rows = {r.kernel: r for r in run(small_run(changers_build, ("signals_strangers", "basic"))).results}

@@ -25,6 +25,15 @@
 #if defined(__linux__)
 #include <sys/prctl.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__) && !defined(__ILP32__)
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define SB_REFUSE_SIGNALS 1
+#endif
 
 #include "sb_abi.h"
 
@@ -103,6 +112,51 @@ static int bind_shapes(const sb_kernel *kernel, sb_scene *scene) {
     return 1;
 }
 
+#if defined(SB_REFUSE_SIGNALS)
+/* The kernels this driver loads may signal only this process (valgrind too runs in it, and
+ * signals only itself), the process group it leads (sectorbench starts it in a session of its
+ * own) or send signal 0: kill() and its relatives of any other pid fail with EPERM, and so do
+ * pidfd_send_signal, ptrace and process_vm_writev.  The same filter as the workers' (see
+ * sectorbench/measure/server.py, refuse_signals_beyond_group, for why). */
+static void refuse_signals_beyond_group(void) {
+    const __u32 own = (__u32)getpid(), group = (__u32)-getpid();
+    const __u32 allow = SECCOMP_RET_ALLOW, refuse = SECCOMP_RET_ERRNO | EPERM;
+#define SB_LOAD(at) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (at))
+#define SB_IS(value, yes, no) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (value), (yes), (no))
+    struct sock_filter program[] = {
+        SB_LOAD(offsetof(struct seccomp_data, arch)),
+        SB_IS(AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, refuse),
+        SB_LOAD(offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1), /* x32: refused, not told apart */
+        BPF_STMT(BPF_RET | BPF_K, refuse),
+        SB_IS(SYS_kill, 9, 0), /* by pid: to the check below */
+        SB_IS(SYS_tkill, 8, 0),
+        SB_IS(SYS_tgkill, 7, 0),
+        SB_IS(SYS_rt_sigqueueinfo, 6, 0),
+        SB_IS(SYS_rt_tgsigqueueinfo, 5, 0),
+        SB_IS(424, 3, 0), /* pidfd_send_signal: no pid to check */
+        SB_IS(SYS_ptrace, 2, 0),
+        SB_IS(SYS_process_vm_writev, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, allow),
+        BPF_STMT(BPF_RET | BPF_K, refuse),
+        SB_LOAD(offsetof(struct seccomp_data, args[0])), /* the pid (its low half: a pid_t) */
+        SB_IS(own, 5, 0),
+        SB_IS(0, 4, 0), /* kill(0, ...): its own group */
+        SB_IS(group, 3, 0),
+        SB_LOAD(offsetof(struct seccomp_data, args[1])),
+        SB_IS(0, 1, 0), /* kill(pid, 0) sends nothing */
+        BPF_STMT(BPF_RET | BPF_K, refuse),
+        BPF_STMT(BPF_RET | BPF_K, allow),
+    };
+#undef SB_LOAD
+#undef SB_IS
+    struct sock_fprog filter = {(unsigned short)(sizeof program / sizeof program[0]), program};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) != 0)
+        fprintf(stderr, "instructions: no seccomp filter (%s): kernels may signal other processes\n", strerror(errno));
+}
+#endif
+
 int main(int argc, char **argv) {
 #if defined(__linux__)
     /* sectorbench killed outright (SIGKILL: no cleanup runs) takes this valgrind with it; if it
@@ -116,6 +170,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: instructions LIBRARY SCENE KERNEL:MODE:LOOP ...\n");
         return 2;
     }
+#if defined(SB_REFUSE_SIGNALS)
+    refuse_signals_beyond_group(); /* before the library's constructors, which are kernels' code too */
+#endif
     void *library = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!library) {
         fprintf(stderr, "instructions: %s\n", dlerror());

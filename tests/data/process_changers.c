@@ -227,35 +227,20 @@ static void escape_with_setsid(void) {
 CHANGER(escapes_with_setsid, escape_with_setsid());
 
 /* Signals to processes beyond its worker: SIGKILL to $SB_TEST_SENTINEL_PID (a process of the
- * test's) and SIGUSR2 to the run's own process, its worker's grandparent (SIGSTOP there hung the
- * run for ever).  Appends "returned errno" of each kill() to $SB_TEST_SIGNAL_RESULT. */
-static pid_t parent_of(pid_t pid) {
-    char path[64], stat[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    const int fd = open(path, O_RDONLY);
-    const ssize_t got = fd >= 0 ? read(fd, stat, sizeof stat - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (got <= 0)
-        return 0;
-    stat[got] = 0;
-    const char *after_name = strrchr(stat, ')'); /* the name may hold spaces and parentheses */
-    int parent = 0;
-    return after_name && sscanf(after_name + 1, " %*c %d", &parent) == 1 ? (pid_t)parent : 0;
-}
+ * test's) and SIGUSR2 to $SB_TEST_RUN_PID (the run's own process, its worker's grandparent:
+ * SIGSTOP there hung the run for ever).  Appends "returned errno" of each kill() to
+ * $SB_TEST_SIGNAL_RESULT. */
 static void signal_strangers(void) {
-    const char *sentinel = getenv("SB_TEST_SENTINEL_PID"), *out = getenv("SB_TEST_SIGNAL_RESULT");
-    const pid_t run = parent_of(getppid());
+    const char *out = getenv("SB_TEST_SIGNAL_RESULT");
+    const char *targets[2] = {getenv("SB_TEST_SENTINEL_PID"), getenv("SB_TEST_RUN_PID")};
+    const int signals[2] = {SIGKILL, SIGUSR2};
     char lines[64];
     int length = 0;
-    if (sentinel) {
-        const int returned = kill((pid_t)atoi(sentinel), SIGKILL), error = errno;
-        length += snprintf(lines + length, sizeof lines - (size_t)length, "%d %d\n", returned, error);
-    }
-    if (run > 1) {
-        const int returned = kill(run, SIGUSR2), error = errno;
-        length += snprintf(lines + length, sizeof lines - (size_t)length, "%d %d\n", returned, error);
-    }
+    for (int t = 0; t < 2; t++)
+        if (targets[t] && atoi(targets[t]) > 1) {
+            const int returned = kill((pid_t)atoi(targets[t]), signals[t]), error = errno;
+            length += snprintf(lines + length, sizeof lines - (size_t)length, "%d %d\n", returned, error);
+        }
     const int fd = out ? open(out, O_WRONLY | O_CREAT | O_APPEND, 0644) : -1;
     if (fd >= 0) {
         (void)!write(fd, lines, (size_t)length);
