@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
+import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -113,3 +117,37 @@ static inline int mine(float cx, float cy, float ux, float uy, float r2, float k
 }
 SB_KERNEL(mine, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "user kernel");
 """
+
+
+@dataclass
+class Strangers:
+    """What process_changers.c's signals_strangers found: it SIGKILLs `sentinel` (a process of
+    the test's) and SIGUSR2s this process (caught in `received`), writing each kill()'s
+    "returned errno" to `results`."""
+
+    sentinel: subprocess.Popen
+    results: Path
+    received: list[int] = field(default_factory=list)
+
+    def refused(self) -> list[str]:
+        """Asserts that no signal arrived and that every kill() failed with EPERM; its lines."""
+        assert self.sentinel.poll() is None and not self.received
+        attempts = self.results.read_text().split("\n")[:-1]
+        assert attempts and set(attempts) == {f"-1 {errno.EPERM}"}, attempts
+        return attempts
+
+
+@pytest.fixture
+def strangers(tmp_path, monkeypatch):
+    """The targets signals_strangers is told of, through its environment, for the test's length."""
+    found = Strangers(subprocess.Popen(["sleep", "600"]), tmp_path / "kills")
+    previous = signal.signal(signal.SIGUSR2, lambda number, frame: found.received.append(number))
+    monkeypatch.setenv("SB_TEST_SENTINEL_PID", str(found.sentinel.pid))
+    monkeypatch.setenv("SB_TEST_RUN_PID", str(os.getpid()))
+    monkeypatch.setenv("SB_TEST_SIGNAL_RESULT", str(found.results))
+    try:
+        yield found
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+        found.sentinel.kill()
+        found.sentinel.wait()

@@ -33,6 +33,7 @@ from . import messages
 from .deadlines import DEFAULT_DEADLINES, LISTING_PAST_BUDGET_S, NO_BUDGET, STARTUP_S, Budget, Deadlines
 from .forkserver import spawn_worker
 from .messages import LoopRef
+from .process_state import stat_fields
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)
 #: Saved scenes name a family's extra arrays with this prefix (apart from its columns).
@@ -397,8 +398,6 @@ class Worker:
 
 def _stopped(pid: int) -> bool:
     """The process is stopped by a signal (its state in /proc is T; False where unknown)."""
-    from .process_state import stat_fields
-
     try:
         return stat_fields(pid, 0) == ["T"]
     except (OSError, IndexError):
