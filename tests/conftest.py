@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import io
 import os
 import signal
 import subprocess
@@ -10,11 +11,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from sectorbench.measure.worker import Worker
 from sectorbench.native.build import OBJECTS_DIR, BuildConfig, build
 
 DATA = Path(__file__).parent / "data"
+
+
+def rendered(table) -> str:
+    """A rich renderable as the plain text a wide console without colour prints."""
+    console = Console(width=400, file=io.StringIO(), color_system=None, force_terminal=False)
+    console.print(table)
+    return console.file.getvalue()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,12 +5,11 @@ the notes under a table in its family's own words."""
 
 from __future__ import annotations
 
-import io
 import statistics
 from dataclasses import replace
 
 from click.testing import CliRunner
-from rich.console import Console
+from conftest import rendered as render
 
 from sectorbench.cli import main
 from sectorbench.measure.runner import _with_speedups
@@ -50,12 +49,6 @@ def timed_row(kernel: str, flags: str, kernel_ms: list[float], noop_ms: list[flo
 def a_run(rows: list[KernelResult]) -> RunResult:
     scene = {"kind": "uniform", "family": "sector", "sectors": 10, "points": 100, "seed": 1}
     return RunResult(scene=scene, env={}, config={"repeat": 5, "reference": "naive"}, results=rows)
-
-
-def render(table) -> str:
-    console = Console(width=400, file=io.StringIO(), color_system=None, force_terminal=False)
-    console.print(table)
-    return console.file.getvalue()
 
 
 CLEAR = [60.0, 61.0, 60.5, 59.5, 60.2]  # 60 ms a pass against a 10 ms NoOperation

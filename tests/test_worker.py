@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DATA
+from conftest import DATA, rendered
 
 from sectorbench.check.verify import VerifyConfig, verify
 from sectorbench.families.scene_kinds import generate
@@ -28,6 +28,7 @@ from sectorbench.measure.timing import TimingConfig
 from sectorbench.measure.worker import Worker, WorkerCrashed
 from sectorbench.model.split import shape_ranges
 from sectorbench.native.build import BuildConfig, build
+from sectorbench.present.report import run_table, verify_table
 
 UNRULY = DATA / "unruly_kernels.c"
 FPENV_AT_LOAD = DATA / "fpenv_at_load.c"
@@ -109,6 +110,9 @@ def test_a_printing_kernel_is_measured_and_its_output_is_in_its_row(unruly_build
     # The constructor's lines are the build's, recorded with it.
     build_entry = result.env["builds"][0]
     assert "chatty: library loaded" in build_entry["printed"]
+    # What it printed is quoted in the table with its terminal escape shown, never sent.
+    shown = rendered(run_table(result))
+    assert "\\x1b[31m(red)" in shown and "\x1b" not in shown
 
 
 def test_a_printing_kernel_is_verified_like_any_other(unruly_build):
@@ -116,6 +120,8 @@ def test_a_printing_kernel_is_verified_like_any_other(unruly_build):
     verdicts = {v.kernel: v for v in result.kernels}
     assert verdicts["chatty"].status == "ok" and verdicts["chatty"].mismatches == verdicts["basic"].mismatches
     assert any("debug: grid of" in note for note in verdicts["chatty"].notes)
+    shown = rendered(verify_table(result))
+    assert "\\x1b]0;title\\x07" in shown and "\x1b" not in shown and "\a" not in shown
 
 
 @pytest.mark.parametrize("scribbler", ["rotates_in_place", "unprotects_and_rotates"])

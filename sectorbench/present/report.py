@@ -18,6 +18,7 @@ from ..compare.stats import paired_ratio_if_defined
 from ..errors import SectorbenchError
 from ..model.kernels import Kernel
 from ..model.results import PEER_CC, KernelResult, RunResult, scene_shapes, shows_cc
+from ..model.text import shown_line
 from ..native.build import build_label
 from .literal import literal
 
@@ -285,7 +286,8 @@ def run_table(run: RunResult) -> Table:
         )
     if used_abbreviations:
         captions.append("flags: " + ", ".join(f"{short} = {long}" for short, long in used_abbreviations.items()))
-    captions += [f"[{i + 1}] {note}" for i, note in enumerate(notes)]
+    # a note may quote what a kernel printed: its terminal escapes shown, never sent
+    captions += [f"[{i + 1}] {shown_line(note)}" for i, note in enumerate(notes)]
     captions += [caption] if (caption := speedup_caption(results)) else []
     if wrong:
         captions.append(
@@ -345,7 +347,7 @@ def verify_table(result) -> Table:
                 literal(k.kernel),
                 literal(k.flags),
                 *["–"] * 7,
-                Text(f"{k.status}: {k.reason}", style="yellow" if k.status == "skipped" else "red"),
+                Text(shown_line(f"{k.status}: {k.reason}"), style="yellow" if k.status == "skipped" else "red"),
             )
             continue
         counts = [
@@ -363,7 +365,7 @@ def verify_table(result) -> Table:
             worst,
             f"{k.rounding_bound:g}",
             Text(k.verdict, style=styles.get(k.verdict, ""))
-            + Text("".join(f"; {note}" for note in getattr(k, "notes", ())), style="yellow"),
+            + Text(shown_line("".join(f"; {note}" for note in getattr(k, "notes", ()))), style="yellow"),
         )
     return table
 

@@ -39,7 +39,7 @@ static unsigned long chatty_calls;
 
 #define CHATTY_WRAP(loop)                                                                    \
     static uint64_t chatty_printing_##loop(const sb_scene *s) {                              \
-        printf("debug: call %lu\n", ++chatty_calls);                                         \
+        printf("debug: call %lu \033[31m(red)\033[0m\n", ++chatty_calls);                   \
         printf("{\"type\": \"Timed\", \"seconds\": 0.0, \"hits\": 7, \"calls\": 1}\n");     \
         return chatty_##loop(s);                                                             \
     }
@@ -47,7 +47,7 @@ CHATTY_WRAP(count_inline)
 CHATTY_WRAP(count_call)
 
 static void chatty_printing_grid(const sb_scene *s, void *out) {
-    fprintf(stderr, "debug: grid of %lld shapes\n", (long long)(s->shape_end - s->shape_begin));
+    fprintf(stderr, "debug: grid of %lld shapes\033]0;title\a\n", (long long)(s->shape_end - s->shape_begin));
     chatty_eval_grid(s, out);
 }
 
