@@ -420,6 +420,15 @@ def test_workers_have_no_terminal_a_kernel_could_open(unruly_build, scratch):
         assert tty_nr == 0
 
 
+def test_a_crashing_kernel_dumps_no_core_into_the_users_directory(o2_worker):
+    """A kernel that raised its core limit to the hard one and aborted left a 28 MB `core` in
+    the directory sectorbench ran in (core_pattern "core"): a worker's limit is 0, hard too."""
+    o2_worker.describe()  # answered: the worker is past its start-up
+    limits = Path(f"/proc/{o2_worker._process.pid}/limits").read_text().splitlines()
+    core = next(line for line in limits if line.startswith("Max core file size"))
+    assert core.split()[4:6] == ["0", "0"], core
+
+
 def test_what_a_kernel_printed_leaves_the_disk_once_read(unruly_build, scratch):
     """A kernel printing on every call filled $TMPDIR with gigabytes of captured output over a
     run; the capture files now hold one request's output at most."""
@@ -453,6 +462,10 @@ def test_a_kernel_that_never_returns_is_timed_out_and_the_others_are_measured(un
         ("crash", "crashed", "worker killed by signal 11 while loading the -O2 build"),
         ("exit", "crashed", "worker exited with status 3 while loading the -O2 build"),
         ("hang", "timed-out", "no answer within 5 s (the start-up allowance): killed while loading the -O2 build"),
+        # returning, having changed the process every kernel of the build would run in
+        ("timer", "crashed", "worker exited with status 3: cannot load"),
+        ("nofile", "crashed", "worker exited with status 3: cannot load"),
+        ("thread", "crashed", "worker exited with status 3: cannot load"),
     ],
 )
 def test_a_constructor_that_fails_costs_its_own_rows_not_the_build(private_cache, monkeypatch, how, status, reason):
@@ -469,6 +482,8 @@ def test_a_constructor_that_fails_costs_its_own_rows_not_the_build(private_cache
     assert rows["never_reached"].status == status
     assert rows["never_reached"].reason.startswith(reason)
     assert rows["never_reached"].reason.endswith("(a constructor in unruly_constructor.c?)")
+    change = {"timer": "left a timer armed (ITIMER_REAL)", "nofile": "RLIMIT_NOFILE", "thread": "left 1 thread running"}
+    assert change.get(how, "") in rows["never_reached"].reason
     assert rows["naive"].status == rows["basic"].status == "ok"
     assert rows["naive"].hits == rows["basic"].hits > 0
     assert result.env["builds"][0]["load_failure"] == rows["never_reached"].reason

@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import mmap
 import os
+import resource
 import signal
 import sys
 import threading
@@ -79,6 +80,14 @@ REACHES_ANY = {"pidfd_send_signal": 424, "ptrace": 101, "process_vm_writev": 311
 AUDIT_ARCH_X86_64 = 0xC000003E
 #: x32 system calls (another numbering, same kernel): refused rather than told apart.
 X32_SYSCALL_BIT = 0x40000000
+
+
+def no_core_dumps() -> None:
+    """A crashing kernel dumps no core: one that raised its soft limit to the hard one and
+    aborted left a 28 MB `core` in the directory the user ran sectorbench in (core_pattern
+    "core").  The hard limit is 0 too, so no kernel can raise it again."""
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def _own_signals_filter(pid: int) -> list[tuple[int, int, int, int]]:
@@ -180,8 +189,11 @@ class Server:
             probe = self.ffi.dlopen(reference, self.ffi.RTLD_NOW)
             probe.sb_fpenv_save(self.fpenv)
             self.ffi.dlclose(probe)
+        before = process_state.snapshot() if reference is not None else None
         # never unmapped, not even at exit: the broadphase keeps threads parked in it (Engine)
         self.lib = self.ffi.dlopen(library, self.ffi.RTLD_NOW | self.ffi.RTLD_NODELETE)
+        if before is not None:
+            _refuse_a_changed_process(before)
         if reference is None:  # no --source file: whatever the library left at load is the build's
             self.lib.sb_fpenv_save(self.fpenv)
         else:
@@ -525,6 +537,25 @@ class Server:
         return isinstance(self.loops.get(name), CRowLoop)
 
 
+class ChangedAtLoad(RuntimeError):
+    """A --source file's constructor changed the worker process as its library loaded."""
+
+
+def _refuse_a_changed_process(before: process_state.ProcessState) -> None:
+    """The library's load must leave the process as it found it.  A --source constructor runs
+    before any kernel, and what it changes reaches every kernel of the build: a timer armed at
+    load killed every row with SIGALRM, RLIMIT_NOFILE 12 ended the run as a whole ("Too many
+    open files" as the scene loaded), a thread it started spun beside every row unnoted.  A
+    changed kernel's worker is replaced; a load cannot be, so it fails: the file's rows crash
+    with the change named, and the build's workers load it without the file (worker.FAILED_LOADS)."""
+    try:
+        change = process_state.describe_change(before, process_state.snapshot())
+    except Exception as exc:  # a limit it lowered can keep the snapshot itself from being read
+        change = f"the process state could not be read after it: {type(exc).__name__}: {exc}"
+    if change:
+        raise ChangedAtLoad(f"its constructors changed the worker process: {change}")
+
+
 class AnswersUnwritten(OSError):
     """The worker could not write a kernel's answers (a kernel that changed its uid, chroot()ed,
     took every descriptor): the kernel's row crashes, never verify as a whole."""
@@ -607,6 +638,7 @@ def main(argv: list[str]) -> int:
     die_with_parent(int(options[options.index("--parent") + 1]))
     adopt_orphans()
     refuse_signals_beyond_group()  # before the library loads: its constructors are kernels' code too
+    no_core_dumps()
     channel = Connection(channel_fd)
     try:
         reference = options[options.index("--reference") + 1] if "--reference" in options else None
