@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import re
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -138,10 +139,12 @@ class Strangers:
     results: Path
     received: list[int] = field(default_factory=list)
 
-    def refused(self) -> list[str]:
-        """Asserts that no signal arrived and that every kill() failed with EPERM; its lines."""
+    def refused(self, printed: str = "") -> list[str]:
+        """Asserts that no signal arrived and that every kill() failed with EPERM; its lines, from
+        `results` or, where it may write no file (a worker), from its row's note (`printed`)."""
         assert self.sentinel.poll() is None and not self.received
-        attempts = self.results.read_text().split("\n")[:-1]
+        attempts = self.results.read_text().split("\n")[:-1] if self.results.exists() else []
+        attempts += re.findall(r"-?\d+ \d+", printed.partition(": ")[2])
         assert attempts and set(attempts) == {f"-1 {errno.EPERM}"}, attempts
         return attempts
 

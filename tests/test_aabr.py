@@ -27,7 +27,7 @@ def evaluate(worker, scratch, kernel, polygons, rotations):
     from sectorbench.families.aabr.polygons import pack
 
     worker.load(make_scene("test", "aabr", columns, extra=pack(polygons)), scratch)
-    return worker.evaluate(kernel, scratch)
+    return worker.evaluate(kernel)
 
 
 def runnable(o2_kernels):

@@ -249,7 +249,7 @@ def test_broadphase_matches_the_harness_kernel_it_reuses(o2_worker, scratch):
     scene = scenes.generate("game", 60, 30_000, seed=4, options={"world": 200.0})
     o2_worker.load(scene, scratch)
     name = engine().narrow_phase()
-    grid = o2_worker.evaluate(name, scratch).astype(bool)
+    grid = o2_worker.evaluate(name).astype(bool)
     columns = {k: scene.column(k) for k in (*COLUMNS, "px", "py")}
     hits = hits_of("grid", columns)
     for i in range(scene.n_shapes):

@@ -107,7 +107,7 @@ def test_table_lists_the_article_kernels(o2_kernels):
 def test_boundary_rule(o2_worker, scratch, kernel):
     applicable = [(n, c, e) for n, c, e, for_rtheta in BOUNDARY_CASES if for_rtheta or kernel != "naive"]
     o2_worker.load(pairs_scene([c for _, c, _ in applicable]), scratch)
-    answers = o2_worker.evaluate(kernel, scratch)
+    answers = o2_worker.evaluate(kernel)
     wrong = [name for (name, _, expected), got in zip(applicable, answers) if bool(got) != expected]
     assert not wrong, f"{kernel} wrong on: {wrong}"
 
@@ -118,7 +118,7 @@ def test_agrees_with_exact_oracle_away_from_boundary(o2_worker, scratch, kernel)
 
     scene = generate("uniform", 40, 700, 11)
     o2_worker.load(scene, scratch)
-    got = o2_worker.evaluate(kernel, scratch)
+    got = o2_worker.evaluate(kernel)
     n, m = scene.n_shapes, scene.n_points
     grid = {name: np.repeat(scene.column(name), m) for name in ("cx", "cy", "ux", "uy", "r2", "cos_theta")}
     px, py = np.tile(scene.column("px"), n), np.tile(scene.column("py"), n)
@@ -136,9 +136,9 @@ def test_agrees_with_exact_oracle_away_from_boundary(o2_worker, scratch, kernel)
 def test_simd_tails_count_only_real_points(o2_worker, scratch, m):
     scene = generate("uniform", 3, m, m)
     o2_worker.load(scene, scratch)
-    reference = o2_worker.evaluate("basic", scratch)
+    reference = o2_worker.evaluate("basic")
     for kernel in ("sse2", "sse2_nosqrt"):
-        grid = o2_worker.evaluate(kernel, scratch)
+        grid = o2_worker.evaluate(kernel)
         assert grid.shape == (3, m)
         assert np.array_equal(grid, reference), kernel
         for mode in ("inline", "call"):
@@ -150,20 +150,20 @@ def test_simd_answer_does_not_depend_on_lane(o2_worker, scratch):
     """Point j's answer is the same whatever the vector position it lands in."""
     scene = generate("uniform", 8, 40, 2)
     o2_worker.load(scene, scratch)
-    full = o2_worker.evaluate("sse2_nosqrt", scratch)
+    full = o2_worker.evaluate("sse2_nosqrt")
     for shift in (1, 2, 3):
         columns = {k: scene.column(k) for k in ("cx", "cy", "ux", "uy", "r", "theta", "r2", "cos_theta")}
         points = {name: scene.column(name)[shift:] for name in ("px", "py")}
         shifted = make_scene("shifted", "sector", {**columns, **points})
         o2_worker.load(shifted, scratch)
-        assert np.array_equal(o2_worker.evaluate("sse2_nosqrt", scratch), full[:, shift:])
+        assert np.array_equal(o2_worker.evaluate("sse2_nosqrt"), full[:, shift:])
 
 
 def test_count_matches_grid_for_every_kernel_and_mode(o2_worker, scratch):
     scene = generate("article", 30, 200, 0)
     o2_worker.load(scene, scratch)
     for kernel in SECTOR_KERNELS:
-        total = o2_worker.evaluate(kernel, scratch).sum()
+        total = o2_worker.evaluate(kernel).sum()
         for mode in ("inline", "call"):
             assert o2_worker.sample(LoopRef(kernel, mode), calls=1).hits == total
 

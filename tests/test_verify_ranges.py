@@ -44,13 +44,13 @@ def test_worker_loops_over_a_shape_range(tmp_path):
     with Worker(build(BuildConfig())) as worker:
         worker.load(scene, tmp_path)
         whole = worker.sample(LoopRef("basic"), calls=1).hits
-        grid = worker.evaluate("basic", tmp_path)
+        grid = worker.evaluate("basic")
         parts = [
             worker.sample(LoopRef("basic", mode, shapes=(b, e)), calls=1).hits
             for mode in ("inline", "call")
             for b, e in shape_ranges(19, 3)
         ]
-        share = worker.evaluate("basic", tmp_path, shapes=(5, 12))
+        share = worker.evaluate("basic", shapes=(5, 12))
     assert whole == int(grid.sum()) > 0
     assert sum(parts[:3]) == sum(parts[3:]) == whole
     assert np.array_equal(share, grid[5:12])

@@ -600,7 +600,7 @@ def _answers(session, family, tallies: list[_Tally], case_set, scratch) -> dict:
         out = {}
         for tally in live:
             try:
-                out[tally] = family.answers(_evaluate(session, tally, scratch))[shift:]
+                out[tally] = family.answers(_evaluate(session, tally))[shift:]
             except (WorkerCrashed, WorkerTimedOut) as exc:
                 tally.fail(exc)
                 session.restart()
@@ -623,7 +623,7 @@ def _answers(session, family, tallies: list[_Tally], case_set, scratch) -> dict:
         session.worker.load(grid, scratch)
         for tally in list(answers):
             try:
-                diagonal = np.diagonal(family.answers(_evaluate(session, tally, scratch)))
+                diagonal = np.diagonal(family.answers(_evaluate(session, tally)))
             except (WorkerCrashed, WorkerTimedOut) as exc:
                 tally.fail(exc)
                 session.restart()
@@ -653,7 +653,7 @@ def _count_rows(session, answers: dict, unstable: dict, scene, shift: int, scrat
         copies = row_count_copies(tally.kernel)
         for mode in tally.kernel.modes:
             try:
-                counts, fp_change = session.worker.evaluate_with_fp(tally.kernel.name, scratch, count_mode=mode)
+                counts, fp_change = session.worker.evaluate_with_fp(tally.kernel.name, count_mode=mode)
             except WorkerError:  # a row with a prepared index: its loops are checked on grid scenes only
                 break
             except (WorkerCrashed, WorkerTimedOut) as exc:
@@ -808,7 +808,7 @@ def _check_loops(family, session: BuildSession, tallies: list[_Tally], config, s
                 continue
             progress(f"loop check over shape ranges: {tally.kernel.name} [{session.config.label}], M={points}")
             try:
-                _check_split_loops(family, session, tally, scene, config, scratch, references)
+                _check_split_loops(family, session, tally, scene, config, references)
             except WorkerCrashed as exc:
                 tally.status, tally.reason = "crashed", str(exc)
                 session.restart()
@@ -836,7 +836,7 @@ def _check_scene_loops(family, session: BuildSession, runnable, scene, config, s
         progress(f"{where}: {tally.kernel.name} [{session.config.label}]")
         twins = tally.kernel.modes if tally.kernel.noop_reason is None and not tally.kernel.is_peer else ()
         try:
-            grid = family.answers(_evaluate(session, tally, scratch))
+            grid = family.answers(_evaluate(session, tally))
             counts = {
                 f"count_{mode}": _count(session, tally, LoopRef(tally.kernel.name, mode)) for mode in tally.kernel.modes
             }
@@ -874,7 +874,7 @@ def _check_broadphases(family, session: BuildSession, runnable: list[_Tally], sc
             tally = by_name.get(reply.extras.narrow_phase)
             if tally is None or tally.status != "ok":
                 continue
-            grid = family.answers(session.worker.evaluate(tally.kernel.name, scratch)).ravel()
+            grid = family.answers(session.worker.evaluate(tally.kernel.name)).ravel()
             loop = f"{kind} broadphase on {threads} thread{'s' if threads > 1 else ''}"
             reference = family.reference(pairs, tally.kernel)
             for problem in family.check_loops(tally.kernel, reference, grid, {loop: reply.hits}, tally.bound):
@@ -912,7 +912,7 @@ def shape_splits(n_shapes: int, block: int) -> dict[str, list[tuple[int, int]]]:
     return {name: [(b, e) for b, e in ranges if b < e] for name, ranges in splits.items()}
 
 
-def _check_split_loops(family, session: BuildSession, tally: _Tally, scene, config, scratch, references) -> None:
+def _check_split_loops(family, session: BuildSession, tally: _Tally, scene, config, references) -> None:
     """The count loops (both modes) and the grid loop over every range of shape_splits, as
     `run --threads` calls them: each range against the oracle on its shapes, the grid rows
     outside the range untouched, and each split's parts adding up to the whole range's count."""
@@ -930,7 +930,7 @@ def _check_split_loops(family, session: BuildSession, tally: _Tally, scene, conf
             for mode in modes
         }
         try:
-            raw = session.worker.evaluate(kernel.name, scratch, shapes=(begin, end))
+            raw = session.worker.evaluate(kernel.name, shapes=(begin, end))
         except WorkerError as exc:  # measure.loops refuses a grid loop that wrote outside its range
             _loop_problem(tally, config, where, str(exc))
             tally.loop_checks += 1 + len(modes)
@@ -969,10 +969,10 @@ def _charge_release(session: BuildSession, tally: _Tally) -> None:
         tally.fail(failure)
 
 
-def _evaluate(session: BuildSession, tally: _Tally, scratch, shapes=None) -> np.ndarray:
+def _evaluate(session: BuildSession, tally: _Tally, shapes=None) -> np.ndarray:
     """The kernel's answers on the worker's scene; an FP-environment change is kept in its tally
     (the worker restores the build's environment before every kernel, so no other is affected)."""
-    answers, fp_change = session.worker.evaluate_with_fp(tally.kernel.name, scratch, shapes)
+    answers, fp_change = session.worker.evaluate_with_fp(tally.kernel.name, shapes)
     tally.fp_change = tally.fp_change or fp_change
     return answers
 

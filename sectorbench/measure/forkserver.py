@@ -10,8 +10,8 @@ run, the floating-point environment is the default one).
 
 Protocol, on a private SOCK_SEQPACKET pair: the parent sends one request per worker (JSON:
 the library, --peers, the reference library (server.main), the parent's environment and
-working directory) with four file descriptors (the worker's channel, stdout, stderr, and the
-write end of a status pipe); the fork server forks, answers the worker's pid, and when the
+working directory) with five file descriptors (the worker's channel, stdout, stderr, answers
+file, and the write end of a status pipe); the fork server forks, answers the worker's pid, and when the
 worker ends writes its wait status into that pipe: the parent's `WorkerProcess` reads it
 (poll/wait), as it would a child's.
 The fork server dies with its parent, and each worker with the fork server (PR_SET_PDEATHSIG),
@@ -193,6 +193,7 @@ class ForkServer:
         channel_fd: int,
         stdout_fd: int,
         stderr_fd: int,
+        answers_fd: int,
         env: dict[str, str],
         reference: str | None = None,
     ) -> WorkerProcess:
@@ -204,7 +205,7 @@ class ForkServer:
                 request = {"id": self._requests, "library": library, "peers": peers, "reference": reference}
                 request |= {"env": env, "cwd": _cwd()}
                 try:
-                    fds = [channel_fd, stdout_fd, stderr_fd, status_write]
+                    fds = [channel_fd, stdout_fd, stderr_fd, answers_fd, status_write]
                     socket.send_fds(self._control, [json.dumps(request).encode()], fds)
                     answer = {}
                     while answer.get("id") != request["id"]:  # a reply to a request interrupted earlier: not ours
@@ -284,10 +285,10 @@ def _close_at_exit(server: ForkServer) -> None:
 
 
 def spawn_worker(
-    library: str, peers: bool, files: tuple[int, int, int], env: dict[str, str], reference: str | None
+    library: str, peers: bool, files: tuple[int, int, int, int], env: dict[str, str], reference: str | None
 ) -> tuple[WorkerProcess, str | None]:
     """A worker from this process's fork server (see ForkServer.spawn; `files`: its channel,
-    stdout and stderr), and how the fork server had changed if it was replaced first (else None)."""
+    stdout, stderr and answers file), and how the fork server had changed if it was replaced first (else None)."""
     server = fork_server(env)
     try:
         return server.spawn(library, peers, *files, env, reference), None
@@ -363,12 +364,12 @@ def _serve(control: socket.socket) -> int:
         if control not in readable:
             continue
         try:
-            data, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, 4)
+            data, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, 5)
         except OSError:
             return 0
         if not data:  # the parent closed its end: done (running workers finish on their own)
             return 0
-        channel_fd, stdout_fd, stderr_fd, status_fd = fds
+        channel_fd, stdout_fd, stderr_fd, answers_fd, status_fd = fds
         request = json.loads(data)
         changed = changed or _change_since(process_state, started)
         if changed:  # never fork from a damaged parent: the parent starts a fresh fork server
@@ -404,7 +405,7 @@ def _serve(control: socket.socket) -> int:
                         os.chdir(request["cwd"])
                 os.environ.clear()
                 os.environ.update(request["env"])
-                options = ["--channel", str(channel_fd), "--parent", str(fork_server_pid)]
+                options = ["--channel", str(channel_fd), "--answers", str(answers_fd), "--parent", str(fork_server_pid)]
                 options += ["--peers"] if request["peers"] else []
                 options += ["--reference", request["reference"]] if request["reference"] else []
                 code = server.main([request["library"], *options])
@@ -417,7 +418,7 @@ def _serve(control: socket.socket) -> int:
             os.setpgid(pid, pid)  # as the worker does itself: whichever runs first
         except OSError:
             pass
-        for fd in (channel_fd, stdout_fd, stderr_fd):
+        for fd in (channel_fd, stdout_fd, stderr_fd, answers_fd):
             os.close(fd)
         statuses[pid] = status_fd
         control.send(json.dumps({"id": request["id"], "pid": pid}).encode())

@@ -75,12 +75,12 @@ class Sample:
 
 @dataclass(frozen=True)
 class Evaluate:
-    """The kernel's answers on the current scene, written to `out` (.npy); for a grid scene,
+    """The kernel's answers on the current scene, written as .npy into the worker's answers
+    file (a descriptor it was started with: server.main's --answers); for a grid scene,
     rows `shapes` only (None: every shape).  With `count_mode` ("inline", "call"), a pairs
     scene's rows each counted by that count loop instead (loops.CRowLoop.row_counts)."""
 
     kernel: str
-    out: str
     shapes: Shapes | None = None
     count_mode: str | None = None
 

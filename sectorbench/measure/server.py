@@ -1,20 +1,23 @@
 """The worker process: loads one build's library and runs its timed loops on request.
 
 Forked by the fork server (measure/forkserver.py) for worker.Worker, which runs
-main([LIBRARY, "--channel", FD, "--parent", PID, ("--peers"), ("--reference", REFERENCE)])
-in the new process: it reads typed requests (measure/messages.py) from the private channel
-FD and answers each there.  REFERENCE, given for a build with --source files, is the same
-build without them: the FP environment its loading leaves is the build's.  Its stdout and
-stderr are files the parent reads for the rows' notes: whatever a kernel prints is never
-taken for a reply.  Whatever a kernel does to this process (FTZ/DAZ from a fast-math
-library, a crash, a hang) stays here: the parent kills it at a deadline, and it dies with
-the fork server, which dies with the parent (PR_SET_PDEATHSIG).  See docs/worker.md.
+main([LIBRARY, "--channel", FD, "--answers", FD2, "--parent", PID, ("--peers"), ("--reference",
+REFERENCE)]) in the new process: it reads typed requests (measure/messages.py) from the private
+channel FD and answers each there, verify's answers as .npy in the file FD2 (the parent's).
+REFERENCE, given for a build with --source files, is the same build without them: the FP
+environment its loading leaves is the build's.  Its stdout and stderr are files the parent
+reads for the rows' notes: whatever a kernel prints is never taken for a reply.  Whatever a
+kernel does to this process (FTZ/DAZ from a fast-math library, a crash, a hang) stays here:
+the parent kills it at a deadline, and it dies with the fork server, which dies with the
+parent (PR_SET_PDEATHSIG).  It creates, changes and removes no file (refuse_file_writes).
+See docs/worker.md.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import io
 import mmap
 import os
 import resource
@@ -150,6 +153,63 @@ def refuse_signals_beyond_group() -> str | None:
     return None
 
 
+#: landlock(7)'s system calls (one number on every architecture) and what create_ruleset's
+#: flag asks: the ABI version this kernel has.
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH = 1
+#: Landlock's rights to write a file (WRITE_FILE), and with it every right of ABI 1 that creates
+#: or removes one (REMOVE_DIR .. MAKE_SYM, bits 4-12); then ABI 2's REFER, ABI 3's TRUNCATE.
+LANDLOCK_WRITE_FILE = 1 << 1
+LANDLOCK_WRITES = LANDLOCK_WRITE_FILE | sum(1 << bit for bit in range(4, 13))
+LANDLOCK_REFER, LANDLOCK_TRUNCATE = 1 << 13, 1 << 14
+
+
+class _LandlockRuleset(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+
+class _LandlockPathBeneath(ctypes.Structure):
+    _pack_ = 1  # the kernel's struct is packed: 12 bytes
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def refuse_file_writes() -> str | None:
+    """Let the kernels run in this process (and every process they start) create, change or
+    remove no file but /dev/null (Landlock; reading is unchanged, and so are the descriptors
+    already open: the worker's stdout, stderr and answers file).  A kernel removed the run's
+    scratch scenes (every row crashed, verify ended as a whole), rewrote verify's scene under the
+    other kernels (correct kernels FAILed, unexplained), took the --json path before the run
+    could, replaced the build cache's libraries with its own (later runs without --source loaded
+    it), and wrote into the run's memory or terminal through /proc/PID/mem and /proc/PID/fd/1.
+    Returns why not where it is not (a kernel without Landlock, or with it disabled)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    syscall = libc.syscall
+    version = ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION)
+    abi = syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), version)
+    if abi < 1:
+        return f"Landlock: {os.strerror(ctypes.get_errno())}"
+    truncate = LANDLOCK_TRUNCATE if abi >= 3 else 0
+    handled = _LandlockRuleset(LANDLOCK_WRITES | (LANDLOCK_REFER if abi >= 2 else 0) | truncate)
+    ruleset = syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(handled), ctypes.c_size_t(ctypes.sizeof(handled)), 0)
+    if ruleset < 0:
+        return f"Landlock: {os.strerror(ctypes.get_errno())}"
+    try:
+        null = os.open(os.devnull, os.O_PATH | os.O_CLOEXEC)
+        try:  # a kernel may still send its output to /dev/null (the snapshot names the dup2)
+            rule = _LandlockPathBeneath(LANDLOCK_WRITE_FILE | truncate, null)
+            if syscall(SYS_LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
+                return f"Landlock: {os.strerror(ctypes.get_errno())}"
+        finally:
+            os.close(null)
+        # what an unprivileged process needs to restrict itself (set by the seccomp filter too)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+            return f"Landlock: {os.strerror(ctypes.get_errno())}"
+    finally:
+        os.close(ruleset)
+    return None
+
+
 @cache
 def _parsed(cdef: str):
     import cffi
@@ -173,10 +233,11 @@ class Server:
     build, never fast-math).  `reference`: the library of the same build without its --source
     files, loaded first (and closed) to read the build's FP environment from."""
 
-    def __init__(self, library: str, peers: bool = False, reference: str | None = None):
+    def __init__(self, library: str, peers: bool = False, reference: str | None = None, answers_fd: int = -1):
         from ..families import all_families
 
         self.pid = os.getpid()
+        self.answers_fd = answers_fd
         self.ffi = interface()
         self.fpenv = self.ffi.new("sb_fpenv *")
         #: How loading the library changed the build's FP environment (None: it did not); restored.
@@ -456,10 +517,22 @@ class Server:
         change = self._fp_change()
         self.lib.sb_fpenv_restore(self.fpenv)
         try:
-            np.save(request.out, result)
+            self._write_answers(result)
         except OSError as exc:
             raise AnswersUnwritten(f"its answers could not be written: {type(exc).__name__}: {exc}") from None
         return messages.Evaluated(answers=int(result.size), fp_change=change)
+
+    def _write_answers(self, result: np.ndarray) -> None:
+        """The answers as .npy from the start of the answers file, through pwrite: the parent,
+        whose file it is, reads them from there (no file is created, and the offset that both
+        processes share is not moved)."""
+        buffer = io.BytesIO()
+        np.save(buffer, result)
+        data = buffer.getbuffer()
+        os.ftruncate(self.answers_fd, 0)
+        done = 0
+        while done < len(data):
+            done += os.pwrite(self.answers_fd, data[done:], done)
 
     def clock(self, request: messages.Clock) -> messages.ClockRead:
         """Clock in MHz from dependent adds (one per cycle): the best of twelve ~0.3 ms runs.
@@ -638,11 +711,13 @@ def main(argv: list[str]) -> int:
     die_with_parent(int(options[options.index("--parent") + 1]))
     adopt_orphans()
     refuse_signals_beyond_group()  # before the library loads: its constructors are kernels' code too
+    refuse_file_writes()
     no_core_dumps()
     channel = Connection(channel_fd)
     try:
         reference = options[options.index("--reference") + 1] if "--reference" in options else None
-        server = Server(library, peers="--peers" in options, reference=reference)
+        answers_fd = int(options[options.index("--answers") + 1])
+        server = Server(library, peers="--peers" in options, reference=reference, answers_fd=answers_fd)
     except Exception as exc:  # one line for the parent's report, not a traceback
         print(f"cannot load {Path(library).name}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 3

@@ -151,6 +151,9 @@ class Worker:
         #: The kernels run on the current scene: each may hold a prepared index to release.
         self._ran_on_scene: set[str] = set()
         self._stdout, self._stderr = _Capture(), _Capture()
+        # verify's answers come back in a file of ours, not one the worker creates: a worker may
+        # create, change or remove no file (server.refuse_file_writes)
+        self._answers = tempfile.TemporaryFile()
         self._env = {
             **os.environ,
             **WORKER_ENV,
@@ -165,7 +168,7 @@ class Worker:
     def _start_process(self) -> None:
         ours, theirs = socket.socketpair()
         try:  # forked in its own process group: killed as one, never by the terminal's ^C first
-            files = (theirs.fileno(), self._stdout.file.fileno(), self._stderr.file.fileno())
+            files = (theirs.fileno(), self._stdout.file.fileno(), self._stderr.file.fileno(), self._answers.fileno())
             self._process, fork_server_change = spawn_worker(
                 str(self.library), self._peers, files, self._env, self._reference
             )
@@ -313,28 +316,25 @@ class Worker:
             deadline = self.deadlines.sample_s(expected_s)
         return self.ask(messages.Sample(loop, calls), deadline, loop.kernel)
 
-    def evaluate(self, kernel: str, scratch: Path, shapes: tuple[int, int] | None = None) -> np.ndarray:
+    def evaluate(self, kernel: str, shapes: tuple[int, int] | None = None) -> np.ndarray:
         """The kernel's raw answers on the current scene: (N, M) for a grid (rows `shapes`
         only, if given), (M,) for pairs."""
-        return self.evaluate_with_fp(kernel, scratch, shapes)[0]
+        return self.evaluate_with_fp(kernel, shapes)[0]
 
     def evaluate_with_fp(
-        self, kernel: str, scratch: Path, shapes: tuple[int, int] | None = None, count_mode: str | None = None
+        self, kernel: str, shapes: tuple[int, int] | None = None, count_mode: str | None = None
     ) -> tuple:
         """evaluate(), and how the kernel changed the FP environment (None: it did not).  With
         count_mode, a pairs scene's rows each counted by that count loop instead."""
-        out = Path(scratch) / f"eval-{kernel}.npy"
         deadlines = self.deadlines
         deadline_s = deadlines.pass_s(self.tests) if count_mode is None else deadlines.row_counts_s(self.tests)
-        reply = self.ask(messages.Evaluate(kernel, str(out), shapes, count_mode), deadline_s, kernel)
+        reply = self.ask(messages.Evaluate(kernel, shapes, count_mode), deadline_s, kernel)
         try:
-            answers = np.load(out)
+            self._answers.seek(0)  # the worker wrote from 0 with pwrite, leaving the offset alone
+            answers = np.load(self._answers)
         except (OSError, ValueError, EOFError) as exc:  # what the kernel's worker wrote is not its answers
             self.kill()
             raise WorkerCrashed(f"its answers could not be read: {type(exc).__name__}: {exc}") from None
-        finally:
-            with contextlib.suppress(OSError):
-                out.unlink()
         return answers, reply.fp_change
 
     def clock_mhz(self) -> float:
@@ -388,6 +388,7 @@ class Worker:
         self._channel.close()
         self._stdout.file.close()
         self._stderr.file.close()
+        self._answers.close()
 
     def __enter__(self) -> Worker:
         return self

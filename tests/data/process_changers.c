@@ -201,24 +201,20 @@ CHANGER(chroots, (void)!chroot("/tmp"));
 
 /* A spinner in a session of its own, its parent gone (a daemon's setsid and double fork): out of
  * the worker's process group, it outlived every kill of that group, ran on beside every later
- * row and after the run.  It appends its pid to $SB_TEST_ESCAPEE_PIDS, if set. */
+ * row and after the run.  Its pid is printed ("escapee PID", into the row's note) before the
+ * kernel returns: a worker may write no file. */
 static void escape_with_setsid(void) {
     const pid_t child = fork();
     if (child == 0) {
         setsid();
-        if (fork() == 0) {
-            const char *pids = getenv("SB_TEST_ESCAPEE_PIDS");
-            char line[32];
-            const int length = snprintf(line, sizeof line, "%d\n", (int)getpid());
-            const int fd = pids ? open(pids, O_WRONLY | O_CREAT | O_APPEND, 0644) : -1;
-            if (fd >= 0) {
-                (void)!write(fd, line, (size_t)length);
-                close(fd);
-            }
+        const pid_t escapee = fork();
+        if (escapee == 0) {
             alarm(600); /* the suite's own bound, were nothing else to end it */
             for (;;)
                 ;
         }
+        printf("escapee %d\n", (int)escapee);
+        fflush(stdout);
         _exit(0);
     }
     if (child > 0)
@@ -229,7 +225,7 @@ CHANGER(escapes_with_setsid, escape_with_setsid());
 /* Signals to processes beyond its worker: SIGKILL to $SB_TEST_SENTINEL_PID (a process of the
  * test's) and SIGUSR2 to $SB_TEST_RUN_PID (the run's own process, its worker's grandparent:
  * SIGSTOP there hung the run for ever).  Appends "returned errno" of each kill() to
- * $SB_TEST_SIGNAL_RESULT. */
+ * $SB_TEST_SIGNAL_RESULT, or, where it may write no file (a worker), prints them. */
 static void signal_strangers(void) {
     const char *out = getenv("SB_TEST_SIGNAL_RESULT");
     const char *targets[2] = {getenv("SB_TEST_SENTINEL_PID"), getenv("SB_TEST_RUN_PID")};
@@ -245,6 +241,32 @@ static void signal_strangers(void) {
     if (fd >= 0) {
         (void)!write(fd, lines, (size_t)length);
         close(fd);
+    } else {
+        fputs(lines, stdout);
+        fflush(stdout);
     }
 }
 CHANGER(signals_strangers, signal_strangers());
+
+/* Files beyond its worker, each as a kernel once did one: creates $SB_TEST_FILES/created (the
+ * run's --json path, before the run), rewrites $SB_TEST_FILES/precious (verify's scene: correct
+ * kernels FAILed), removes $SB_TEST_FILES/doomed (the run's scratch scene: every row crashed),
+ * opens /proc/$SB_TEST_RUN_PID/mem to write (the run's own memory).  Prints what each returned. */
+static const char *outcome(int returned) { return returned >= 0 ? "done" : strerror(errno); }
+static void write_files(void) {
+    const char *dir = getenv("SB_TEST_FILES"), *run = getenv("SB_TEST_RUN_PID");
+    char path[4096];
+    if (!dir || !run)
+        return;
+    snprintf(path, sizeof path, "%s/created", dir);
+    printf("create: %s", outcome(open(path, O_WRONLY | O_CREAT, 0644)));
+    snprintf(path, sizeof path, "%s/precious", dir);
+    const int precious = open(path, O_WRONLY | O_TRUNC);
+    printf(", rewrite: %s", outcome(precious >= 0 ? (int)write(precious, "scribbled", 9) : -1));
+    snprintf(path, sizeof path, "%s/doomed", dir);
+    printf(", remove: %s", outcome(unlink(path)));
+    snprintf(path, sizeof path, "/proc/%s/mem", run);
+    printf(", memory: %s\n", outcome(open(path, O_RDWR)));
+    fflush(stdout);
+}
+CHANGER(writes_files, write_files());
