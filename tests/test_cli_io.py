@@ -400,3 +400,17 @@ def test_a_source_kernels_name_and_summary_never_reach_the_terminal_raw(tmp_path
     printed = result.stdout + result.stderr
     assert "\x1b" not in printed and "\x07" not in printed, printed
     assert "ev\\x1b]0;pwned\\x07il" in printed
+
+
+# -- 10. a relative build cache is the current directory's ---------------------------------------
+
+
+@pytest.mark.parametrize("variable", ["SECTORBENCH_CACHE", "XDG_CACHE_HOME"])
+def test_a_relative_cache_directory_is_taken_from_the_current_directory(tmp_path, variable):
+    # each build compiles in its private directory, where `relcache/...` named nothing: every
+    # build failed with "cc1: fatal error: relcache/....build/unit-....c: No such file"
+    # an empty SECTORBENCH_CACHE counts as unset: XDG_CACHE_HOME is then read
+    result = sectorbench("kernels", cwd=tmp_path, env={"SECTORBENCH_CACHE": "", variable: "relcache"})
+    assert result.returncode == 0, result.stderr
+    assert "basic" in result.stdout
+    assert any((tmp_path / "relcache").rglob("sectorbench-*.so")), "the library is in ./relcache"

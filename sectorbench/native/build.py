@@ -196,10 +196,12 @@ def cdef_source() -> str:
 
 def default_cache_dir() -> Path:
     """$SECTORBENCH_CACHE, else $XDG_CACHE_HOME/sectorbench, else ~/.cache/sectorbench
-    (an empty variable counts as unset: it would otherwise mean the current directory)."""
+    (an empty variable counts as unset: it would otherwise mean the current directory), made
+    absolute from the current directory: each build compiles in its private directory, where
+    a relative `relcache/...` named nothing ("cc1: fatal error: ... No such file")."""
     if os.environ.get("SECTORBENCH_CACHE"):
-        return Path(os.environ["SECTORBENCH_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sectorbench"
+        return Path(os.path.abspath(os.environ["SECTORBENCH_CACHE"]))
+    return Path(os.path.abspath(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sectorbench"))
 
 
 @cache
