@@ -414,3 +414,32 @@ def test_a_relative_cache_directory_is_taken_from_the_current_directory(tmp_path
     assert result.returncode == 0, result.stderr
     assert "basic" in result.stdout
     assert any((tmp_path / "relcache").rglob("sectorbench-*.so")), "the library is in ./relcache"
+
+
+# -- 11. a path too long for the system is said to be, in one line ------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["export", "{long}.json", "--format", "gha", "--out", "o.json"],
+        ["regress", "{saved}", "{long}.json"],
+        ["verify", "--input", "{long}.npz"],
+    ],
+)
+def test_an_input_whose_name_is_too_long_is_said_to_be(tmp_path, saved, command):
+    # click's stat failed with ENAMETOOLONG and said "File '…' does not exist."
+    args = [part.format(saved=saved, long=tmp_path / ("x" * 300)) for part in command]
+    line = one_line(invoke(*args), "the name is too long (a name in it is 30")
+    assert "does not exist" not in line
+    assert len(line) < 300, "the path is shortened"
+
+
+def test_an_output_name_near_the_limit_is_written(tmp_path, saved):
+    # the name passed the checks, the work was done, and then the temporary ".NAME.XXXXXXXX"
+    # beside it was too long: "cannot write (File name too long)" and a rescue file
+    out = tmp_path / ("x" * 250 + ".json")
+    result = invoke("export", saved, "--format", "gha", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(out.read_text())
+    assert [p.name for p in tmp_path.iterdir()] == [out.name], "no rescue file, no temporary file left"

@@ -85,6 +85,11 @@ def workdir(tmp_path_factory, o2_library):
     return where
 
 
+#: A name past NAME_MAX (255 bytes), and a path past PATH_MAX (4096) of names within it.
+LONG_NAME = "x" * 300
+LONG_PATH = "/".join(["y" * 200] * 25)
+
+
 def _first_row(**changes):
     return lambda data: data["results"][0].update(**changes)
 
@@ -341,6 +346,18 @@ ROWS = (
         ("plot", "ok.json", "--out", "x.png", "--chart", "bar", "--kernel", "basic"),  # a trend's options
         ("plot", "ok.json", "--out", "x.png", "--flags", "-O2"),
         ("plot", "ok.json", "--out", "x.png", "--chart", "heatmap", "--mode", "inline"),
+        # outputs named too long for the system (ENAMETOOLONG was an internal error),
+        ("run", *TINY, "--json", f"{LONG_NAME}.json"),
+        ("run", *TINY, "--json", f"{LONG_NAME}/x.json"),
+        ("run", *TINY, "--export", f"gha={LONG_NAME}.json"),
+        ("verify", "--json", f"{LONG_NAME}.json"),
+        ("regress", "ok.json", "ok.json", "--markdown", f"{LONG_NAME}.md"),
+        ("query", "-n", "10", "-m", "100", "--out", f"{LONG_NAME}.npz"),
+        ("plot", "ok.json", "--out", f"{LONG_NAME}.png"),
+        ("export", "ok.json", "--format", "gha", "--out", f"{LONG_NAME}.json"),
+        ("export", "ok.json", "--format", "gha", "--out", f"{LONG_PATH}.json"),
+        ("export", f"{LONG_NAME}.json", "--format", "gha", "--out", "x.json"),
+        ("regress", "ok.json", f"{LONG_PATH}.json"),
         # the group
         ("no-such-command",),
         ("--no-such-option",),

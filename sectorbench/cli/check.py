@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
 
 import click
 
@@ -16,6 +15,7 @@ from ..native.build import BuildConfig
 from .app import Reporter, main, note, stdout
 from .measure import kernel_timeout_option
 from .options import (
+    INPUT_PATH,
     KERNELS_DEFAULT,
     SEED,
     build_configs,
@@ -69,7 +69,7 @@ from .options import (
 @click.option(
     "--input",
     "input_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=INPUT_PATH,
     help="Check these cases (.npz, one row per pair) instead of generated ones [default: generated].",
 )
 @click.option(

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from ..compare.export import FORMATS, render
 from ..model.results import write_text_atomic
 from ..model.text import shown_path
 from .app import load_plain, main, note
-from .options import OUTPUT_PATH, check_outputs
+from .options import INPUT_PATH, OUTPUT_PATH, check_outputs
 
 
 @main.command("export")
-@click.argument("result", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("result", type=INPUT_PATH)
 @click.option(
     "--format",
     "fmt",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import click
 
@@ -16,6 +15,7 @@ from ..native.build import build_label
 from .ab import gate_revision, metric_option, print_instructions, run_ab, with_metric
 from .app import Reporter, load_plain, main, note, result_json, run_gate, stdout, write_exports, write_json
 from .options import (
+    INPUT_PATH,
     KERNELS_DEFAULT,
     SEED,
     SceneCommand,
@@ -137,7 +137,7 @@ def size_options(command):
 )
 @click.option(
     "--baseline",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=INPUT_PATH,
     help="Gate this run against a saved result: exit 1 on a significant regression [default: no gate].",
 )
 @gate_options
@@ -149,7 +149,7 @@ def size_options(command):
 )
 @click.option(
     "--against-source",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=INPUT_PATH,
     callback=regular_files,
     help="Same-job A/B against this old copy of the one --source file (a file outside git) [default: none].",
 )

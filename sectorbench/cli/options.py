@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -10,7 +11,15 @@ import click
 from ..compare.gate import MAX_THRESHOLDS_BYTES, GateConfig, load_thresholds
 from ..errors import SectorbenchError
 from ..families import all_families, scene_options
-from ..model.results import RESULTS_DIR, check_directory, check_output, guard_command_files, regular_file, same_file
+from ..model.results import (
+    RESULTS_DIR,
+    check_directory,
+    check_output,
+    guard_command_files,
+    name_too_long,
+    regular_file,
+    same_file,
+)
 from ..native.build import DEFAULT_CC, KERNELS_DIR, BuildConfig, source_kernel_rows
 
 
@@ -75,6 +84,27 @@ class OutputPath(click.Path):
 
 
 OUTPUT_PATH = OutputPath()
+
+
+class InputPath(click.Path):
+    """An input file's path: one that exists and is no directory.  A path the system refuses
+    as too long is said to be: click's stat failed on it and it read "does not exist"."""
+
+    def __init__(self):
+        super().__init__(exists=True, dir_okay=False, path_type=Path)
+
+    def convert(self, value, param, ctx):
+        try:
+            os.stat(value)
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                self.fail(name_too_long(value), param, ctx)
+        except (TypeError, ValueError):  # not a path at all (a NUL in it): click's own check says so
+            pass
+        return super().convert(value, param, ctx)
+
+
+INPUT_PATH = InputPath()
 
 
 def unique(ctx, param, values) -> tuple:
@@ -184,7 +214,7 @@ def build_options(default_flags: tuple[str, ...]):
             "sources",
             multiple=True,
             callback=unique_regular_files,
-            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            type=INPUT_PATH,
             help="Your own C file of kernels to link in (repeatable; docs/extending.md) [default: none].",
         )(command)
         command = click.option(
@@ -253,7 +283,7 @@ def gate_options(command):
     )(command)
     command = click.option(
         "--thresholds",
-        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        type=INPUT_PATH,
         callback=regular_files,
         help="TOML file of per-kernel thresholds (docs/gate.md) [default: --threshold for all].",
     )(command)

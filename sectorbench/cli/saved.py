@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import click
 
@@ -12,12 +11,12 @@ from ..measure.timing import MODES
 from ..model.text import shown_path
 from .ab import count_revision
 from .app import load_plain, main, note, run_gate
-from .options import OUTPUT_PATH, check_outputs, gate_options, make_gate_config, refuse_unused
+from .options import INPUT_PATH, OUTPUT_PATH, check_outputs, gate_options, make_gate_config, refuse_unused
 
 
 @main.command("regress")
-@click.argument("baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.argument("current", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("baseline", type=INPUT_PATH)
+@click.argument("current", type=INPUT_PATH)
 @gate_options
 @click.option(
     "--across-builds",
@@ -52,7 +51,7 @@ def regress_command(baseline, current, alpha, threshold, thresholds, normalize, 
 
 
 @main.command("plot")
-@click.argument("results", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("results", nargs=-1, type=INPUT_PATH)
 @click.option("--out", required=True, type=OUTPUT_PATH, help="Image file: .png or .svg.")
 @click.option(
     "--chart",

@@ -17,6 +17,7 @@ Schema history:
 from __future__ import annotations
 
 import contextvars
+import errno
 import json
 import os
 import stat
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from ..errors import SectorbenchError
+from .text import shortened_path
 
 SCHEMA_VERSION = 2
 #: Versions this sectorbench reads (older ones lack fields, which take their defaults).
@@ -312,7 +314,7 @@ def _write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: bo
     named, path = path, check_output(path, overwrite, create_dir=True)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        fd, partial = tempfile.mkstemp(prefix=_partial_prefix(path.name), dir=path.parent)
     except OSError as exc:
         raise SectorbenchError(f"{path}: cannot write ({exc.strerror or exc})") from None
     try:
@@ -342,6 +344,16 @@ def _write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: bo
             os.unlink(partial)
         raise
     return path
+
+
+def _partial_prefix(name: str) -> str:
+    """The temporary name's start: ".NAME.", cut short where NAME with it and mkstemp's 8
+    random characters would pass NAME_MAX_BYTES (a 250-byte name was checked, the work done,
+    and then its temporary name was too long)."""
+    budget = NAME_MAX_BYTES - len("..") - 8
+    while len(os.fsencode(name)) > budget:  # cut by characters: a UTF-8 one is never split
+        name = name[:-1]
+    return f".{name}."
 
 
 def _umask() -> int:
@@ -384,12 +396,32 @@ def check_output(path: Path, overwrite: bool, create_dir: bool = False) -> Path:
     temporary file is made and removed there.  Returns the path to write: a symbolic
     link's target.
     """
-    path = Path(path)
-    if path.is_symlink():
-        path = Path(os.path.realpath(path))
-    _regular_or_none(path, overwrite)
-    check_directory(path.parent, create=create_dir, what=f"{path}: ")
+    named = path = Path(path)
+    try:
+        if path.is_symlink():
+            path = Path(os.path.realpath(path))
+        _regular_or_none(path, overwrite)
+        check_directory(path.parent, create=create_dir, what=f"{path}: ")
+    except OSError as exc:  # pathlib's lstat and stat raise what they do not take for "absent"
+        if exc.errno == errno.ENAMETOOLONG:
+            raise SectorbenchError(name_too_long(named)) from None
+        raise SectorbenchError(f"{named}: cannot write here ({exc.strerror or exc})") from None
     return path
+
+
+#: The longest name (one part of a path) most filesystems take (NAME_MAX), and the longest path
+#: Linux takes in one call (PATH_MAX, with its final NUL): past either a call fails, ENAMETOOLONG.
+NAME_MAX_BYTES, PATH_MAX_BYTES = 255, 4096
+
+
+def name_too_long(path) -> str:
+    """The line for a path the system refused as too long (ENAMETOOLONG), which says which is."""
+    longest = max((len(os.fsencode(part)) for part in Path(path).parts), default=0)
+    if longest > NAME_MAX_BYTES:
+        why = f"a name in it is {longest:,} bytes, most filesystems take {NAME_MAX_BYTES}"
+    else:
+        why = f"it is {len(os.fsencode(path)):,} bytes, Linux takes {PATH_MAX_BYTES - 1:,}"
+    return f"{shortened_path(path)}: the name is too long ({why})"
 
 
 def check_directory(directory: Path, create: bool = False, what: str = "") -> None:

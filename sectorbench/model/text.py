@@ -20,6 +20,20 @@ def shown_path(path) -> str:
     return "$'" + "".join(_escaped(char) for char in text) + "'"
 
 
+#: shortened_path keeps this many characters at each end of a path too long to name whole.
+SHORTENED_ENDS = 40
+
+
+def shortened_path(path) -> str:
+    """shown_path, with the middle of a path too long to read (a 300-byte name, a 5 kB path)
+    left out and its length said instead."""
+    text = os.fspath(path)
+    if len(text) <= 3 * SHORTENED_ENDS:
+        return shown_path(text)
+    left_out = len(os.fsencode(text[SHORTENED_ENDS:-SHORTENED_ENDS]))
+    return shown_path(f"{text[:SHORTENED_ENDS]}…({left_out:,} bytes)…{text[-SHORTENED_ENDS:]}")
+
+
 def shown_line(text: str) -> str:
     """An error line as printed: its characters that are not printable (a newline in a path it
     names, which made it two lines, or a terminal escape) as the escapes shown_path uses, the
