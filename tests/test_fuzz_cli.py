@@ -346,7 +346,8 @@ ROWS = (
         ("plot", "ok.json", "--out", "x.png", "--chart", "bar", "--kernel", "basic"),  # a trend's options
         ("plot", "ok.json", "--out", "x.png", "--flags", "-O2"),
         ("plot", "ok.json", "--out", "x.png", "--chart", "heatmap", "--mode", "inline"),
-        # outputs named too long for the system (ENAMETOOLONG was an internal error),
+        # outputs named too long for the system (ENAMETOOLONG was an internal error), and
+        # spelt as a directory (`--out newdir/` wrote a file named newdir)
         ("run", *TINY, "--json", f"{LONG_NAME}.json"),
         ("run", *TINY, "--json", f"{LONG_NAME}/x.json"),
         ("run", *TINY, "--export", f"gha={LONG_NAME}.json"),
@@ -358,6 +359,14 @@ ROWS = (
         ("export", "ok.json", "--format", "gha", "--out", f"{LONG_PATH}.json"),
         ("export", f"{LONG_NAME}.json", "--format", "gha", "--out", "x.json"),
         ("regress", "ok.json", f"{LONG_PATH}.json"),
+        ("export", "ok.json", "--format", "gha", "--out", "newdir/"),
+        ("export", "ok.json", "--format", "gha", "--out", "newdir/."),
+        ("run", *TINY, "--json", "rdir/"),
+        ("run", *TINY, "--export", "gha=edir/"),
+        ("verify", "--json", "vdir/"),
+        ("query", "-n", "10", "-m", "100", "--out", "qdir/"),
+        ("plot", "ok.json", "--out", "pdir/"),
+        ("regress", "ok.json", "ok.json", "--markdown", "mdir/"),
         # the group
         ("no-such-command",),
         ("--no-such-option",),

@@ -17,6 +17,7 @@ from ..model.results import (
     check_output,
     guard_command_files,
     name_too_long,
+    refuse_directory_spelling,
     regular_file,
     same_file,
 )
@@ -72,7 +73,8 @@ def comma_list(ctx, param, values) -> tuple[str, ...]:
 
 class OutputPath(click.Path):
     """An output file's path.  An empty one is refused as empty: pathlib reads "" as ".", which
-    was then refused as "a directory"."""
+    was then refused as "a directory"; one spelt as a directory ("newdir/") as a directory:
+    pathlib drops the "/", and a file named newdir was written."""
 
     def __init__(self):
         super().__init__(dir_okay=False, path_type=Path)
@@ -80,6 +82,11 @@ class OutputPath(click.Path):
     def convert(self, value, param, ctx):
         if isinstance(value, str) and not value:
             self.fail("is an empty path: give the file to write", param, ctx)
+        if isinstance(value, str | bytes):
+            try:
+                refuse_directory_spelling(value)
+            except SectorbenchError as exc:
+                self.fail(str(exc), param, ctx)
         return super().convert(value, param, ctx)
 
 

@@ -409,6 +409,14 @@ def check_output(path: Path, overwrite: bool, create_dir: bool = False) -> Path:
     return path
 
 
+def refuse_directory_spelling(text: str) -> None:
+    """SectorbenchError for an output path spelt as a directory ("newdir/", "out/.", ".."):
+    pathlib drops the trailing "/" or "/.", and `--out newdir/` wrote a file named newdir."""
+    text = os.fsdecode(text)
+    if os.path.basename(text) in ("", ".", ".."):
+        raise SectorbenchError(f"{shortened_path(text)} names a directory: give the file to write in it")
+
+
 #: The longest name (one part of a path) most filesystems take (NAME_MAX), and the longest path
 #: Linux takes in one call (PATH_MAX, with its final NUL): past either a call fails, ENAMETOOLONG.
 NAME_MAX_BYTES, PATH_MAX_BYTES = 255, 4096

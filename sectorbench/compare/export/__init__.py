@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...errors import SectorbenchError
-from ...model.results import KernelResult, RunResult, shows_cc
+from ...model.results import KernelResult, RunResult, refuse_directory_spelling, shows_cc
 from ...native.build import build_label
 from . import bmf, gbench, gha, pyperf
 
@@ -71,4 +71,8 @@ def parse_export(text: str):
         raise SectorbenchError(f"--export {text!r}: give FORMAT=PATH, e.g. pyperf=bench.json")
     if fmt not in FORMATS:
         raise SectorbenchError(f"--export {text!r}: unknown format {fmt!r}; choose from {', '.join(sorted(FORMATS))}")
+    try:
+        refuse_directory_spelling(path)
+    except SectorbenchError as exc:
+        raise SectorbenchError(f"--export {text!r}: {exc}") from None
     return fmt, Path(path)
