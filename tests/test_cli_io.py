@@ -443,3 +443,65 @@ def test_an_output_name_near_the_limit_is_written(tmp_path, saved):
     assert result.exit_code == 0, result.stderr
     assert json.loads(out.read_text())
     assert [p.name for p in tmp_path.iterdir()] == [out.name], "no rescue file, no temporary file left"
+
+
+# -- 12. a stdout or stderr closed as the process starts -----------------------------------------
+
+
+def closed_at_start(*fds):
+    """A child's descriptors closed before it runs: the shell's `1>&-` and `2>&-`."""
+
+    def close():
+        for fd in fds:
+            os.close(fd)
+
+    return close
+
+
+def with_closed(fds, *args, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sectorbench", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        preexec_fn=closed_at_start(*fds),
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize("command", [["kernels"], ["regress", "{saved}", "{saved}"]])
+def test_a_stdout_closed_at_start_is_a_stdout_that_cannot_be_written(saved, command):
+    # Python leaves sys.stdout None: "internal error: AttributeError: 'NoneType' object has no attribute 'write'"
+    result = with_closed([1], *[str(part).format(saved=saved) for part in command])
+    assert result.returncode == 2, result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "sectorbench: error: cannot write to stdout (Bad file descriptor); files said saved are complete"
+    )
+
+
+def test_a_run_with_stdout_closed_at_start_still_writes_its_files(tmp_path):
+    out = tmp_path / "r.json"
+    result = with_closed([1], "run", *TINY, "--kernels", "naive", "--json", out)
+    assert result.returncode == 2, result.stderr
+    assert "cannot write to stdout (Bad file descriptor)" in result.stderr.strip().splitlines()[-1]
+    assert json.loads(out.read_text())["results"], "the results were written, and nothing else into them"
+
+
+@pytest.mark.parametrize(
+    ("command", "status"),
+    [
+        (["export", "{saved}", "--format", "gha", "--out", "{tmp}/o.json"], 0),  # it exited 1
+        (["kernels", "--cc", "no-such-compiler-xyz"], 2),  # it exited 1
+        (["kernels"], 0),
+        (["run", *TINY, "--repeat", "0"], 2),
+    ],
+)
+@pytest.mark.parametrize("fds", [[2], [1, 2]], ids=["stderr", "stdout and stderr"])
+def test_a_stderr_closed_at_start_leaves_the_exit_status_as_it_was(tmp_path, saved, command, status, fds):
+    if fds == [1, 2] and command == ["kernels"]:
+        status = 2  # its table could not be printed
+    result = with_closed(fds, *[str(part).format(saved=saved, tmp=tmp_path) for part in command])
+    assert result.returncode == status
+    if command[0] == "export":
+        assert json.loads((tmp_path / "o.json").read_text())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import os
 import signal
@@ -152,6 +153,33 @@ class GuardedStream:
         return getattr(self._stream, name)
 
 
+class ClosedStream(io.TextIOBase):
+    """sys.stdout or sys.stderr when its descriptor was closed as the process started (`1>&-`),
+    where Python leaves None: every write fails as a write to a closed descriptor does (EBADF),
+    which GuardedStream then remembers, as for any failing stream."""
+
+    def write(self, text):
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+
+    def isatty(self) -> bool:
+        return False
+
+
+def fill_closed_standard_descriptors() -> None:
+    """Put /dev/null on each of descriptors 0, 1 and 2 that is closed: else the next file
+    opened (an output's temporary file, a scene's) takes its number, and whatever writes to
+    descriptor 1 or 2 (a compiler or a worker, which inherit them) writes into that file.  In
+    ascending order, so that each open takes the number being filled."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+
+
 def stdout_failure(failure: OSError) -> tuple[str, int]:
     """The line and exit status for a stdout that failed during a command that otherwise succeeded."""
     if failure.errno == errno.EPIPE:
@@ -176,12 +204,14 @@ class OneLineErrors(click.Group):
             raise SectorbenchError(f"a pipe closed unexpectedly ({exc.strerror})") from None
 
     def main(self, args=None, prog_name="sectorbench", complete_var=None, standalone_mode=True, **extra):
-        out, err = GuardedStream(sys.stdout), GuardedStream(sys.stderr)
+        fill_closed_standard_descriptors()
+        given = sys.stdout, sys.stderr  # None where closed as the process started
+        out, err = (GuardedStream(stream if stream is not None else ClosedStream()) for stream in given)
         sys.stdout, sys.stderr = out, err
         try:
             code = self._main(args, prog_name, complete_var, **extra)
         finally:
-            sys.stdout, sys.stderr = out._stream, err._stream
+            sys.stdout, sys.stderr = given
         if out.failure is not None and code in (None, 0, 1):
             # the command's files are written (a failing stdout no longer stops it); its exit
             # status must not read as success, nor as 1 ("a regression") when that is unknown
