@@ -367,6 +367,10 @@ ROWS = (
         ("query", "-n", "10", "-m", "100", "--out", "qdir/"),
         ("plot", "ok.json", "--out", "pdir/"),
         ("regress", "ok.json", "ok.json", "--markdown", "mdir/"),
+        # an output where --save makes results/: the run wrote the file, then rescued its results
+        ("run", *TINY, "--kernels", "basic", "--save", "--json", "results"),
+        ("run", *TINY, "--kernels", "basic", "--save", "--export", "gha=./results"),
+        ("compare", *TINY, "--kernels", "basic", "--save", "--json", "results"),
         # the group
         ("no-such-command",),
         ("--no-such-option",),

@@ -356,6 +356,14 @@ def check_outputs(force: bool, *paths: Path | None, save: bool = False, inputs=(
         written[target] = path
     if save:
         check_directory(RESULTS_DIR, create=True, what="--save: ")
+        saves_into = os.path.abspath(RESULTS_DIR)
+        for target, path in written.items():
+            # `--save --json results` in an empty directory: the run wrote the file results,
+            # then could not make results/ there, and its results went to a rescue file
+            if saves_into in (target, os.path.realpath(target)):
+                raise SectorbenchError(
+                    f"{path} is where --save makes its directory ({RESULTS_DIR}/): give the output another path"
+                )
 
 
 #: Paths that name a process's open descriptors rather than files: a file reached through one
