@@ -53,6 +53,7 @@ def workdir(tmp_path_factory, o2_library):
     (where / "adir").mkdir()
     os.mkfifo(where / "fifo.json")
     os.mkfifo(where / "fifo.png")
+    os.mkfifo(where / "fifo.npz")
     (where / "empty.npz").write_bytes(b"")
     (where / "corrupt.npz").write_bytes(b"PK\x03\x04" + os.urandom(200))
     np.save(where / "array.npy", np.zeros(3, dtype=np.float32))
@@ -333,7 +334,7 @@ ROWS = (
         ("export", "ok.json", "--format", "bmf", "--out", "sym-ok.md", "--force"),
         ("export", "ok.json", "--format", "gha", "--out", "hard-ok.md", "--force"),
         ("query", "-n", "500", "-m", "20000", "--rmax", "1e6", "--max-hits", "1000", "--out", "q.npz"),
-        ("query", "--out", "fifo.json", "--force"),
+        ("query", "--out", "fifo.npz", "--force"),
         ("plot", "ok.json"),
         ("plot", "ok.json", "--out", "x.gif"),
         ("plot", "ok.json", "--out", "existing.png"),
@@ -371,6 +372,9 @@ ROWS = (
         ("run", *TINY, "--kernels", "basic", "--save", "--json", "results"),
         ("run", *TINY, "--kernels", "basic", "--save", "--export", "gha=./results"),
         ("compare", *TINY, "--kernels", "basic", "--save", "--json", "results"),
+        # query's --out of another suffix: an npz under a .json name
+        ("query", "-n", "10", "-m", "100", "--out", "q.json"),
+        ("query", "-n", "10", "-m", "100", "--out", "q"),
         # the group
         ("no-such-command",),
         ("--no-such-option",),

@@ -24,6 +24,10 @@ from .options import (
     given_scene_options,
 )
 
+#: What query writes (numpy's savez, whatever the name): an --out of another suffix is refused,
+#: as plot refuses one it cannot draw; `--out q.json` wrote a zip under a .json name.
+QUERY_SUFFIX = ".npz"
+
 
 def _query_families():
     return [f for f in all_families() if f.query_scene]
@@ -71,10 +75,14 @@ def _query_families():
     help="Stop with an error past this many hits (4 bytes each): the answer's memory bound "
     "[default: the family's, 2^28 hits for sectors].",
 )
-@click.option("--out", required=True, type=OUTPUT_PATH, help="The .npz file to write.")
+@click.option("--out", required=True, type=OUTPUT_PATH, help=f"The {QUERY_SUFFIX} file to write.")
 @click.option("--force", is_flag=True, help="Replace an existing --out file (a regular file only) [default: refuse].")
 def query_command(scene, shapes, points, seed, broadphase, threads, max_hits, out, force, **scene_values):
     """Write the hits of a scene's shapes (offsets, indices, counts) to OUT, with the scene's description."""
+    if out.suffix.lower() != QUERY_SUFFIX:
+        raise SectorbenchError(
+            f"{out}: query writes {QUERY_SUFFIX} files (numpy's zip of arrays); give a path ending in {QUERY_SUFFIX}"
+        )
     check_outputs(force, out)
     answering = _query_families()
     if not answering:
