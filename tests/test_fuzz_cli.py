@@ -375,6 +375,9 @@ ROWS = (
         # query's --out of another suffix: an npz under a .json name
         ("query", "-n", "10", "-m", "100", "--out", "q.json"),
         ("query", "-n", "10", "-m", "100", "--out", "q"),
+        # plot's empty --kernel: it drew a bar chart, as if --kernel had been left out
+        ("plot", "ok.json", "--out", "t.svg", "--kernel", ""),
+        ("plot", "ok.json", "--out", "t.svg", "--kernel", " "),
         # the group
         ("no-such-command",),
         ("--no-such-option",),

@@ -71,6 +71,14 @@ def comma_list(ctx, param, values) -> tuple[str, ...]:
     return items
 
 
+def not_empty(ctx, param, value):
+    """An option that names something (a kernel) given but empty is an error, as comma_list's
+    are: `plot --kernel ''` drew a bar chart, as if --kernel had been left out."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("is empty; leave the option out for the default", ctx, param)
+    return value
+
+
 class OutputPath(click.Path):
     """An output file's path.  An empty one is refused as empty: pathlib reads "" as ".", which
     was then refused as "a directory"; one spelt as a directory ("newdir/") as a directory:

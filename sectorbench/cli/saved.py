@@ -11,7 +11,15 @@ from ..measure.timing import MODES
 from ..model.text import shown_path
 from .ab import count_revision
 from .app import load_plain, main, note, run_gate
-from .options import INPUT_PATH, OUTPUT_PATH, check_outputs, gate_options, make_gate_config, refuse_unused
+from .options import (
+    INPUT_PATH,
+    OUTPUT_PATH,
+    check_outputs,
+    gate_options,
+    make_gate_config,
+    not_empty,
+    refuse_unused,
+)
 
 
 @main.command("regress")
@@ -58,7 +66,7 @@ def regress_command(baseline, current, alpha, threshold, thresholds, normalize, 
     type=click.Choice(["bar", "heatmap", "trend"]),
     help="[default: trend when --kernel is given, heatmap for several builds, else bar].",
 )
-@click.option("--kernel", help="The kernel a trend follows [default: none, no trend].")
+@click.option("--kernel", callback=not_empty, help="The kernel a trend follows [default: none, no trend].")
 @click.option("--flags", "flags_filter", help="Trend: only this flag set [default: every flag set].")
 @click.option("--mode", "mode_filter", type=click.Choice(MODES), help="Trend: only this mode [default: every mode].")
 @click.option("--force", is_flag=True, help="Replace an existing image (a regular file only) [default: refuse].")
