@@ -505,3 +505,39 @@ def test_a_stderr_closed_at_start_leaves_the_exit_status_as_it_was(tmp_path, sav
     assert result.returncode == status
     if command[0] == "export":
         assert json.loads((tmp_path / "o.json").read_text())
+
+
+# -- 13. a scene too big for the machine is refused up front; running out of memory is one line ----
+
+
+def limited_memory(limit_bytes: int):
+    """A child's address-space limit (the shell's ulimit -v)."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+    return limit
+
+
+def within_memory(limit_bytes: int, *args, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sectorbench", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        preexec_fn=limited_memory(limit_bytes),
+        timeout=120,
+    )
+
+
+def test_running_out_of_memory_is_one_line_not_an_internal_error(tmp_path):
+    # the broadphase's hits (up to --max-hits of them) could not be allocated in 1 GiB:
+    # "internal error: BroadphaseError: the broadphase query ran out of memory"
+    out = tmp_path / "q.npz"
+    args = ["query", "-n", "1000", "-m", "1000000", "--scene", "game", "--world", "10", "--rmax", "100"]
+    result = within_memory(1 << 30, *args, "--max-hits", "400000000", "--out", out)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sectorbench: error: out of memory: "), result.stderr
+    assert not out.exists()

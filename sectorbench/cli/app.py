@@ -254,6 +254,12 @@ class OneLineErrors(click.Group):
         except SectorbenchError as exc:
             click.echo(f"sectorbench: error: {error_text(exc)}", err=True)
             code = 2
+        except MemoryError as exc:  # the machine's limit, not a bug; files written before it stay
+            if os.environ.get("SECTORBENCH_DEBUG"):
+                raise
+            said = shown_line(str(exc)) or "an allocation failed"
+            click.echo(f"sectorbench: error: out of memory: {said} (a smaller -n/-m?)", err=True)
+            code = 2
         except Exception as exc:  # a bug: one line unless asked for the traceback
             if os.environ.get("SECTORBENCH_DEBUG"):
                 raise

@@ -43,6 +43,11 @@ class BroadphaseError(RuntimeError):
     """The C side refused (an ISA this CPU lacks) or ran out of memory."""
 
 
+class BroadphaseOutOfMemory(BroadphaseError, MemoryError):
+    """The C side could not allocate: a MemoryError too, which the CLI reports as the machine's
+    limit in one line (a plain BroadphaseError was an internal error)."""
+
+
 class OverLimit(BroadphaseError):
     """The sectors' boxes touch more candidates than the caller's limit (nothing was allocated)."""
 
@@ -158,7 +163,7 @@ class Engine:
         else:
             raise ValueError(f"no index for broadphase {kind!r}; choose from {', '.join(INDEXED)}")
         if index == self.ffi.NULL:
-            raise BroadphaseError(f"building the {kind} index of {m} points failed (out of memory)")
+            raise BroadphaseOutOfMemory(f"building the {kind} index of {m:,} points failed")
         return self.ffi.gc(index, self.lib.sb_bp_index_free)
 
     def finite_points(self, index) -> int:
@@ -181,7 +186,7 @@ class Engine:
         if status == -3:
             raise OverLimit("the sectors' boxes touch more candidates than max_candidates")
         if status != 0:
-            raise BroadphaseError("the broadphase query ran out of memory")
+            raise BroadphaseOutOfMemory("the broadphase query could not allocate its hits")
         return out
 
     def _take(self, out) -> tuple[np.ndarray, np.ndarray]:
