@@ -531,6 +531,25 @@ def within_memory(limit_bytes: int, *args, cwd=None) -> subprocess.CompletedProc
     )
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        # 20e6 sectors: about 2.5 GiB at the peak (4 bytes an array element were counted: 0.6 GiB)
+        ["run", "-n", "20000000", "-m", "1", "--repeat", "1", "--flags", "-O2", "--kernels", "basic"],
+        ["query", "-n", "20000000", "-m", "1000", "--out", "q.npz"],
+        # 5e6 polygons of 1024 vertices: the vertices were not counted, and it built them for hours
+        ["run", "-n", "5000000", "-m", "1", "--scene", "polygons", "--vertices", "1024", "--flags", "-O2"],
+    ],
+    ids=["run", "query", "polygons"],
+)
+def test_a_scene_that_cannot_fit_is_refused_before_it_is_made(tmp_path, command):
+    result = within_memory(3 << 29, *command, cwd=tmp_path)  # 1.5 GiB
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "needs about" in lines[0] and "GiB of memory at its peak" in lines[0], result.stderr
+    assert not list(tmp_path.iterdir()), "nothing was written"
+
+
 def test_running_out_of_memory_is_one_line_not_an_internal_error(tmp_path):
     # the broadphase's hits (up to --max-hits of them) could not be allocated in 1 GiB:
     # "internal error: BroadphaseError: the broadphase query ran out of memory"

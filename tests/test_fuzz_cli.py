@@ -378,6 +378,8 @@ ROWS = (
         # plot's empty --kernel: it drew a bar chart, as if --kernel had been left out
         ("plot", "ok.json", "--out", "t.svg", "--kernel", ""),
         ("plot", "ok.json", "--out", "t.svg", "--kernel", " "),
+        # the time to make a scene's polygons, in Python, counted before it is made (80 s here)
+        ("run", *TINY, "-n", "400000", "-m", "1", "--scene", "polygons", "--vertices", "4", "--max-minutes", "1"),
         # the group
         ("no-such-command",),
         ("--no-such-option",),

@@ -305,16 +305,16 @@ def check_default_kernels_time(config: RunConfig) -> None:
     from dataclasses import replace
 
     from ..families import get
+    from ..families.scene_kinds import check_scene_size
     from ..measure.runner import check_time
     from ..measure.selection import known_kernels, peer_names
     from ..measure.worker import BuildSession
-    from ..model import scenes
     from ..native.build import build
 
     if config.kernels or not config.builds:
         return
     family = get(config.family)
-    scenes.check_size(config.sectors, config.points, len(family.shape_arrays), len(family.point_arrays))
+    check_scene_size(config.scene, config.sectors, config.points, config.scene_options)
     broadphases = tuple(config.broadphases or family.default_broadphases(config.scene))
     if "none" not in broadphases:  # the kernels are not timed on this scene: only its indexes
         return

@@ -113,6 +113,12 @@ class Family:
     def count_cell(self, hits: int, tests: int) -> str:
         return f"{hits / tests * 100:.4f}"
 
+    def scene_cost(self, kind: str, n: int, m: int, options: Mapping[str, object]) -> tuple[int, float]:
+        """What making a scene of `kind` (its options resolved) costs beyond its shape and point
+        arrays, known before it is made: (peak bytes, seconds), which the size and time checks
+        add.  Nothing by default: a vectorised generator's cost is its arrays'."""
+        return 0, 0.0
+
     @property
     def scene_arrays(self) -> SceneArrays:
         """What its scenes hold, as the Scene value needs it."""

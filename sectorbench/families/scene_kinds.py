@@ -69,12 +69,25 @@ def resolved_options(kind: str, options: Mapping[str, float] | None) -> dict[str
     return {**accepted, **given}
 
 
+def scene_cost(kind: str, n: int, m: int, options: Mapping[str, float] | None = None) -> tuple[int, float]:
+    """Family.scene_cost of a scene of `kind` with these options (an alias resolved)."""
+    kind, options = resolve_scene(kind, options)
+    return family_of_scene(kind).scene_cost(kind, n, m, resolved_options(kind, options))
+
+
+def check_scene_size(kind: str, n: int, m: int, options: Mapping[str, float] | None = None) -> None:
+    """check_size for a scene of `kind`: its family's arrays, and what else making it costs."""
+    family = family_of_scene(resolve_scene(kind, options)[0])
+    extra_bytes = scene_cost(kind, n, m, options)[0] if n > 0 and m > 0 else 0
+    check_size(n, m, len(family.shape_arrays), len(family.point_arrays), extra_bytes)
+
+
 def generate(kind: str, n: int, m: int, seed: int = 0, options: Mapping[str, float] | None = None) -> Scene:
     """Generate a scene of `kind` with n shapes and m points from `seed`; `options` are the
     generator's keyword arguments (e.g. world, rmin, rmax of a game scene), None for its default."""
     kind, options = resolve_scene(kind, options)
     family = family_of_scene(kind)
-    check_size(n, m, len(family.shape_arrays), len(family.point_arrays))
+    check_scene_size(kind, n, m, options)
     if seed < 0:
         raise SectorbenchError(f"--seed must be >= 0 (got {seed})")
     return family.scenes[kind](n, m, seed, **resolved_options(kind, options))

@@ -217,15 +217,20 @@ def check_time(config: RunConfig) -> None:
     per_build = (len(config.builds) + len(config.base_builds)) * len(config.threads)
     series = per_build * len(config.modes) * (max(1, len(config.kernels)) + 1) if brute_force else 0
     indexed = per_build * len([b for b in broadphases if b != "none"])
-    expected = estimate_s(series, tests, config.timing, TYPICAL_NS_PER_TEST) + estimate_s(
-        indexed, config.sectors + config.points, config.timing, BROADPHASE_NS_PER_ITEM
+    making_s = scene_kinds.scene_cost(config.scene, config.sectors, config.points, config.scene_options)[1]
+    expected = (
+        estimate_s(series, tests, config.timing, TYPICAL_NS_PER_TEST)
+        + estimate_s(indexed, config.sectors + config.points, config.timing, BROADPHASE_NS_PER_ITEM)
+        + making_s
     )
     if expected > config.max_minutes * 60:
         raise SectorbenchError(
             f"this run would take about {duration(expected)} (N={config.sectors:,} x M={config.points:,} = "
             f"{tests:,} tests a pass, {config.timing.repeat} rounds, {series} or more series, at "
-            f"{TYPICAL_NS_PER_TEST:g} ns a test), over the limit of {config.max_minutes:g} min: "
-            f"use a smaller scene or fewer rounds, or raise --max-minutes"
+            f"{TYPICAL_NS_PER_TEST:g} ns a test"
+            + (f"; about {duration(making_s)} to make the scene" if making_s >= 1 else "")
+            + f"), over the limit of {config.max_minutes:g} min: "
+            "use a smaller scene or fewer rounds, or raise --max-minutes"
         )
 
 
@@ -244,7 +249,7 @@ def run(
             raise SectorbenchError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     config = resolve(config)
     family = families.get(config.family)
-    scenes.check_size(config.sectors, config.points, len(family.shape_arrays), len(family.point_arrays))
+    scene_kinds.check_scene_size(config.scene, config.sectors, config.points, config.scene_options)
     broadphases = config.broadphases or family.default_broadphases(config.scene)
     unknown = [b for b in broadphases if b not in family.broadphases()]
     if unknown:

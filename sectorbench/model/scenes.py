@@ -224,19 +224,64 @@ def aligned_extra(values: np.ndarray, dtype) -> np.ndarray:
     return read_only_copy(array)[: len(values)]
 
 
-def check_size(n: int, m: int, shape_arrays: int = MAX_SHAPE_ARRAYS, point_arrays: int = 2) -> None:
-    """Reject sizes that are not positive or whose arrays would not fit in memory."""
+#: A command's peak memory for each element of a scene's shape and of its point arrays: 3 to 5
+#: float32 copies (the float64 draws, the column, its read-only aligned copy, the workers'
+#: copy, query's index).  Counting 4 bytes an element (the arrays alone) let `run -n 268435456`
+#: through, to fail with MemoryError.  Measured at commit 4ea0e1d (a process tree's summed Pss
+#: sampled every 20 ms; `/usr/bin/time -v`'s Maximum resident set size agrees within 10 %),
+#: from two sizes each, per shape of the sector family's 8 arrays and per point of its 2:
+#:   run -n 2e6|4e6|8e6 -m 2 --repeat 1 --flags -O2 --kernels basic       68 B a shape (446, 583, 851 MB)
+#:   run -n 1 -m 4e6|8e6 --repeat 1 --flags -O2 --kernels basic           20 B a point (393, 471 MB)
+#:   run --scene triangles -n 2e6|4e6 -m 2 ... --kernels orient           50 B a triangle, 6 arrays (392, 493 MB)
+#:   query --scene uniform -n 2e6|4e6 -m 10 --out q.npz                  105 B a shape (301, 511 MB)
+#:   query --scene uniform -n 10 -m 5e6|1e7 --out q.npz                   37 B a point (262, 448 MB)
+#: so at most 14 B a shape array's element (112 B a sector) and 20 B a point array's (40 B a
+#: point), with PEAK_BASE_BYTES beside (run -n 1e6 -m 2: 328 MB, of which 68 MB the sectors).
+PEAK_BYTES_PER_SHAPE_ELEMENT = 14
+PEAK_BYTES_PER_POINT_ELEMENT = 20
+PEAK_BASE_BYTES = 300 * 2**20
+
+
+def check_size(
+    n: int, m: int, shape_arrays: int = MAX_SHAPE_ARRAYS, point_arrays: int = 2, extra_bytes: int = 0
+) -> None:
+    """Reject sizes that are not positive or whose command would not fit in memory: its peak
+    (PEAK_BYTES_PER_SHAPE_ELEMENT and _POINT_, and `extra_bytes` for the family's extra arrays, e.g. polygon
+    vertices) within half the machine's memory and within this process's address-space limit
+    (`ulimit -v`)."""
     if n <= 0 or m <= 0:
         raise SectorbenchError(f"-n/--shapes and -m/--points must be positive (got N={n}, M={m})")
     if m > MAX_POINTS:
         raise SectorbenchError(f"--points is at most {MAX_POINTS} (2^28) per scene (got M={m})")
-    needed = 4 * (shape_arrays * padded_length(n) + point_arrays * padded_length(m))
+    needed = (
+        PEAK_BASE_BYTES
+        + PEAK_BYTES_PER_SHAPE_ELEMENT * shape_arrays * padded_length(n)
+        + PEAK_BYTES_PER_POINT_ELEMENT * point_arrays * padded_length(m)
+        + extra_bytes
+    )
     available = physical_memory_bytes()
     if available and needed > available // 2:
         raise SectorbenchError(
-            f"a scene of N={n} x M={m} needs {needed / 2**30:.1f} GiB of arrays, "
-            f"more than half of this machine's {available / 2**30:.1f} GiB"
+            f"a scene of N={n:,} x M={m:,} needs about {needed / 2**30:.1f} GiB of memory at its peak, "
+            f"more than half of this machine's {available / 2**30:.1f} GiB: use a smaller -n/-m"
         )
+    limit = address_space_limit()
+    if limit is not None and needed > limit:
+        raise SectorbenchError(
+            f"a scene of N={n:,} x M={m:,} needs about {needed / 2**30:.1f} GiB of memory at its peak, "
+            f"more than this process may use ({limit / 2**30:.1f} GiB, ulimit -v): use a smaller -n/-m"
+        )
+
+
+def address_space_limit() -> int | None:
+    """This process's address-space limit (RLIMIT_AS, the shell's `ulimit -v`); None: none."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if limit == resource.RLIM_INFINITY else limit
 
 
 def physical_memory_bytes() -> int | None:

@@ -23,7 +23,7 @@ from ..scene_kinds import make_scene
 from . import cases as aabr_cases
 from . import oracle
 from .polygons import ellipse_polygon, pack, random_angles, regular_polygon, unpack
-from .scenes import ALIASES, OPTIONS, SCENES
+from .scenes import ALIASES, OPTIONS, SCENES, scene_cost
 
 #: A kernel row's .contract for kernels that assume a (weakly) convex polygon: verify
 #: judges them only on polygons that are convex exactly in float32.
@@ -76,6 +76,9 @@ class AabrFamily(Family):
 
     def count_cell(self, hits, tests):
         return str(hits)
+
+    def scene_cost(self, kind, n, m, options):
+        return scene_cost(kind, n, options)
 
     def case_parts(self, count):
         return aabr_cases.case_parts(count)

@@ -59,6 +59,31 @@ def regular(n: int, m: int, seed: int, *, coherent: bool = False) -> Scene:
     return _scene("regular", n, m, seed, made, coherent_angles if coherent else random_angles, None, coherent)
 
 
+#: What making a scene's polygons costs, in Python, one polygon at a time: the size and time
+#: checks count it before the scene is made (`run -n 5000000 --scene polygons --vertices 1024`
+#: was let through, to build for hours).  Measured at commit 4ea0e1d on this 2-core machine:
+#: generate("polygons", N, 2, 0, {"vertices": V}) took 199 us a polygon at V = 4 (N = 2e4, 4e4)
+#: and 730 us at V = 1024 (N = 4e3), 1.2 ms in `run -n 50000 -m 1 --vertices 1024` (58 s before its
+#: plan line; 0.9 us a vertex); mixed sizes (V = 0: 195 vertices on average) 404 us;
+#: generate("regular", 1000, 2) 3.1-4.1 ms a polygon.  A process tree's peak Pss (sampled every
+#: 20 ms) of `run --scene polygons --vertices 1024 -n 1000|3000 -m 2 --repeat 1 --flags -O2
+#: --kernels scan`: 116 and 302 MB, 91 B a vertex.
+POLYGON_S, VERTEX_S = 200e-6, 0.9e-6
+MIXED_POLYGON_S, REGULAR_POLYGON_S = 450e-6, 4.5e-3
+MIXED_VERTICES = 195
+PEAK_BYTES_PER_VERTEX = 96
+
+
+def scene_cost(kind: str, n: int, options) -> tuple[int, float]:
+    """(peak bytes, seconds) of making `kind`'s n polygons, beyond the scene's columns."""
+    vertices = (options.get("vertices") or 0) if kind == "polygons" else 0
+    check_vertices(vertices)  # out of range: said so, not priced
+    if vertices:
+        return PEAK_BYTES_PER_VERTEX * n * vertices, n * (POLYGON_S + vertices * VERTEX_S)
+    each_s = MIXED_POLYGON_S if kind == "polygons" else REGULAR_POLYGON_S
+    return PEAK_BYTES_PER_VERTEX * n * MIXED_VERTICES, n * each_s
+
+
 SCENES = {"polygons": polygons, "regular": regular}
 OPTIONS = (
     SceneOption("vertices", int, f"Vertices of every polygon, {FEWEST} to {MOST}; 0: mixed (polygons scenes)"),
