@@ -23,6 +23,10 @@ from ..model.cases import EXPECTED_COLUMN, CaseSet, Part, check_input_arrays, is
 from ..model.scenes import SceneArrays
 from ..oracle import exact
 
+#: The most shapes a kernel row's loop may test per load of points: sb_common.h's SB_BLOCK counts
+#: a block's hits in 32 bits, and B x MAX_POINTS (2^28) must stay below 2^32.
+MAX_BLOCK = 8
+
 #: A scene generator: (n shapes, m points, seed, **options) -> Scene; its keyword-only
 #: parameters are the kind's options (scene_kinds.resolved_options).
 SceneGenerator = Callable[..., "object"]
@@ -136,10 +140,18 @@ class Family:
         return None
 
     def check_kernel(self, kernel) -> str | None:
-        """Why a kernel row does not fit this family (unknown arrays), or None."""
+        """Why a kernel row does not fit this family (unknown arrays, a declaration out of range:
+        a --source row's .rounding_bound = -5 had verify FAIL a correct kernel on 707 rows, a
+        NaN .tolerance showed as "tolerance nan rad"), or None."""
         unknown = [name for name in kernel.takes if name not in self.shape_arrays]
         if unknown:
             return f"takes {', '.join(unknown)}, which the {self.name} family has no arrays for"
+        for field in ("rounding_bound", "tolerance"):
+            value = getattr(kernel, field)
+            if not (math.isfinite(value) and value >= 0):
+                return f".{field} = {value:g}: it must be 0 (the family's default) or more"
+        if not 1 <= kernel.block <= MAX_BLOCK:
+            return f"blocking factor {kernel.block}: it must be from 1 to {MAX_BLOCK}"
         return None
 
     def nominal_takes(self) -> tuple[str, ...]:

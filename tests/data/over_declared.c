@@ -23,3 +23,20 @@ static inline void vertex_zero(const aabr_poly *p, float a, float c, float s, in
 }
 AABR_KERNEL(vertex_zero, , "", "scalar", .known_bad = 1, .rounding_bound = 1e30,
             .summary = "test only: vertex 0 for every extreme, bound 1e30");
+
+/* Declarations out of range: a negative bound (verify FAILed a correct kernel on 707 rows under
+ * it), a NaN tolerance, a blocking factor whose block's hits overflow the 32-bit count. */
+#define DECLARES_BADLY(name)                                                                             \
+    static inline int name(float cx, float cy, float ux, float uy, float r, float theta, float px, float py) { \
+        const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy;                                   \
+        return s < r * r && dx * ux + dy * uy > sqrtf(s) * cosf(theta);                                  \
+    }
+DECLARES_BADLY(declares_negative_bound)
+DECLARES_BADLY(declares_nan_tolerance)
+DECLARES_BADLY(declares_block_16)
+SB_KERNEL(declares_negative_bound, SCALAR, 1, (cx, cy, ux, uy, r, theta), .family = "sector", .known_bad = 1,
+          .rounding_bound = -5, .summary = "test only: rounding bound -5");
+SB_KERNEL(declares_nan_tolerance, SCALAR, 1, (cx, cy, ux, uy, r, theta), .family = "sector", .known_bad = 1,
+          .tolerance = 0.0 / 0.0, .summary = "test only: tolerance NaN");
+SB_KERNEL(declares_block_16, SCALAR, 16, (cx, cy, ux, uy, r, theta), .family = "sector", .known_bad = 1,
+          .summary = "test only: blocking factor 16");
