@@ -239,6 +239,9 @@ ROWS = (
         ("compare", *TINY, "--preset", "nope"),
         ("compare", *TINY, "--cc", "no-such-cc-1", "--cc", "no-such-cc-2"),
         ("compare", *TINY, "--quick", "--repeat", "0"),
+        # every row it names would be skipped: nothing to time (it exited 0, a table of skips)
+        ("run", *TINY, "--kernels", "sse2", "--disable-isa", "sse2", "--json", "skipped.json"),
+        ("compare", *TINY, "--flags", "-O1", "--kernels", "sse2,sse2_nosqrt", "--disable-isa", "sse2"),
         # verify
         ("verify", "--seed", "-1"),
         ("verify", "--seed", "1.5"),

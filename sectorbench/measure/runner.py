@@ -346,6 +346,9 @@ def _measure(
                                 _series(session, kernel, mode, threads, config.timing, noop),
                             )
 
+    if plan and not series:  # every row would be skipped: a table of nothing measured, exit 0, as verify refuses
+        why = (f"{k.name} [{s.config.label}]: {k.skip_reason or _missing_mode(k, mode)}" for s, k, mode, _ in plan)
+        raise SectorbenchError(f"no kernel could be timed: {'; '.join(dict.fromkeys(why))}")
     noops = {key for key in series if key[1] not in {kernel.name for _, kernel, _, _ in plan}}
     # A broadphase row's own model: its cost grows with the shapes and points it indexes, not N x M.
     indexed = {(s.config, k.name, m, t) for s, k, m, t in plan if k.noop_reason is not None}
