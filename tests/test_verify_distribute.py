@@ -64,7 +64,7 @@ def test_two_processes_give_the_serial_result(serial):
 
 def test_a_dask_cluster_gives_the_serial_result(serial):
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
         clustered = verify(dataclasses.replace(CONFIG, scheduler=cluster.scheduler_address, jobs=None))
     assert without_env(clustered) == without_env(serial)
     workers = clustered.env["workers"]
@@ -82,7 +82,7 @@ def test_workers_whose_cpu_features_differ_are_refused():
         n_workers=1,
         threads_per_worker=1,
         processes=True,
-        dashboard_address=None,
+        dashboard_address=":0",
         env={"SECTORBENCH_DISABLE_ISA": "avx2"},
     ) as cluster:
         with pytest.raises(SectorbenchError, match="no worker of the Dask cluster .* lacks avx2"):
@@ -213,7 +213,7 @@ def test_dask_workers_compile_the_headers_beside_the_source(tmp_path):
     )
     local = verify(config)
     assert not local.passed and local.kernels[0].mismatches["logic-bug"] > 0
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
         clustered = verify(dataclasses.replace(config, scheduler=cluster.scheduler_address, jobs=None))
     assert sum(w["batches"] for w in clustered.env["workers"].values()) >= 2  # judged on the cluster
     assert without_env(clustered) == without_env(local)
@@ -342,7 +342,7 @@ def test_a_pool_process_starts_with_the_ending_signals_blocked():
 def scheduler():
     """A scheduler with no workers of its own: a test starts the ones it needs (outside_worker)."""
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=0, processes=True, dashboard_address=None) as cluster:
+    with distributed.LocalCluster(n_workers=0, processes=True, dashboard_address=":0") as cluster:
         yield cluster
 
 
