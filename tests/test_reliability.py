@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -28,6 +29,7 @@ from conftest import DATA
 from sectorbench.cli import main
 from sectorbench.errors import SectorbenchError
 from sectorbench.model.results import load
+from sectorbench.model.scenes import physical_memory_bytes
 from sectorbench.native import build as build_module
 from sectorbench.native.build import BuildConfig, BuildError, build
 from sectorbench.native.compiler_flags import refused
@@ -280,6 +282,20 @@ def fake_compiler(tmp_path: Path, body: str) -> Path:
     script.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "fakecc 1.0"; exit 0; fi\n{body}\n')
     script.chmod(0o755)
     return script
+
+
+def test_a_compiler_may_take_at_most_half_the_machines_memory(tmp_path):
+    """A --source file that included /dev/zero had cc1 take 4.2 GB before a ulimit stopped it,
+    and nothing of ours would have: every compiler runs under `ulimit -v` of half the memory
+    (or this process's own limit, where that is lower)."""
+    limits = tmp_path / "limits"
+    cc = fake_compiler(tmp_path, f'ulimit -v >> {limits}; exec cc "$@"')
+    build(BuildConfig.parse("-O0", cc=str(cc)), tmp_path / "cache")
+    expected_kib = physical_memory_bytes() // 2 // 1024
+    own = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if own != resource.RLIM_INFINITY:
+        expected_kib = min(expected_kib, own // 1024)
+    assert set(limits.read_text().split()) == {str(expected_kib)}
 
 
 def test_the_compiler_runs_in_a_private_directory_that_is_removed(tmp_path, monkeypatch):

@@ -842,7 +842,7 @@ def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig
                 try:
                     with open(log, "wb") as stream, signals_held():  # it is in `running` before any signal acts
                         process = subprocess.Popen(
-                            command,
+                            memory_capped(command),
                             cwd=private,
                             env=env,
                             stdin=subprocess.DEVNULL,
@@ -899,7 +899,21 @@ def run_compiler(
 ) -> subprocess.CompletedProcess:
     """One short compiler call (its version, a preprocessing, a probe of -march=native), output
     captured as text, in its own session like a build's compilers (interrupts.run_in_own_session)."""
-    return run_in_own_session(command, timeout, cwd, env)
+    return run_in_own_session(memory_capped(command), timeout, cwd, env)
+
+
+def memory_capped(command: list[str]) -> list[str]:
+    """The compiler command run with its address space capped at half the machine's memory
+    (`ulimit -v` in a shell that then execs it; where this process's own limit is lower, that
+    one stands).  A --source file that included /dev/zero had cc1 take memory until something
+    stopped it (4.2 GB when a ulimit did, then "cc1: out of memory"): on a shared CI runner,
+    the machine."""
+    from ..model.scenes import physical_memory_bytes
+
+    memory = physical_memory_bytes()
+    if not memory:
+        return command
+    return ["/bin/sh", "-c", f'ulimit -v {memory // 2 // 1024} 2>/dev/null; exec "$@"', "sh", *command]
 
 
 #: The suffix of a private build directory in the cache.
