@@ -11,7 +11,6 @@ import contextlib
 import io
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -29,7 +28,7 @@ from conftest import DATA
 from sectorbench.cli import main
 from sectorbench.errors import SectorbenchError
 from sectorbench.model.results import load
-from sectorbench.model.scenes import physical_memory_bytes
+from sectorbench.model.scenes import address_space_limit, physical_memory_bytes
 from sectorbench.native import build as build_module
 from sectorbench.native.build import BuildConfig, BuildError, build
 from sectorbench.native.compiler_flags import refused
@@ -292,8 +291,7 @@ def test_a_compiler_may_take_at_most_half_the_machines_memory(tmp_path):
     cc = fake_compiler(tmp_path, f'ulimit -v >> {limits}; exec cc "$@"')
     build(BuildConfig.parse("-O0", cc=str(cc)), tmp_path / "cache")
     expected_kib = physical_memory_bytes() // 2 // 1024
-    own = resource.getrlimit(resource.RLIMIT_AS)[0]
-    if own != resource.RLIM_INFINITY:
+    if (own := address_space_limit()) is not None:
         expected_kib = min(expected_kib, own // 1024)
     assert set(limits.read_text().split()) == {str(expected_kib)}
 

@@ -5,7 +5,6 @@ The misbehaving kernels are real C (tests/data/unruly_kernels.c), run in real wo
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import json
 import os
@@ -24,7 +23,7 @@ from conftest import DATA, rendered
 
 from sectorbench.check.verify import VerifyConfig, verify
 from sectorbench.families.scene_kinds import generate
-from sectorbench.measure import forkserver, messages
+from sectorbench.measure import forkserver, messages, server
 from sectorbench.measure.messages import LoopRef
 from sectorbench.measure.runner import RunConfig, run
 from sectorbench.measure.timing import TimingConfig
@@ -119,7 +118,7 @@ def test_a_printing_kernel_is_measured_and_its_output_is_in_its_row(unruly_build
     chatty = rows["chatty"]
     assert chatty.status == "ok" and rows["naive"].status == "ok"
     assert chatty.hits == rows["naive"].hits != 7  # its JSON-looking lines were never a reply
-    note = next(w for w in chatty.warnings if w.startswith("printed "))
+    note = printed(chatty)
     assert "debug: call 1" in note
     assert not any(w.startswith("printed ") for w in rows["naive"].warnings)
     # The constructor's lines are the build's, recorded with it.
@@ -267,13 +266,7 @@ def test_a_kernel_cannot_signal_a_process_beyond_its_worker(changers_build, stra
     assert rows["signals_strangers"].hits == rows["basic"].hits
 
 
-def landlock_abi() -> int:
-    """This kernel's Landlock ABI version, or 0 where it has none (or has it disabled)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    return max(0, libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
-
-
-@pytest.mark.skipif(not landlock_abi(), reason="no Landlock in this kernel: a worker can write files here")
+@pytest.mark.skipif(not server.landlock_abi(), reason="no Landlock in this kernel: a worker can write files here")
 def test_a_kernel_can_create_change_or_remove_no_file(changers_build, tmp_path, monkeypatch):
     """A kernel removed the run's scratch scene (every row crashed), rewrote verify's scene under
     the other kernels (correct ones FAILed), took the --json path before the run, replaced the
@@ -351,7 +344,7 @@ def test_a_kernel_that_changes_the_fork_server_reaches_no_later_worker(changers_
     # A retired fork server exits after its last worker; whether it has ended cannot be checked
     # here: under pytest -n, workers of this process's other tests (module fixtures) were forked
     # from the server this test retires and keep it alive, as they should.
-    assert [server for server in forkserver._retired if all(server is not old for old in retired_before)]
+    assert [retired for retired in forkserver._retired if all(retired is not old for old in retired_before)]
 
 
 @pytest.fixture(scope="module")
@@ -803,8 +796,8 @@ def test_a_killed_fork_server_takes_its_workers_and_the_next_worker_gets_a_new_o
 
     with Worker(o2_library) as worker:
         worker.describe()
-        server = forkserver.fork_server({})
-        os.kill(server._process.pid, signal.SIGKILL)
+        killed = forkserver.fork_server({})
+        os.kill(killed._process.pid, signal.SIGKILL)
         deadline = time.monotonic() + PATIENCE_S
         while _alive(worker._process.pid) and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -812,7 +805,7 @@ def test_a_killed_fork_server_takes_its_workers_and_the_next_worker_gets_a_new_o
             worker.describe()
     with Worker(o2_library) as worker:
         assert worker.describe()[0]
-    assert forkserver.fork_server({}) is not server
+    assert forkserver.fork_server({}) is not killed
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")

@@ -174,6 +174,13 @@ class _LandlockPathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
+def landlock_abi() -> int:
+    """This kernel's Landlock ABI version; 0 where it has none, or has it disabled."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    version = ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION)
+    return max(0, libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), version))
+
+
 def refuse_file_writes() -> str | None:
     """Let the kernels run in this process (and every process they start) create, change or
     remove no file but /dev/null (Landlock; reading is unchanged, and so are the descriptors
@@ -183,12 +190,11 @@ def refuse_file_writes() -> str | None:
     could, replaced the build cache's libraries with its own (later runs without --source loaded
     it), and wrote into the run's memory or terminal through /proc/PID/mem and /proc/PID/fd/1.
     Returns why not where it is not (a kernel without Landlock, or with it disabled)."""
+    abi = landlock_abi()
+    if not abi:
+        return "no Landlock in this kernel"
     libc = ctypes.CDLL(None, use_errno=True)
     syscall = libc.syscall
-    version = ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION)
-    abi = syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), version)
-    if abi < 1:
-        return f"Landlock: {os.strerror(ctypes.get_errno())}"
     truncate = LANDLOCK_TRUNCATE if abi >= 3 else 0
     handled = _LandlockRuleset(LANDLOCK_WRITES | (LANDLOCK_REFER if abi >= 2 else 0) | truncate)
     ruleset = syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(handled), ctypes.c_size_t(ctypes.sizeof(handled)), 0)
