@@ -389,8 +389,13 @@ def test_a_base_that_does_not_compile_names_its_side(user_repo):
     source.write_text(USER_KERNEL)
     result = invoke("run", *SMALL, "--source", str(source), "--kernels", "mine", "--against", "HEAD")
     assert result.exit_code == 2, result.output
-    first = result.output.strip().splitlines()[0]
+    lines = result.output.strip().splitlines()
+    first = lines[0]
     assert "the base side (HEAD (" in first and "compiling with '-O2' failed" in first, first
+    # the compiler's messages quoted under the line, as a head build error's are (they were
+    # once on the one line, each newline shown as \n)
+    assert "\\n" not in first and "failed: " in first and "mine.c:" in first, first
+    assert len(lines) > 1 and all(line.startswith("  ") for line in lines[1:]), lines
 
 
 def test_an_unknown_ref_in_a_shallow_clone_says_to_fetch_the_history(user_repo, tmp_path, monkeypatch):

@@ -142,13 +142,16 @@ def gate_revision(config, baseline, current, gate_config, confirm: bool, metric:
 def _build_base(ab) -> None:
     """Build the base side first (cached: the run loads these same libraries), so that its
     compile error names the side: the compiler's message alone reads as the working tree's."""
-    from ..native.build import build
+    from ..native.build import BuildError, build
 
     for config in ab.base_builds:
         try:
             build(config)
         except SectorbenchError as exc:
-            raise SectorbenchError(f"the base side ({ab.label}): {exc}") from None
+            # still a BuildError, so the compiler's messages are quoted under the line (as a
+            # plain SectorbenchError they were one line with every newline shown as \n)
+            kind = BuildError if isinstance(exc, BuildError) else SectorbenchError
+            raise kind(f"the base side ({ab.label}): {exc}") from None
 
 
 def run_ab(
