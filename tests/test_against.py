@@ -112,6 +112,30 @@ def test_identical_code_is_built_on_both_sides_and_compared(user_repo, tmp_path)
     assert "confirm:" not in result.output  # --no-confirm: never re-measured
 
 
+def test_headers_beside_the_source_are_taken_at_the_ref_whatever_their_names(tmp_path, monkeypatch):
+    """A header with a space in its name, in a folder with a non-ASCII name: the base side is
+    built with the header as it was at REF (git quoted such names, a split on spaces cut them,
+    and the base failed to compile: "my scale.h: No such file or directory")."""
+    repo = tmp_path / "repo"
+    folder = repo / "k\u00e9"
+    folder.mkdir(parents=True)
+    git(repo, "init", "-q")
+    source = folder / "mine.c"
+    header = folder / "my scale.h"
+    source.write_text(USER_KERNEL.replace('"sb_common.h"', '"sb_common.h"\n#include "my scale.h"').replace(
+        "(s < r2)", "(s < SCALE * r2)"))  # fmt: skip
+    header.write_text("#define SCALE 1.0f\n")
+    commit_all(repo, "wide")
+    header.write_text("#define SCALE 0.5f\n")  # the working tree's kernel is narrower
+    monkeypatch.chdir(repo)
+    out = tmp_path / "ab.json"
+    result = invoke("run", *SMALL, "--source", str(source), "--kernels", "mine", "--against", "HEAD",
+                    "--json", str(out), "--no-confirm")  # fmt: skip
+    assert result.exit_code in (0, 1), result.output
+    sides = rows_by_side(out, "mine")
+    assert sides["base"]["hits"] > sides["head"]["hits"] > 0  # the base read SCALE 1.0f, as committed
+
+
 def test_refusals_are_one_line(user_repo, tmp_path, monkeypatch):
     source = user_repo / "kernels" / "mine.c"
     result = invoke("run", *SMALL, "--source", str(source), "--against", "no-such-ref")

@@ -194,8 +194,11 @@ def against_ref(ref: str, head_builds: tuple[BuildConfig, ...], sources: tuple[P
         # Headers beside it, as they were at REF, so a local #include finds its old self.
         parent = Path(relative).parent
         folder = None if parent == Path(".") else parent.as_posix()
-        listed = _git(["ls-tree", "--name-only", commit, *([folder + "/"] if folder else [])], root)
-        for name in listed.stdout.split() if listed.returncode == 0 else ():
+        # -z: names as they are, NUL-separated; without it git quotes a name with a non-ASCII
+        # byte ("k \303\251/mine.h") and a split on spaces cuts "my header.h" in two, so such
+        # headers were never written and the base side failed to compile ("mine.h: No such file")
+        listed = _git(["ls-tree", "-z", "--name-only", commit, *([folder + "/"] if folder else [])], root)
+        for name in listed.stdout.split("\0") if listed.returncode == 0 else ():
             if name.endswith(".h") and (header := _show(commit, name, root)) is not None:
                 (scratch / "sources" / root.name / name).write_bytes(header)
         base_sources.append(target)
