@@ -136,6 +136,21 @@ def test_headers_beside_the_source_are_taken_at_the_ref_whatever_their_names(tmp
     assert sides["base"]["hits"] > sides["head"]["hits"] > 0  # the base read SCALE 1.0f, as committed
 
 
+def test_a_checkout_whose_path_ends_in_a_space(user_repo, tmp_path, monkeypatch):
+    """git prints the top of the work tree and a newline: only the newline is taken off (the
+    trailing space went too, and every git command ran in a folder that does not exist, said
+    as "--against needs git, which is not installed")."""
+    moved = tmp_path / "repo "
+    user_repo.rename(moved)
+    monkeypatch.chdir(moved)
+    out = tmp_path / "ab.json"
+    result = invoke("run", *SMALL, "--source", str(moved / "kernels" / "mine.c"), "--kernels", "mine",
+                    "--against", "HEAD~1", "--json", str(out), "--no-confirm")  # fmt: skip
+    assert result.exit_code in (0, 1), result.output
+    sides = rows_by_side(out, "mine")
+    assert sides["base"]["hits"] > sides["head"]["hits"] > 0
+
+
 def test_refusals_are_one_line(user_repo, tmp_path, monkeypatch):
     source = user_repo / "kernels" / "mine.c"
     result = invoke("run", *SMALL, "--source", str(source), "--against", "no-such-ref")

@@ -47,6 +47,8 @@ def _git(args: list[str], cwd: Path, binary: bool = False) -> subprocess.Complet
             ["git", *args], cwd=cwd, capture_output=True, text=not binary, timeout=GIT_TIMEOUT_S, check=False
         )
     except FileNotFoundError:
+        if not Path(cwd).is_dir():  # subprocess says the same when the folder to run in is gone
+            raise SectorbenchError(f"--against: {cwd} is not a folder (git was to run there)") from None
         raise SectorbenchError("--against needs git, which is not installed") from None
     except subprocess.TimeoutExpired:
         raise SectorbenchError(f"git {' '.join(args)} took over {GIT_TIMEOUT_S} s in {cwd}") from None
@@ -55,7 +57,9 @@ def _git(args: list[str], cwd: Path, binary: bool = False) -> subprocess.Complet
 def repository_root(path: Path) -> Path | None:
     """The top of the git work tree holding `path` (a folder), or None."""
     done = _git(["rev-parse", "--show-toplevel"], path)
-    return Path(done.stdout.strip()) if done.returncode == 0 else None
+    # only git's newline taken off: a checkout at "/tmp/my repo " keeps its trailing space (strip()
+    # made it a folder that does not exist, and every git command then "needed git")
+    return Path(done.stdout.removesuffix("\n")) if done.returncode == 0 else None
 
 
 def resolve(ref: str, root: Path) -> str:
