@@ -322,6 +322,24 @@ def test_different_build_names_the_compiler_flags_and_count():
         gate(base, current, GateConfig())
 
 
+def test_same_build_with_nothing_in_common_names_what_differs_not_across_builds():
+    """Two runs of one build that share no kernel (or no mode) are refused saying so: the line
+    was "BASELINE is -O2, CURRENT -O2 (two builds: regress --across-builds ...)", advice that
+    cannot help, given even to a regress that had --across-builds."""
+    scalar = {name: KERNELS[name] for name in ("naive", "precomputed")}
+    simd = {name: KERNELS[name] for name in ("sse2", "avx2")}
+    with pytest.raises(IncompatibleResults) as refused:
+        gate(make_run(41, kernels=scalar), make_run(42, kernels=simd), GateConfig())
+    said = str(refused.value)
+    assert said == "no row in common: both -O2, but BASELINE has kernels naive, precomputed and CURRENT avx2, sse2"
+    with pytest.raises(IncompatibleResults) as refused:
+        gate(make_run(43, mode="inline"), make_run(44, mode="call"), GateConfig())
+    assert "both -O2, but BASELINE has modes inline and CURRENT call" in str(refused.value)
+    empty = dataclasses.replace(make_run(45), results=[])
+    with pytest.raises(IncompatibleResults, match=r"^no row in common: CURRENT has no rows$"):
+        gate(make_run(46), empty, GateConfig())
+
+
 # ------------------------------------------------------------ warnings, new kernels
 
 

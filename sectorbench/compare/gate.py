@@ -448,6 +448,37 @@ def _samples(
         raise IncompatibleResults(f"{label} in {side}: unusable samples ({exc})") from None
 
 
+#: At most this many kernel names of a side are listed when two results share no row.
+LISTED_KERNELS = 6
+
+
+def _nothing_in_common(base_rows: dict, cur_rows: dict, show_cc: bool) -> str:
+    """Why two results share no row: another build (what --across-builds is for), or, with the
+    same builds, other kernels, modes or thread counts (for which it is not: it was advised
+    whatever the reason, even to a regress that had given it, as "BASELINE is -O2, CURRENT -O2")."""
+    if not cur_rows:
+        return f"{_CURRENT} has no rows"
+    builds = [
+        ", ".join(sorted({build_label(key.cc, key.flags, show_cc) for key in rows})) for rows in (base_rows, cur_rows)
+    ]
+    if builds[0] != builds[1]:
+        return (
+            f"{_BASE} is {builds[0]}, {_CURRENT} {builds[1]} "
+            "(two builds: regress --across-builds pairs their rows by kernel)"
+        )
+
+    def listed(values) -> str:
+        names = sorted({str(value) for value in values})
+        more = f" and {len(names) - LISTED_KERNELS} more" if len(names) > LISTED_KERNELS else ""
+        return ", ".join(names[:LISTED_KERNELS]) + more
+
+    for what, part in (("kernels", lambda k: k.kernel), ("modes", lambda k: k.mode), ("threads", lambda k: k.threads)):
+        base, cur = {part(k) for k in base_rows}, {part(k) for k in cur_rows}
+        if not base & cur:
+            return f"both {builds[0]}, but {_BASE} has {what} {listed(base)} and {_CURRENT} {listed(cur)}"
+    return f"both {builds[0]}, but no kernel, mode and thread count in both"
+
+
 def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfig()) -> GateReport:
     """Compare `current` with `baseline`, row by row; see the module docstring.
 
@@ -463,14 +494,7 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
     if base_rows and not any(key in cur_rows for key, row in base_rows.items() if row.status == "ok"):
         # No row in common: these are not two runs of one benchmark (another build or scene
         # setup, e.g. -O2 against -O3 without --across-builds), not a run that lost kernels.
-        builds = [
-            ", ".join(sorted({build_label(key.cc, key.flags, show_cc) for key in rows})) or "no row"
-            for rows in (base_rows, cur_rows)
-        ]
-        raise IncompatibleResults(
-            f"no row in common: {_BASE} is {builds[0]}, {_CURRENT} {builds[1]} "
-            "(two builds: regress --across-builds pairs their rows by kernel)"
-        )
+        raise IncompatibleResults(f"no row in common: {_nothing_in_common(base_rows, cur_rows, show_cc)}")
 
     rows: list[GateRow] = []
     failures: list[GateFailure] = []
