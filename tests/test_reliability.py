@@ -359,6 +359,14 @@ SHAPES = {
     "tests 0": lambda d: d["results"][0].update(tests=0),
     "threads 0": lambda d: d["results"][0].update(threads=0),
     "instructions NaN": lambda d: d["results"][0].update(instructions_per_test=float("nan")),
+    # counts below 0: -5 was gated as an improvement (ratio -0.000) and exported to Bencher
+    "instructions negative": lambda d: d["results"][0].update(
+        instructions=-5, overhead_instructions=0, instructions_tests=4
+    ),
+    "instructions over 0 tests": lambda d: d["results"][0].update(
+        instructions=50, overhead_instructions=10, instructions_tests=0
+    ),
+    "counted instructions negative": lambda d: d["results"][0].update(instructions_per_test=-1.0),
     "cores a string": lambda d: d["env"]["machine"]["cpu"].update(logical_cores="two"),
     "clock infinite": lambda d: d["env"]["machine"]["cpu"].update(measured_mhz=float("inf")),
     "side unknown": lambda d: d["results"][0].update(side="middle"),

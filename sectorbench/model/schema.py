@@ -35,7 +35,10 @@ MIN_TIME_S = 1e-15
 #: The longest: 30 years (1e300 s passed every check and overflowed the exports' ns).
 MAX_TIME_S = 1e9
 #: Counts that are at least 1 when present (a pass of 0 tests; -5 tests gave negative ns a test).
-AT_LEAST_ONE = ("tests", "threads")
+AT_LEAST_ONE = ("tests", "threads", "instructions_tests")
+#: Instruction counts, never below 0 when present: a count of -5 was gated as an improvement
+#: (ratio -0.000) and exported to Bencher as -1.25e-06 instructions a test.
+NOT_NEGATIVE = ("instructions", "overhead_instructions", "instructions_per_test")
 #: The values a row's side may have (None outside an A/B run): another would drop the row
 #: unseen when an A/B run's head rows are taken (results.head_rows).
 SIDES = (None, "base", "head")
@@ -138,6 +141,8 @@ def _check_numbers(name: str, value, place: str) -> None:
                 raise SectorbenchError(f"{place}[{i}] is {_describe(item)}, not a finite number")
     if name in AT_LEAST_ONE and _is_number(value) and value < 1:
         raise SectorbenchError(f"{place} is {_describe(value)}, not at least 1")
+    if name in NOT_NEGATIVE and _is_number(value) and value < 0:
+        raise SectorbenchError(f"{place} is {_describe(value)}, not a count (0 or more)")
     if name == "side" and value not in SIDES:
         raise SectorbenchError(f"{place} is {_describe(value)}, not null, 'base' or 'head'")
     if name == "status" and value not in STATUSES:
