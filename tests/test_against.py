@@ -173,6 +173,25 @@ def test_refusals_are_one_line(user_repo, tmp_path, monkeypatch):
     assert_one_line_error(result, "--repeat 3: 3 rounds a side cannot reach alpha = 0.01", "--repeat 5 would")
 
 
+def test_normalize_by_a_kernel_not_timed_is_refused_before_timing(tmp_path, monkeypatch):
+    """--normalize KERNEL names a kernel neither side times: refused once the kernels are known,
+    before the rounds, as run --baseline refuses it (it was refused by the gate, after timing)."""
+    monkeypatch.chdir(tmp_path)
+    old, new = tmp_path / "old.c", tmp_path / "new.c"
+    old.write_text(USER_KERNEL)
+    new.write_text(USER_KERNEL.replace(*NARROWER))
+    for absent in ("sse2", "no_such_kernel"):
+        result = invoke("run", *SMALL, "--source", str(new), "--against-source", str(old), "--kernels", "mine",
+                        "--normalize", absent)  # fmt: skip
+        assert result.exit_code == 2, result.output
+        assert "plan:" not in result.output and "regression gate" not in result.output, result.output
+        last = result.output.strip().splitlines()[-1]
+        assert last == (
+            f"sectorbench: error: cannot normalize by {absent}: no {absent} [-O2, inline] on the base side "
+            "(--kernels must name it)"
+        ), last
+
+
 def test_a_source_absent_at_ref_is_new_and_nothing_in_common_is_refused(user_repo):
     newer = user_repo / "kernels" / "newer.c"
     newer.write_text(USER_KERNEL.replace("mine", "newer"))

@@ -181,7 +181,7 @@ def run_ab(
             note(line)
         _build_base(ab)
         config = replace(config, builds=ab.head_builds, base_builds=ab.base_builds)
-        result = with_metric(config, metric, lambda: measure(config, against_label=ab.label))
+        result = with_metric(config, metric, lambda: measure(config, gate_config=gate_config, against_label=ab.label))
         result = replace(result, config={**result.config, "against": ab.label})
         console = stdout()
         console.print(fit(run_table(with_sides(result)), console.width, RUN_DROP))

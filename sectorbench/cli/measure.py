@@ -349,7 +349,7 @@ def measure(config: RunConfig, baseline=None, gate_config=None, against_label=No
         if config.base_builds:
             from ..compare.against import check_common
 
-            check_common(plan.rows, plan.sides, against_label)
+            check_common(plan.rows, plan.sides, against_label, gate_config.normalize if gate_config else None)
         note(plan.describe())
 
     with Reporter() as progress:

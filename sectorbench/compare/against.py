@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import SectorbenchError
-from ..model.results import BASE_SIDE, HEAD_SIDE, RowKey, RunResult
+from ..model.results import BASE_SIDE, HEAD_SIDE, RowKey, RunResult, shows_cc
 from ..native.build import ABI_HEADER, FAMILY_ABI, HARNESS_DIR, KERNELS_DIR, BuildConfig
-from .gate import GateReport
+from .gate import OVERHEAD, GateReport, row_label
 
 #: What marks a git checkout as sectorbench's own: its kernels' ABI header.
 CHECKOUT_MARK = Path("kernels_c") / HARNESS_DIR.name / ABI_HEADER.name
@@ -232,12 +232,27 @@ def against_source(old: Path, head_builds: tuple[BuildConfig, ...], sources: tup
     return Against(str(old), bases, tuple(head_builds))
 
 
-def check_common(rows: tuple[tuple, ...], sides: tuple[str | None, ...], label: str) -> None:
-    """Before timing: refuse an A/B run whose two sides share no kernel."""
+def check_common(
+    rows: tuple[RowKey, ...], sides: tuple[str | None, ...], label: str, normalize: str | None = None
+) -> None:
+    """Before timing: refuse an A/B run whose two sides share no kernel, or whose --normalize
+    KERNEL is not timed beside every pair on both sides (as check_rows refuses it for
+    --baseline; the gate refused it only after every round was timed)."""
     base = {row for row, side in zip(rows, sides) if side == BASE_SIDE}
     head = {row for row, side in zip(rows, sides) if side == HEAD_SIDE}
     if not base & head:
         raise SectorbenchError(f"--against {label}: no kernel in common between the base and the working tree")
+    if normalize in (None, OVERHEAD):
+        return
+    show_cc = shows_cc(rows)
+    for key in sorted(base & head, key=lambda k: (k.cc, k.flags, k.mode, k.threads, k.kernel)):
+        reference = key.with_kernel(normalize)
+        for side, timed in ((BASE_SIDE, base), (HEAD_SIDE, head)):
+            if reference not in timed:
+                raise SectorbenchError(
+                    f"cannot normalize by {normalize}: no {row_label(reference, show_cc)} on the {side} side "
+                    "(--kernels must name it)"
+                )
 
 
 def split(result: RunResult) -> tuple[RunResult, RunResult]:
