@@ -340,6 +340,26 @@ def test_same_build_with_nothing_in_common_names_what_differs_not_across_builds(
         gate(make_run(46), empty, GateConfig())
 
 
+def test_hundreds_of_rounds_a_side_are_gated_not_an_overflow(tmp_path):
+    """--repeat goes to 1000: from about 515 rounds a side C(n + m, n) is past a float, and the
+    power check's 1.0 / C raised OverflowError (run --against --repeat 600: "internal error")."""
+    from click.testing import CliRunner
+
+    from sectorbench.cli import main
+    from sectorbench.compare.gate import check_ab_rounds, check_power
+
+    check_ab_rounds(1000, 0.01)
+    base, current = make_run(51, n=600), make_run(52, n=600)
+    check_power(base, 600, 0.01)
+    paths = []
+    for name, run in (("base.json", base), ("current.json", current)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(run.to_dict()))
+    result = CliRunner().invoke(main, ["regress", *map(str, paths)])
+    assert result.exit_code == 0, result.output
+    assert "0 regression(s)" in result.output
+
+
 # ------------------------------------------------------------ warnings, new kernels
 
 
