@@ -438,6 +438,26 @@ def test_a_kernel_removed_in_the_head_is_listed_and_fails_the_gate(tmp_path, mon
     assert "New in head (not compared):\n\n- renamed [-O2, inline]" in text
 
 
+def test_a_head_whose_every_row_crashed_is_the_gates_failure_with_exports_asked(tmp_path, monkeypatch):
+    """--export with a head that ran no row: the gate still decides (exit 1, the crash named,
+    its Markdown written) and the export is left unwritten, said in one line; "nothing to
+    export" (exit 2) came first, and neither the gate nor its Markdown followed."""
+    monkeypatch.chdir(tmp_path)
+    old, new = tmp_path / "old.c", tmp_path / "new.c"
+    old.write_text(USER_KERNEL)
+    new.write_text(
+        "#include <signal.h>\n" + USER_KERNEL.replace("    const float dx", "    raise(SIGSEGV);\n    const float dx")
+    )
+    markdown, bmf = tmp_path / "gate.md", tmp_path / "head.bmf.json"
+    result = invoke("run", *SMALL, "--source", str(new), "--against-source", str(old), "--kernels", "mine",
+                    "--markdown", str(markdown), "--export", f"bmf={bmf}", "--no-confirm")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "1 failure(s): mine [-O2, inline] crashed" in result.output
+    assert markdown.read_text().startswith("1 failure, ")
+    assert not bmf.exists() and f"not saved {bmf} (bmf): no row ran" in result.output
+    assert not list(tmp_path.glob("rescued-results-*"))
+
+
 def test_a_base_that_does_not_compile_names_its_side(user_repo):
     """The ref's source does not compile, the working tree's does: the error says it is the base
     side's (it once read "compiling with '-O2' failed:" alone, as if the working tree's)."""

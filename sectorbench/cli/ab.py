@@ -188,7 +188,7 @@ def run_ab(
         print_instructions(result, metric, gated=True)
         write_json(result, json_path, force, save)
         base, head = split(result)
-        write_exports(head, exports, force)
+        write_exports(head, exports, force, gated=True)
         revise = gate_revision(config, base, head, gate_config, confirm, metric, ab.label)
         run_gate(
             base,

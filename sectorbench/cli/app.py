@@ -438,11 +438,20 @@ def run_gate(
     click.get_current_context().exit(report.exit_code)
 
 
-def write_exports(result, exports, force: bool) -> None:
+def write_exports(result, exports, force: bool, gated: bool = False) -> None:
     """Each --export FORMAT=PATH, atomically (its path was checked before the run); one that
-    fails leaves the results in a rescue file, from which `export` makes it again."""
-    from ..compare.export import render
+    fails leaves the results in a rescue file, from which `export` makes it again.
 
+    gated: a gate follows.  When no row ran (each crashed, timed out or was skipped) there is
+    nothing to export, and the gate fails on exactly that, naming the rows: the exports are
+    then left unwritten with one line each, and the gate decides (its "nothing to export",
+    exit 2, came first and the gate, its exit 1 and its Markdown never did)."""
+    from ..compare.export import exported_rows, render
+
+    if gated and not exported_rows(result):
+        for fmt, path in exports:
+            note(f"not saved {shown_path(path)} ({fmt}): no row ran, nothing to export; the gate says why")
+        return
     for fmt, path in exports:
         with rescuing(result_json(result), path):
             note(f"saved {shown_path(write_text_atomic(path, render(result, fmt), overwrite=force))} ({fmt})")

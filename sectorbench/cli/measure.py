@@ -274,7 +274,7 @@ def run_command(
     console.print(fit(run_table(result), console.width, RUN_DROP, whole_lines=True))
     print_instructions(result, metric, gated=baseline_result is not None)
     write_json(result, json_path, force, save_to_results)
-    write_exports(result, exports, force)
+    write_exports(result, exports, force, gated=baseline_result is not None)
     if baseline_result is not None:
         revise = gate_revision(config, baseline_result, result, gate_config, confirm, metric)
         run_gate(
