@@ -151,6 +151,16 @@ def test_a_checkout_whose_path_ends_in_a_space(user_repo, tmp_path, monkeypatch)
     assert sides["base"]["hits"] > sides["head"]["hits"] > 0
 
 
+def test_a_repository_git_will_not_read_is_said_in_gits_words(user_repo):
+    """A repository git refuses (here of a newer format; in a CI container, one owned by another
+    user: "detected dubious ownership ... safe.directory") is not "not in a git checkout (use
+    --against-source OLD.c)", which it was said to be."""
+    git(user_repo, "config", "core.repositoryformatversion", "99")
+    result = invoke("run", *SMALL, "--source", str(user_repo / "kernels" / "mine.c"), "--against", "HEAD")
+    assert_one_line_error(result, "git will not read the repository", "Expected git repo version <= 1, found 99")
+    assert "not in a git checkout" not in result.output
+
+
 def test_refusals_are_one_line(user_repo, tmp_path, monkeypatch):
     source = user_repo / "kernels" / "mine.c"
     result = invoke("run", *SMALL, "--source", str(source), "--against", "no-such-ref")

@@ -57,9 +57,19 @@ def _git(args: list[str], cwd: Path, binary: bool = False) -> subprocess.Complet
 def repository_root(path: Path) -> Path | None:
     """The top of the git work tree holding `path` (a folder), or None."""
     done = _git(["rev-parse", "--show-toplevel"], path)
-    # only git's newline taken off: a checkout at "/tmp/my repo " keeps its trailing space (strip()
-    # made it a folder that does not exist, and every git command then "needed git")
-    return Path(done.stdout.removesuffix("\n")) if done.returncode == 0 else None
+    if done.returncode == 0:
+        # only git's newline taken off: a checkout at "/tmp/my repo " keeps its trailing space
+        # (strip() made it a folder that does not exist, and every git command then "needed git")
+        return Path(done.stdout.removesuffix("\n"))
+    said = " ".join(line.strip() for line in done.stderr.splitlines() if line.strip())
+    if not said or "not a git repository" in said:
+        return None
+    # A repository git will not read: one owned by another user ("detected dubious ownership",
+    # a CI container's checkout), or of a newer format.  Said in git's words, with its advice:
+    # it was "not in a git checkout (use --against-source OLD.c)".
+    raise SectorbenchError(
+        f"--against: git will not read the repository holding {path}: {said.removeprefix('fatal: ')}"
+    )
 
 
 def resolve(ref: str, root: Path) -> str:
