@@ -188,8 +188,8 @@ def test_avx512_kernels_and_native_builds_on_avx512_hosts_are_skipped_with_the_r
     assert "AVX-512" in instructions.skip_reason((), ("-O2", "-mavx512f"), host_avx512=False)
 
 
-def test_without_valgrind_one_line_says_how_to_get_it(tmp_path):
-    """PATH holds every program of the real PATH except valgrind."""
+def path_without_valgrind(tmp_path: Path) -> str:
+    """A PATH holding every program of the real PATH except valgrind."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for folder in os.environ["PATH"].split(os.pathsep):
@@ -197,17 +197,40 @@ def test_without_valgrind_one_line_says_how_to_get_it(tmp_path):
             target = bin_dir / program.name
             if not program.name.startswith("valgrind") and not target.exists():
                 target.symlink_to(program)
+    return str(bin_dir)
+
+
+def test_without_valgrind_one_line_says_how_to_get_it(tmp_path):
     out = tmp_path / "run.json"
     result = CliRunner().invoke(
         main,
         ["run", *SMALL, "--kernels", "basic", "--metric", "instructions", "--json", str(out)],
-        env={"PATH": str(bin_dir)},
+        env={"PATH": path_without_valgrind(tmp_path)},
     )
     assert result.exit_code == 0, result.output
     hints = [line for line in result.output.splitlines() if "apt-get install valgrind" in line]
     assert len(hints) == 1, result.output
     (row,) = json.loads(out.read_text())["results"]
     assert row["instructions"] is None and "apt-get install valgrind" in row["instructions_reason"]
+
+
+def test_too_few_rounds_without_valgrind_say_why_counts_do_not_spare_them(tmp_path):
+    """run --against --metric instructions --repeat 3 without valgrind: refused before any build,
+    saying that nothing can be counted, and why (it said only that 3 rounds cannot reach alpha,
+    to a run that had asked for counts, which need no rounds)."""
+    old, new = tmp_path / "old.c", tmp_path / "new.c"
+    old.write_text(USER_KERNEL)
+    new.write_text(USER_KERNEL)
+    args = ["run", "-n", "32", "-m", "1000", "--flags", "-O2", "--kernels", "mine", "--repeat", "3"]
+    result = CliRunner().invoke(
+        main,
+        [*args, "--source", str(new), "--against-source", str(old), "--metric", "instructions"],
+        env={"PATH": path_without_valgrind(tmp_path)},
+    )
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()  # before any build: no plan, no progress
+    assert line.startswith("sectorbench: error: --metric instructions: no row can be counted"), line
+    assert "apt-get install valgrind" in line and "--repeat 5 would" in line, line
 
 
 def _gate_row(threshold: float = 0.1) -> GateRow:

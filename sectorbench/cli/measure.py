@@ -249,8 +249,18 @@ def run_command(
         # Counts need no rounds, but every row valgrind cannot count is gated on time: without
         # valgrind that is every row, so refused now; one that cannot be counted (AVX-512 code,
         # valgrind failing on it) is known after counting, and refused then (ab.count_revision).
-        if metric == "time" or unavailable():
-            check_ab_rounds(repeat, gate_config.alpha)
+        uncountable = unavailable() if metric == "instructions" else None
+        if metric == "time" or uncountable:
+            try:
+                check_ab_rounds(repeat, gate_config.alpha)
+            except SectorbenchError as exc:
+                if uncountable is None:
+                    raise
+                # said with why counts do not spare the rounds here: a --metric instructions run
+                # with few rounds on purpose read only "--repeat 3: ... cannot reach alpha"
+                raise SectorbenchError(
+                    f"--metric instructions: no row can be counted, each is gated on time ({uncountable}); and {exc}"
+                ) from None
     if against or against_source:
         run_ab(
             config,
