@@ -331,9 +331,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _saved_run(path: Path, instructions: int | None, reason: str | None = None) -> Path:
+def _saved_run(path: Path, instructions: int | None, reason: str | None = None, overhead: int = 1000) -> Path:
     """A saved run of one kernel, its samples the same every time: only its counts (net
-    instructions per test = (instructions - 1000) / 1000) tell two of them apart."""
+    instructions per test = (instructions - overhead) / 1000) tell two of them apart."""
     from sectorbench.model.results import KernelResult, RunResult, save
 
     samples = [1e-3 * (1 + 0.001 * i) for i in range(12)]
@@ -349,7 +349,7 @@ def _saved_run(path: Path, instructions: int | None, reason: str | None = None) 
         samples_s=samples,
         median_s=samples[6],
         instructions=instructions,
-        overhead_instructions=None if instructions is None else 1000,
+        overhead_instructions=None if instructions is None else overhead,
         instructions_tests=None if instructions is None else 1000,
         instructions_reason=reason,
     )
@@ -374,6 +374,19 @@ def test_regress_gates_the_counts_both_files_carry(tmp_path):
     assert header.count(" instr/test |") == 2 and " ms |" not in header, header
     assert "Compared: each kernel's net instructions per test under valgrind" in markdown.read_text()
     assert "baseline instr/test" in result.output and " ms" not in result.output, result.output
+
+
+def test_a_net_count_of_0_on_one_side_compares_gross_on_both(tmp_path):
+    """The head's loop as long as its NoOperation's (net 0 a test): 1.5 gross a test against
+    the base's 2 gross (1 net) is fewer instructions, an improvement; its gross against the
+    base's net was a 1.5x "regression"."""
+    base, head = _saved_run(tmp_path / "a.json", 2000), _saved_run(tmp_path / "b.json", 1500, overhead=1500)
+    result = CliRunner().invoke(main, ["regress", str(base), str(head)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "0 regression(s), 1 improvement(s)" in result.output, result.output
+    assert "| 2 instr/test | 1.5 instr/test |" in " ".join(result.output.split()).replace("│", "|")
+    # a table of counts alone: its ratio is of the counts, not an estimate over rounds
+    assert "ratio: the ratio is current / baseline of those counts" in result.output, result.output
 
 
 def test_regress_with_counts_in_one_file_says_it_gated_on_time(tmp_path):

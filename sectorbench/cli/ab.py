@@ -75,11 +75,12 @@ def count_revision(baseline, current, report, gate_config, check_rounds: int | N
     timing because counts need none: refused now if a row left to time cannot reach alpha."""
     from ..compare.gate import UNCHANGED_CODE, check_ab_rounds, uncounted_line, uncounted_rows, with_counts_noted
     from ..measure.instructions import gate_counts
+    from ..present.report import COUNTS_COMPARED
 
     report = gate_counts(baseline, current, report, gate_config)
     counted = sum(1 for r in report.rows if r.counted)
     if counted:
-        note(f"instructions: {counted} row(s) gated on valgrind's counts (ratio of net instructions per test)")
+        note(f"instructions: {counted} row(s) gated on valgrind's counts: {COUNTS_COMPARED}")
     if check_rounds is not None and any(r.verdict != UNCHANGED_CODE for r in uncounted_rows(report)):
         try:
             check_ab_rounds(check_rounds, gate_config.alpha)

@@ -353,12 +353,17 @@ def _with_reason(result: RunResult, reason: Callable[[KernelResult], str]) -> Ru
     return replace(result, results=rows)
 
 
-def per_test(row: KernelResult) -> float | None:
-    """The row's gated quantity: net instructions per test, or gross when the net is not above 0."""
-    net = row.net_instructions_per_test
-    if net is None:
+def compared_counts(before: KernelResult, after: KernelResult) -> tuple[float, float] | None:
+    """The two rows' gated quantities, like for like: net instructions per test on both sides,
+    or gross on both where either net is not above 0 (a kernel whose loop is no longer than
+    its NoOperation's).  Net on one side against gross on the other had called a kernel that
+    fell to its NoOperation's count a regression.  None where a side was not counted."""
+    nets = before.net_instructions_per_test, after.net_instructions_per_test
+    if None in nets:
         return None
-    return net if net > 0 else row.instructions / row.instructions_tests
+    if min(nets) > 0:
+        return nets
+    return before.instructions / before.instructions_tests, after.instructions / after.instructions_tests
 
 
 def gate_counts(baseline: RunResult, current: RunResult, report: GateReport, config: GateConfig) -> GateReport:
@@ -372,11 +377,11 @@ def gate_counts(baseline: RunResult, current: RunResult, report: GateReport, con
     rows = []
     for row in report.rows:
         a, b = base.get(row.key), cur.get(row.key)
-        before, after = (per_test(a) if a else None), (per_test(b) if b else None)
-        if before is None or after is None or before <= 0:
+        counts = compared_counts(a, b) if a and b else None
+        if counts is None or counts[0] <= 0:
             rows.append(row)
             continue
-        rows.append(count_row(row, before, after))
+        rows.append(count_row(row, *counts))
     return replace(report, rows=tuple(rows))
 
 

@@ -544,7 +544,7 @@ def gate_table(report) -> Table:
         names = (key.kernel, build_label(key.cc, key.flags, show_cc), _mode(key))
         table.add_row(*map(literal, names), "–", "–", "–", "–", failed)
     table.caption = literal(
-        "\n".join([f"ratio: {RATIO_NOTE}", *counted_note(report), *report.warnings]), "table.caption"
+        "\n".join([f"ratio: {ratio_note(report)}", *counted_note(report), *report.warnings]), "table.caption"
     )
     table.caption_justify = "left"
     return table
@@ -777,13 +777,25 @@ RATIO_NOTE = (
 )
 
 
+#: What a counted row compares (instructions.compared_counts).
+COUNTS_COMPARED = (
+    "each kernel's net instructions per test under valgrind (--metric instructions; gross on both sides "
+    "where either net is not above 0)"
+)
+#: The ratio of a counted row: a count has no rounds to estimate over.
+COUNTS_RATIO_NOTE = "the ratio is current / baseline of those counts"
+
+
+def ratio_note(report) -> str:
+    """What the gate table's ratio column is: of counts when every row was counted, else the
+    rounds' estimate (the console had given the latter under a table of counts alone)."""
+    return COUNTS_RATIO_NOTE if compared_unit(report) == INSTRUCTIONS_UNIT else RATIO_NOTE
+
+
 def compared_note(report) -> str:
     """One line saying what the gate compared, which its baseline/current columns show."""
-    if compared_unit(report) == INSTRUCTIONS_UNIT:  # a count has no rounds to estimate over
-        return (
-            "Compared: each kernel's net instructions per test under valgrind (--metric instructions); "
-            "the ratio is current / baseline of those counts."
-        )
+    if compared_unit(report) == INSTRUCTIONS_UNIT:
+        return f"Compared: {COUNTS_COMPARED}; {COUNTS_RATIO_NOTE}."
     normalize = report.config.normalize
     what = "each kernel's time per pass (gross: its NoOperation not subtracted), median ms"
     if normalize == OVERHEAD:
