@@ -222,6 +222,15 @@ class OneLineErrors(click.Group):
             sys.exit(code if isinstance(code, int) else 0)
         return code
 
+    def _smaller(self, args) -> str:
+        """What to make smaller after a MemoryError: the sizes, where the command takes them;
+        else its input files (regress of a file with 200 000 samples a row had been told to
+        use a smaller -n/-m, which it has not)."""
+        words = sys.argv[1:] if args is None else list(args)
+        name = next((word for word in words if word in self.commands), None)
+        sized = name is not None and any("-n" in param.opts for param in self.commands[name].params)
+        return "a smaller -n/-m?" if sized else "smaller input files?"
+
     def _main(self, args, prog_name, complete_var, **extra):
         in_main_thread = threading.current_thread() is threading.main_thread()
         # A signal the caller ignores (nohup's SIGHUP, a shell's SIGINT for a background job) stays ignored.
@@ -258,7 +267,7 @@ class OneLineErrors(click.Group):
             if os.environ.get("SECTORBENCH_DEBUG"):
                 raise
             said = shown_line(str(exc)) or "an allocation failed"
-            click.echo(f"sectorbench: error: out of memory: {said} (a smaller -n/-m?)", err=True)
+            click.echo(f"sectorbench: error: out of memory: {said} ({self._smaller(args)})", err=True)
             code = 2
         except Exception as exc:  # a bug: one line unless asked for the traceback
             if os.environ.get("SECTORBENCH_DEBUG"):
