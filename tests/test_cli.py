@@ -124,3 +124,38 @@ def test_save_writes_timestamped_file_under_results_of_the_current_directory(mon
     assert result.exit_code == 0, result.output
     saved = list((tmp_path / "results").glob("run-*.json"))
     assert len(saved) == 1 and json.loads(saved[0].read_text())["results"][0]["kernel"] == "basic"
+
+
+#: Three rows of conftest.USER_KERNEL's test under hand-picked names.
+NAMED_ROWS = """#include "sb_common.h"
+static inline int mine(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    const float dx = px - cx, dy = py - cy;
+    const float s = dx * dx + dy * dy, a = dx * ux + dy * uy;
+    return (s < r2) & (a > 0.0f) & (a * a > s * (k * k));
+}
+#define MINE(row, label)                                                                          \\
+    static inline int row(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) { \\
+        return mine(cx, cy, ux, uy, r2, k, px, py);                                               \\
+    }                                                                                             \\
+    SB_KERNEL(row, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .name = label)
+MINE(quoted, "my \\"k\\"");
+MINE(joined, "jo" "ined");
+MINE(comma, "a,b");
+"""
+
+
+def test_a_row_is_selected_by_its_name_as_c_spells_it_or_is_an_error_saying_why_not(tmp_path):
+    """A row named "my \\"k\\"" was indexed as `my \\` (unknown kernel when named), one named
+    "a,b" ran in every default run and could be neither chosen alone nor left out."""
+    source = tmp_path / "named.c"
+    source.write_text(NAMED_ROWS)
+    args = ["run", *SMALL, "--flags", "-O2", "--source", str(source), "--json", str(tmp_path / "r.json")]
+    result = CliRunner().invoke(main, [*args, "--kernels", 'my "k",joined,basic'], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    rows = {row["kernel"]: row for row in json.loads((tmp_path / "r.json").read_text())["results"]}
+    assert {rows[name]["status"] for name in ('my "k"', "joined", "basic")} == {"ok"}, rows
+    assert rows['my "k"']["hits"] == rows["joined"]["hits"]  # the same test under two names
+    listed = CliRunner().invoke(main, ["kernels", "--flags", "-O2", "--source", str(source)], env={"COLUMNS": "300"})
+    assert listed.exit_code == 0, listed.output
+    line = next(line for line in listed.output.splitlines() if "a,b" in line)
+    assert "row error: its name 'a,b'" in line, line

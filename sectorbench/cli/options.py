@@ -11,6 +11,7 @@ import click
 from ..compare.gate import MAX_THRESHOLDS_BYTES, GateConfig, load_thresholds
 from ..errors import SectorbenchError
 from ..families import all_families, scene_options
+from ..model.kernels import NAME_SEPARATOR
 from ..model.results import (
     RESULTS_DIR,
     check_directory,
@@ -65,7 +66,7 @@ def scene_option(default_help: str):
 
 def comma_list(ctx, param, values) -> tuple[str, ...]:
     """Accept both --kernels a,b and --kernels a --kernels b; an option given but empty is an error."""
-    items = tuple(item.strip() for value in values for item in value.split(",") if item.strip())
+    items = tuple(item.strip() for value in values for item in value.split(NAME_SEPARATOR) if item.strip())
     if values and not items:
         raise click.BadParameter("is empty; leave the option out for the default", ctx, param)
     return items

@@ -303,12 +303,14 @@ class Server:
         self.counters_error = self.lib.sb_counters_open()
 
     def _checked(self, loop: CRowLoop) -> CRowLoop:
-        """The row, marked not runnable when its family refuses it (unknown arrays, family)."""
+        """The row, marked not runnable when its name cannot be selected or its family refuses
+        it (unknown arrays, family)."""
         from ..families import get
+        from ..model.kernels import name_problem
 
         kernel = loop.kernel
         try:
-            problem = get(kernel.family).check_kernel(kernel)
+            problem = name_problem(kernel.name) or get(kernel.family).check_kernel(kernel)
         except Exception as exc:  # an unknown family: the row cannot run, the others can
             problem = str(exc)
         if problem and kernel.runnable:

@@ -73,6 +73,23 @@ class Kernel:
         return cls(**{**row, "takes": tuple(row["takes"]), "isa": tuple(row["isa"]), "modes": tuple(row["modes"])})
 
 
+#: What separates the names a --kernels option lists (cli.options.comma_list, which also strips
+#: the spaces around each).
+NAME_SEPARATOR = ","
+
+
+def name_problem(name: str) -> str | None:
+    """Why no --kernels option can select a row by this name, or None: a --source row named
+    "a,b" ran in every default run and could not be chosen alone, nor left out."""
+    if not name.strip():
+        return "it has no name"
+    if NAME_SEPARATOR in name:
+        return f"its name {name!r} holds {NAME_SEPARATOR!r}, which separates the names --kernels lists"
+    if name != name.strip():
+        return f"its name {name!r} starts or ends with a space, which --kernels strips"
+    return None
+
+
 def parse_takes(text: str) -> tuple[str, ...]:
     """The row's `takes` tuple as the C preprocessor spelled it: "(cx, cy, r2)"."""
     return tuple(name.strip() for name in text.strip().strip("()").split(",") if name.strip())

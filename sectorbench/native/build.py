@@ -15,6 +15,7 @@ at once never load a half-written file.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import fcntl
 import glob
@@ -995,7 +996,17 @@ def compiler_warnings(library: Path) -> str | None:
 
 #: A kernel row as the preprocessor leaves it: `sb_kernel NAME = { .name = "...", ... .family = "..." ... };`.
 _ROW = re.compile(r"\bsb_kernel\s+\w+\s*=\s*\{(.*?)\};", re.S)
-_FIELD = r'\.{}\s*=\s*"([^"]*)"'
+#: A field's value: one C string literal or several side by side, with their escapes ("my \"k\""
+#: had been read as `my \`, and that row could not be selected).
+_FIELD = r'\.{}\s*=\s*((?:"(?:[^"\\]|\\.)*"\s*)+)'
+_LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def _c_string(literals: str) -> str:
+    """The string C makes of adjacent literals (escapes as C reads them, then UTF-8, as the
+    library's rows are read)."""
+    raw = b"".join(codecs.escape_decode(part.encode())[0] for part in _LITERAL.findall(literals))
+    return raw.decode(errors="surrogateescape")
 
 
 @cache
@@ -1032,9 +1043,10 @@ def _preprocessed_index(config: BuildConfig) -> dict[str, str] | None:
         return None
     index = {}
     for row in rows:
-        name, family = re.search(_FIELD.format("name"), row), re.search(_FIELD.format("family"), row)
+        # the last of a field's initializers, as C takes it (SB_KERNEL's own .name, then the row's)
+        name, family = (re.findall(_FIELD.format(field), row) for field in ("name", "family"))
         if name:
-            index[name.group(1)] = family.group(1) if family else ""
+            index[_c_string(name[-1])] = _c_string(family[-1]) if family else ""
     # kernels_c/ always has rows: none means the "compiler" printed nothing (--cc /bin/true),
     # and the build, not a list of no known kernels, should say what is wrong with it
     return index or None
