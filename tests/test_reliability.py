@@ -1103,6 +1103,15 @@ def test_a_build_on_a_nearly_full_disk_says_so(tmp_path):
     assert "free: is it full?" in message or "No space left on device" in message, message
 
 
+def test_a_full_cache_is_one_line_naming_it(full_disk):
+    """The first file a build writes in the cache (a unit's C file) does not fit: the line was
+    "sectorbench: error: No space left on device", naming neither the file nor the cache."""
+    cache = full_disk / "cache"
+    line = one_line(sectorbench("kernels", "--flags", "-O1", env={"SECTORBENCH_CACHE": cache}))
+    assert f"build cache {cache} is unusable (No space left on device)" in line and "SECTORBENCH_CACHE" in line
+    assert not list(cache.glob("*.build"))  # the private build directory went with the build
+
+
 @pytest.fixture(scope="module")
 def saved_run(tmp_path_factory):
     """A small run's results, for the commands that work on saved results."""

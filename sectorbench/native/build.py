@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import fcntl
 import glob
 import hashlib
@@ -318,7 +319,7 @@ def _private_build(cache_dir: Path, target: Path):
             made = True
             yield private
     except OSError as exc:
-        if made:  # the build's own error, not the cache's
+        if made and exc.errno not in CACHE_FILESYSTEM_ERRNOS:  # the build's own error, not the cache's
             raise
         raise _cache_error(cache_dir, exc) from None
 
@@ -919,6 +920,12 @@ def memory_capped(command: list[str]) -> list[str]:
 
 #: The suffix of a private build directory in the cache.
 BUILD_SUFFIX = ".build"
+#: What a write into the cache (a unit's C file, a compiler's list of what it read) fails with
+#: when the cache's filesystem, not the build, is at fault: full (no space, no quota) or made
+#: read-only.  Those are the cache's error, named: a full cache was "error: No space left on
+#: device", which said neither the file nor the cache.
+CACHE_FILESYSTEM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
 CHECKSUM_SUFFIX = ".sha256"
 WARNINGS_SUFFIX = ".warnings"
 #: Beside every cached object and library: every file its compiles read, every folder they
