@@ -973,6 +973,39 @@ def test_ending_signals_clean_up_like_sigterm_in_one_line(signum, tmp_path):
     assert list(scratch.iterdir()) == []
 
 
+#: A real `sectorbench --version` that sends itself `signum` as the command modules import (when
+#: `sectorbench.measure.runner`, which only they import, starts): the first second of every command.
+_SIGNAL_WHILE_IMPORTING = """
+import os, sys
+signum = int(sys.argv[1])
+def hook(event, args):
+    if event == "import" and args[0] == "sectorbench.measure.runner":
+        os.kill(os.getpid(), signum)
+sys.addaudithook(hook)
+sys.argv[1:] = ["--version"]
+from sectorbench.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_the_commands_import_is_one_line(signum, tmp_path):
+    """Ctrl-C in the first second of a command, while numpy and the families import (3 s on this
+    VM under load), printed a KeyboardInterrupt traceback of the import under way; SIGTERM and
+    SIGHUP ended it without a word."""
+    result = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_WHILE_IMPORTING, str(int(signum))],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal sends it (see above)
+    )
+    said = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+    assert (result.returncode, result.stderr) == (128 + signum, f"sectorbench: {said}; scratch files removed\n")
+    assert result.stdout == ""  # ended before the command ran
+
+
 def test_a_signal_the_caller_ignores_stays_ignored(tmp_path):
     """nohup sectorbench run ...: the SIGHUP of a closed terminal does not end it."""
     args = ["-n", "200", "-m", "100000", "--repeat", "5", "--flags", "-O2", "--kernels", "basic"]

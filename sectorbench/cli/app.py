@@ -41,6 +41,7 @@ from ..model.results import (
 )
 from ..model.text import shown_line, shown_path
 from ..version import __version__
+from .endings import ending_line
 
 #: Tables going to a file or pipe are not squeezed into 80 columns.
 PIPED_WIDTH = 160
@@ -248,11 +249,7 @@ class OneLineErrors(click.Group):
             click.echo("sectorbench: interrupted", err=True)
             code = 128 + signal.SIGINT
         except Terminated as stop:
-            if stop.signum == signal.SIGINT:
-                click.echo("sectorbench: interrupted; scratch files removed", err=True)
-            else:
-                name = signal.Signals(stop.signum).name
-                click.echo(f"sectorbench: terminated ({name}); scratch files removed", err=True)
+            click.echo(ending_line(stop.signum), err=True)
             code = 128 + stop.signum
         except _NO_COMMAND as exc:  # `sectorbench` alone asks for the help, as --help does
             click.echo(exc.ctx.get_help())
