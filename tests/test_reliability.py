@@ -1006,6 +1006,40 @@ def test_a_signal_while_the_commands_import_is_one_line(signum, tmp_path):
     assert result.stdout == ""  # ended before the command ran
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_the_process_exits_leaves_the_commands_exit_status(signum, tmp_path, saved_run):
+    """Once a command's work is done (its last line, "saved e.json"), the process still closes
+    its fork server and Python tears down its modules (~0.1 s): the signals' default actions were
+    back then, so a Ctrl-C or a CI runner's SIGTERM there killed it (-SIGINT, -SIGTERM: "failed"
+    after the file was saved).  The signal is sent again and again from the last line on, so some
+    land in that time; one may land before it, while the command ends: then it says so, 128 + N."""
+    out = tmp_path / "e.json"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sectorbench", "export", str(saved_run), "--format", "pyperf", "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal sends it (see above)
+    )
+    try:
+        said = [process.stderr.readline()]
+        assert said[0].startswith("saved "), said
+        time.sleep(0.01)  # past the command's own handler, most likely
+        while process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signum)
+            time.sleep(0.002)
+        said += process.stderr.readlines()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode >= 0, (process.returncode, said)  # it exited; no signal killed it
+    if process.returncode != 0:
+        ended = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+        assert (process.returncode, said[1:]) == (128 + signum, [f"sectorbench: {ended}; scratch files removed\n"])
+    assert json.loads(out.read_text()) == _pyperf_of(saved_run)
+
+
 def test_a_signal_the_caller_ignores_stays_ignored(tmp_path):
     """nohup sectorbench run ...: the SIGHUP of a closed terminal does not end it."""
     args = ["-n", "200", "-m", "100000", "--repeat", "5", "--flags", "-O2", "--kernels", "basic"]

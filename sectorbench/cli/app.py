@@ -209,8 +209,11 @@ class OneLineErrors(click.Group):
         given = sys.stdout, sys.stderr  # None where closed as the process started
         out, err = (GuardedStream(stream if stream is not None else ClosedStream()) for stream in given)
         sys.stdout, sys.stderr = out, err
+        # args None: the process's own command line (the console script, python -m sectorbench),
+        # which exits after it; click's runner and tests pass theirs and go on
+        exiting = standalone_mode and args is None
         try:
-            code = self._main(args, prog_name, complete_var, **extra)
+            code = self._main(args, prog_name, complete_var, exiting, **extra)
         finally:
             sys.stdout, sys.stderr = given
         if out.failure is not None and code in (None, 0, 1):
@@ -232,7 +235,7 @@ class OneLineErrors(click.Group):
         sized = name is not None and any("-n" in param.opts for param in self.commands[name].params)
         return "a smaller -n/-m?" if sized else "smaller input files?"
 
-    def _main(self, args, prog_name, complete_var, **extra):
+    def _main(self, args, prog_name, complete_var, exiting=False, **extra):
         in_main_thread = threading.current_thread() is threading.main_thread()
         # A signal the caller ignores (nohup's SIGHUP, a shell's SIGINT for a background job) stays ignored.
         caught = [sig for sig in ENDING_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN]
@@ -283,7 +286,11 @@ class OneLineErrors(click.Group):
             code = 2
         finally:
             for sig, handler in previous.items():
-                signal.signal(sig, handler)
+                # Exiting, the command's work is done and its status decided: a signal while the
+                # process exits (its fork server closing, Python's teardown: ~0.1 s) is ignored.
+                # The default actions were back there, and a Ctrl-C or SIGTERM right after
+                # "saved out.json" killed the process (-SIGINT, -SIGTERM), its status lost.
+                signal.signal(sig, signal.SIG_IGN if exiting else handler)
         return code
 
 

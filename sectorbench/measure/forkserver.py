@@ -278,8 +278,9 @@ def fork_server(env: dict[str, str]) -> ForkServer:
 
 
 def _close_at_exit(server: ForkServer) -> None:
-    """The fork server, as the process exits: a Ctrl-C meanwhile (after the command's last
-    line: its work is done, its exit status stands) ends it at once, with no traceback."""
+    """The fork server, as the process exits: a Ctrl-C meanwhile ends it at once, with no
+    traceback (a program using the library; the CLI ignores the signals by then: its work is
+    done, its exit status stands)."""
     with contextlib.suppress(KeyboardInterrupt):
         server.close()
 
