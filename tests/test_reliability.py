@@ -1179,6 +1179,19 @@ def test_a_full_cache_is_one_line_naming_it(full_disk):
     assert not list(cache.glob("*.build"))  # the private build directory went with the build
 
 
+def test_a_tmpdir_too_full_for_verifys_scenes_stops_it_before_its_builds(tmp_path):
+    """verify wrote its first batch's scene after its builds and loop checks: a TMPDIR with room
+    for Python's own check of it (tempfile takes it) and not for the scene failed in one line,
+    15 s later here, after the build.  It is written once first now, as run writes its scene."""
+    cache = tmp_path / "cache"
+    with _tmpfs(tmp_path / "small", "1m") as where:
+        (where / "filler").write_bytes(bytes(900 << 10))
+        line = one_line(sectorbench("verify", "--kernels", "basic", env={"TMPDIR": where, "SECTORBENCH_CACHE": cache}))
+        assert [p.name for p in where.iterdir()] == ["filler"]  # its scratch directory removed
+    assert "No space left on device (TMPDIR chooses that folder)" in line and str(where) in line
+    assert not list(cache.glob("sectorbench-*.so"))  # before the build
+
+
 @pytest.fixture(scope="module")
 def saved_run(tmp_path_factory):
     """A small run's results, for the commands that work on saved results."""

@@ -26,6 +26,7 @@ Cases are streamed in batches (cases.BATCH_ROWS rows), so memory stays bounded a
 from __future__ import annotations
 
 import contextlib
+import itertools
 import shutil
 import tempfile
 import threading
@@ -343,6 +344,13 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
     workers: dict[str, dict] = {}  # where batches ran: fingerprints of the processes or cluster workers
     total = evaluable = 0
     with scratch_directory("sectorbench-verify-") as scratch:
+        # The first batch's scene, written once before the builds as run writes its scene: the
+        # judges write it after the builds and the loop checks, and a TMPDIR too full for it cost
+        # them (15 s for one kernel here) before its one line
+        first = next(batches, None)
+        if first is not None:
+            save_scene(first.scene(), scratch).unlink()
+            batches = itertools.chain([first], batches)
         try:
             c_names, peer_names = split_names(config.kernels, family)
             for build_config in config.builds if c_names or not config.kernels else ():
