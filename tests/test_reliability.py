@@ -1040,6 +1040,50 @@ def test_a_signal_while_the_process_exits_leaves_the_commands_exit_status(signum
     assert json.loads(out.read_text()) == _pyperf_of(saved_run)
 
 
+#: A real `sectorbench export` whose output appears while it writes it (so its results go to a
+#: rescue file), and which sends itself `signum` as the rescue file is being written.
+_SIGNAL_WHILE_RESCUING = """
+import os, sys
+signum, out = int(sys.argv[1]), sys.argv[2]
+state = []
+def hook(event, args):
+    if event != "open" or "fired" in state:
+        return
+    name = str(args[0])
+    if os.path.basename(name).startswith(".e.json.") and not state:  # its temporary file
+        state.append("appeared")
+        with open(out, "w") as other:
+            other.write("appeared")
+    elif "rescued-results-" in name:
+        state.append("armed")
+    elif "armed" in state:  # the rescue file opened as a stream, to be written
+        state.append("fired")
+        os.kill(os.getpid(), signum)
+sys.addaudithook(hook)
+sys.argv[1:] = sys.argv[3:]
+from sectorbench.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_a_rescue_file_is_written_leaves_none_half_written(signum, tmp_path, saved_run):
+    """write_rescue removed its file when a write failed, not when a signal cut the write: an empty
+    rescued-results-XXXX.json was left beside the output, a line that never named it."""
+    out = tmp_path / "e.json"
+    result = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_WHILE_RESCUING, str(int(signum)), str(out), "export", str(saved_run),
+         "--format", "pyperf", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal sends it (see above)
+    )  # fmt: skip
+    said = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+    assert (result.returncode, result.stderr) == (128 + signum, f"sectorbench: {said}; scratch files removed\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["e.json"] and out.read_text() == "appeared"
+
+
 def test_a_signal_the_caller_ignores_stays_ignored(tmp_path):
     """nohup sectorbench run ...: the SIGHUP of a closed terminal does not end it."""
     args = ["-n", "200", "-m", "100000", "--repeat", "5", "--flags", "-O2", "--kernels", "basic"]

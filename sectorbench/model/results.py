@@ -16,6 +16,7 @@ Schema history:
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import errno
 import json
@@ -478,6 +479,10 @@ def write_rescue(write: Callable[[BinaryIO], object], near: Path | None, suffix:
         except OSError as exc:
             failures.append(f"{directory}: {exc.strerror or exc}")
             os.unlink(rescue)
+        except BaseException:  # a signal cut the write: no half-written rescue file, which no line names
+            with contextlib.suppress(OSError):
+                os.unlink(rescue)
+            raise
     raise SectorbenchError(f"no rescue file could be written either ({'; '.join(failures)})")
 
 
