@@ -1236,6 +1236,23 @@ def test_a_tmpdir_too_full_for_verifys_scenes_stops_it_before_its_builds(tmp_pat
     assert not list(cache.glob("sectorbench-*.so"))  # before the build
 
 
+def test_an_object_that_does_not_fit_in_the_cache_leaves_no_partial_copy(tmp_path):
+    """A build whose objects could not be copied into a full objects/ (the object cache only saves
+    time: it links the fresh ones) left each copy, cut short, as objects/.NAME.o.PID.partial on
+    the full disk; nothing removed them, not even the stale-file sweep, which looked only in the
+    cache's top folder (one left there by a killed build is removed as it is there)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    with _tmpfs(cache / "objects", "64k") as objects:
+        stale = objects / ".harness-0.o.1.partial"  # a killed build's, STALE_BUILD_S ago
+        stale.touch()
+        os.utime(stale, (time.time() - build_module.STALE_BUILD_S - 60,) * 2)
+        (objects / "filler").write_bytes(bytes(40 << 10))
+        library = build(BuildConfig.parse("-O1"), cache)
+        left = sorted(p.name for p in objects.glob("*.partial"))
+    assert library.exists() and left == [], left
+
+
 @pytest.fixture(scope="module")
 def saved_run(tmp_path_factory):
     """A small run's results, for the commands that work on saved results."""

@@ -511,8 +511,8 @@ def _compiled(config: BuildConfig, cc_path: str, keyed: list, private: Path) -> 
         lists.append(listed)
         if listed is None:
             continue  # a compiler that wrote no list of what it read: its object is linked, never kept
+        partial = cached.with_name(f".{cached.name}.{os.getpid()}.partial")
         try:  # a copy under a temporary name, renamed: another build may be linking the same object
-            partial = cached.with_name(f".{cached.name}.{os.getpid()}.partial")
             shutil.copyfile(fresh, partial)
             _sidecar(cached, CHECKSUM_SUFFIX).unlink(missing_ok=True)  # as for a library (see _build)
             _write_sidecar(cached, WARNINGS_SUFFIX, said[place])
@@ -521,6 +521,9 @@ def _compiled(config: BuildConfig, cc_path: str, keyed: list, private: Path) -> 
             _write_checksum(cached, _sha256(cached))
         except OSError:
             pass  # the object cache only saves time; the fresh object is linked either way
+        finally:  # a copy cut short (a full disk, a signal) goes: it was left, on the full disk too
+            with contextlib.suppress(OSError):
+                partial.unlink()  # renamed into place: nothing there
     return objects, said, _all_read(lists)
 
 
@@ -1112,10 +1115,11 @@ def _intact(library: Path, remove: bool = False) -> bool:
 
 def _remove_stale_builds(cache_dir: Path) -> None:
     """Private build directories (a library's, a driver's) a killed run left behind (older
-    than STALE_BUILD_S), and the *.partial files of sectorbench versions that compiled into the
-    cache itself."""
+    than STALE_BUILD_S), the *.partial files of sectorbench versions that compiled into the
+    cache itself, and the object copies a killed build left in objects/ (never looked at there)."""
     now = time.time()
-    for leftover in [*cache_dir.glob(f"*{BUILD_SUFFIX}"), *cache_dir.glob("*.partial")]:
+    partials = [*cache_dir.glob("*.partial"), *(cache_dir / OBJECTS_DIR).glob("*.partial")]
+    for leftover in [*cache_dir.glob(f"*{BUILD_SUFFIX}"), *partials]:
         try:
             if now - leftover.lstat().st_mtime > STALE_BUILD_S:
                 if leftover.is_dir() and not leftover.is_symlink():
