@@ -1253,6 +1253,22 @@ def test_an_object_that_does_not_fit_in_the_cache_leaves_no_partial_copy(tmp_pat
     assert library.exists() and left == [], left
 
 
+def test_a_link_on_a_nearly_full_disk_says_so(tmp_path):
+    """The objects in the cache, the library not fitting beside them: ld's message went to its
+    log on the full disk and was lost, and once ld had removed its output collect2's last line
+    fitted, so the error was "compiling with '-O1' failed: collect2: error: ld returned 1 exit
+    status", not a word of the disk."""
+    roomy = tmp_path / "roomy"
+    build(BuildConfig.parse("-O1"), roomy)
+    with _tmpfs(tmp_path / "small", "1m") as where:
+        cache = where / "cache"
+        shutil.copytree(roomy / "objects", cache / "objects")  # the objects fit; the library does not
+        (where / "filler").write_bytes(bytes(max(0, shutil.disk_usage(where).free - (100 << 10))))
+        with pytest.raises(BuildError) as failed:
+            build(BuildConfig.parse("-O1"), cache)
+    assert "free: is it full?" in build_module.failure_line(str(failed.value)), str(failed.value)
+
+
 @pytest.fixture(scope="module")
 def saved_run(tmp_path_factory):
     """A small run's results, for the commands that work on saved results."""

@@ -870,7 +870,8 @@ def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig
             for process, log in done:
                 running.remove((process, log))
                 if process.returncode != 0:
-                    failed.append(log.read_text(errors="replace").strip() or _silence(process.returncode, private))
+                    said = log.read_text(errors="replace").strip()
+                    failed.append(said + _low_space(private) if said else _silence(process.returncode, private))
             if failed:
                 break
     finally:
@@ -882,21 +883,26 @@ def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig
     return [(private / f"compiler-{number}.log").read_text(errors="replace") for number in range(len(commands))]
 
 
-#: Below this much free space where a compiler writes, a compiler failing without a word is
-#: said to have had a full disk (its own message went to a log on that disk, and was lost).
+#: Below this much free space where a compiler writes, a compiler failing is said to have
+#: perhaps had a full disk (its own message went to a log on that disk, and was lost: all of
+#: it, or all but collect2's last line, "ld returned 1 exit status", once ld removed its output).
 LOW_SPACE_BYTES = 64 << 20
 
 
 def _silence(code: int, where: Path) -> str:
     """What to say of a compiler that failed and said nothing."""
-    said = f"the compiler exited with status {code} and said nothing"
+    return f"the compiler exited with status {code} and said nothing" + _low_space(where)
+
+
+def _low_space(where: Path) -> str:
+    """What to add to a compiler's failure when the cache's filesystem is nearly full, else ""."""
     try:
         free = shutil.disk_usage(where).free
     except OSError:
-        return said
-    if free < LOW_SPACE_BYTES:
-        said += f"; the cache's filesystem ({where.parent}) has {free // 1024} KiB free: is it full?"
-    return said
+        return ""
+    if free >= LOW_SPACE_BYTES:
+        return ""
+    return f"; the cache's filesystem ({where.parent}) has {free // 1024} KiB free: is it full?"
 
 
 def run_compiler(
