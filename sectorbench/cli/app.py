@@ -228,7 +228,7 @@ class OneLineErrors(click.Group):
 
     def _smaller(self, args) -> str:
         """What to make smaller after a MemoryError: the sizes, where the command takes them;
-        else its input files (regress of a file with 200 000 samples a row had been told to
+        else its input files (regress of files of 30 000 samples a row had been told to
         use a smaller -n/-m, which it has not)."""
         words = sys.argv[1:] if args is None else list(args)
         name = next((word for word in words if word in self.commands), None)
