@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -579,3 +580,14 @@ def test_out_of_memory_in_a_command_without_sizes_advises_smaller_files(tmp_path
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("sectorbench: error: out of memory: "), result.stderr
     assert lines[0].endswith("(smaller input files?)"), result.stderr
+
+
+def test_a_compiler_given_by_a_relative_path_builds(tmp_path):
+    """--cc ./mygcc was found where the command ran, then run in the cache's private build
+    folder: "compiling with './mygcc -O2' failed: sh: 1: exec: ./mygcc: not found"."""
+    (tmp_path / "mygcc").symlink_to(shutil.which("cc"))
+    out = tmp_path / "r.json"
+    result = sectorbench("run", *TINY, "--kernels", "basic", "--cc", "./mygcc", "--json", out, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads(out.read_text())["results"]
+    assert row["status"] == "ok" and row["cc"] == "./mygcc", row

@@ -212,6 +212,9 @@ def compiler_identity(cc: str) -> tuple[str, str]:
     path = shutil.which(cc)
     if path is None:
         raise BuildError(f"compiler {cc!r} not found (set --cc or $CC)")
+    # Absolute (links kept: gcc-12, ccache's), since compilers run in a private folder of the
+    # cache: --cc ./mygcc was found here, then "./mygcc: not found" there
+    path = os.path.abspath(path)
     try:
         version = run_compiler([path, "--version"], timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
