@@ -591,3 +591,18 @@ def test_a_compiler_given_by_a_relative_path_builds(tmp_path):
     assert result.returncode == 0, result.stderr
     (row,) = json.loads(out.read_text())["results"]
     assert row["status"] == "ok" and row["cc"] == "./mygcc", row
+
+
+def test_a_compilers_one_line_is_said_once(tmp_path):
+    """A compiler that fails saying one line: that line was the error's cause and then quoted
+    again under it."""
+    fake = tmp_path / "onelinecc"
+    cc = shutil.which("cc")
+    fake.write_text(
+        f'#!/bin/sh\ncase "$*" in *--version*|*" -E "*) exec {cc} "$@";; esac\n'  # who it is, the kernel index
+        'echo "onelinecc: refused" >&2\nexit 3\n'
+    )
+    fake.chmod(0o755)
+    result = sectorbench("run", *TINY, "--kernels", "basic", "--cc", fake, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("onelinecc: refused") == 1 and len(result.stderr.splitlines()) == 1, result.stderr

@@ -105,10 +105,13 @@ def error_text(exc: SectorbenchError) -> str:
     if not isinstance(exc, BuildError) or "\n" not in message.strip():
         return shown_line(message)
     said = [line.rstrip() for line in message.strip().splitlines()[1:] if line.strip()]
+    headline = shown_line(failure_line(message))
+    if len(said) == 1 and headline.endswith(shown_line(said[0].strip())):
+        return headline  # the compiler's one line is the headline's cause: not said twice
     quoted = ["  " + shown_line(line) for line in said[:QUOTED_COMPILER_LINES]]
     if len(said) > QUOTED_COMPILER_LINES:
         quoted.append(f"  ({len(said) - QUOTED_COMPILER_LINES} more lines)")
-    return "\n".join([shown_line(failure_line(message)), *quoted])
+    return "\n".join([headline, *quoted])
 
 
 def stdout() -> Console:
