@@ -552,6 +552,37 @@ def test_killing_a_dask_worker_mid_run_reruns_its_batch_on_another(serial, sched
     assert judged == [f"judged-{KILLED_BATCH}-{survivor}"]  # run again on the other worker, and only there
 
 
+def test_killing_the_only_accepted_dask_worker_mid_run_is_one_clear_error(scheduler, tmp_path):
+    """The batches are restricted to the workers whose fingerprints were accepted: with the last of
+    them killed (or restarted by its nanny under another address), verify waited for ever, with
+    no word.  Now it stops with an error once no accepted worker is left, and gives no verdict."""
+    import cloudpickle
+
+    flag, log = tmp_path / "hold", tmp_path / "log"
+    flag.touch()
+    log.mkdir()
+    ended = []
+    with outside_worker(scheduler) as only:
+        with distributed_client(scheduler) as client:
+            cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the worker cannot import this file
+            try:
+                pid = client.run(_wait_at_batch, KILLED_BATCH, str(flag), str(log), workers=[only])[only]
+            finally:
+                cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        config = dataclasses.replace(CONFIG, scheduler=scheduler.scheduler_address, jobs=None)
+        run = threading.Thread(target=lambda: ended.append(_outcome(config)), daemon=True)
+        run.start()
+        deadline = time.monotonic() + 300
+        while not list(log.glob("waiting-*")):
+            assert run.is_alive() and time.monotonic() < deadline, f"the worker did not reach batch {KILLED_BATCH}"
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+        run.join(90)  # a check every distribute.WORKER_CHECK_S
+    assert ended, "verify still waits for batches that no worker may judge"
+    assert isinstance(ended[0], SectorbenchError), ended
+    assert f"every Dask worker accepted to judge batches has left ({only})" in str(ended[0])
+
+
 def _wait_at_batch(batch: int, flag: str, log: str) -> int:
     """Run in a Dask worker process (client.run): from now on its judge, at batch `batch`, says
     so (waiting-PID in `log`) and waits while `flag` exists; every batch it judges is logged

@@ -45,6 +45,11 @@ CONNECT_TIMEOUT_S = 20
 #: Local processes start by spawning: a forked child would inherit the client's pipes to its
 #: own build workers and keep them open (they would never see end of input and exit).
 START_METHOD = "spawn"
+#: Seconds between checks, while the client waits for a batch judged on a cluster, that one of
+#: the workers its batches are restricted to is still there: once every accepted worker has left
+#: (killed; a nanny restarts it under another address, which no fingerprint accepted), the
+#: batches would wait for ever (verify hung with no word).
+WORKER_CHECK_S = 2.0
 
 
 def default_jobs() -> int:
@@ -131,19 +136,20 @@ def _chain(first, second, rest):
         yield from rest
 
 
-def _in_order(submit: Callable, numbered, limit: int, progress) -> Iterator:
-    """Submit every batch (at most `limit` in flight) and yield their outcomes in batch order."""
+def _in_order(submit: Callable, numbered, limit: int, progress, result: Callable = lambda f: f.result()) -> Iterator:
+    """Submit every batch (at most `limit` in flight) and yield their outcomes in batch order
+    (`result(future)` waits for one)."""
     pending: collections.deque = collections.deque()
     for index, case_set in numbered:
         pending.append(submit(index, case_set))
         while len(pending) >= limit:
-            yield _done(pending.popleft(), progress)
+            yield _done(pending.popleft(), progress, result)
     while pending:
-        yield _done(pending.popleft(), progress)
+        yield _done(pending.popleft(), progress, result)
 
 
-def _done(future, progress):
-    outcome = future.result()
+def _done(future, progress, result):
+    outcome = result(future)
     progress(f"batch {outcome.index + 1} judged")
     return outcome
 
@@ -530,6 +536,21 @@ def _on_cluster(plan, numbered, live: dict, address: str, progress) -> Iterator:
                 client.run(_forget_run, shipped.run, workers=[w for w in accepted if w in alive], on_error="return")
 
 
+def _cluster_result(client, accepted: list, future):
+    """The batch's outcome, once judged; SectorbenchError if every accepted worker has left before
+    (a batch runs only on those: a killed one's batches go to the others, while there are any)."""
+    while True:
+        try:
+            return future.result(timeout=WORKER_CHECK_S)
+        except TimeoutError:
+            pass
+        if not set(accepted) & set(client.nthreads()) and not future.done():
+            raise SectorbenchError(
+                f"every Dask worker accepted to judge batches has left ({', '.join(accepted)}): no verdict; "
+                "a worker that joined since (one a nanny restarted) has no accepted fingerprint: run verify again"
+            )
+
+
 def _judged_on(client, shipped: ShippedPlan, numbered, live: dict, accepted: list, workers: dict, progress):
     """Each batch's outcome, judged on the accepted workers, in batch order."""
     outcomes = _in_order(
@@ -546,6 +567,7 @@ def _judged_on(client, shipped: ShippedPlan, numbered, live: dict, accepted: lis
         numbered,
         IN_FLIGHT_PER_JOB * len(accepted),
         progress,
+        functools.partial(_cluster_result, client, accepted),
     )
     for number, outcome in enumerate(outcomes):
         ran = {}
