@@ -72,6 +72,11 @@ def test_sectorbench_verify_is_the_api_after_the_module_is_imported():
         ({"kernels": " , "}, "kernels"),
         ({"cases": 10**12}, "cases"),  # a SectorbenchError worded for the CLI: "--cases ... would take"
         ({"cc": "no-such-cc"}, "cc"),  # a BuildError saying "set --cc or $CC"
+        # the same build twice was checked twice, into twin rows (the CLI refuses `--flags` twice)
+        ({"flags": ["-O2", "-O2"], "kernels": "basic", "cases": 10}, "flags"),
+        ({"flags": ["-O2", " -O2 "], "kernels": "basic", "cases": 10}, "flags"),
+        # a SectorbenchError after the build: "two kernels are named m_angle_ge (mutants.c:22 and mutants.c:22)"
+        ({"source": [str(DATA / "mutants.c")] * 2, "kernels": "m_angle_ge", "cases": 10}, "source"),
     ],
 )
 def test_bad_arguments_raise_value_error_naming_them(arguments, name):

@@ -120,9 +120,13 @@ def _paths(value) -> tuple[Path, ...]:
     if not isinstance(items, Sequence) or not all(isinstance(v, str | os.PathLike) for v in items):
         raise ValueError(f"source must be a path to a C file or a list of them (got {value!r})")
     paths = tuple(Path(v) for v in items)
+    seen = set()
     for path in paths:
         if not path.is_file():
             raise ValueError(f"source {str(path)!r} is not a file")
+        if path.resolve() in seen:  # as `--source` twice: its kernels would be defined twice
+            raise ValueError(f"source {str(path)!r} is given twice")
+        seen.add(path.resolve())
     return paths
 
 
@@ -211,6 +215,12 @@ def verify(
         builds = tuple(BuildConfig.parse(f, cc or DEFAULT_CC, sources) for f in flag_sets)
     except SectorbenchError as exc:
         raise ValueError(f"flags: {exc}") from None
+    seen: dict = {}
+    for config, text in zip(builds, flag_sets):  # as `--flags` twice: each build would be checked, into twin rows
+        if config in seen:
+            said = f" (as {seen[config]!r} and {text!r})" if seen[config] != text else ""
+            raise ValueError(f"flags: the build {text!r} is given twice{said}: give each build once")
+        seen[config] = text
     if names:  # known, and of one family (the one checked unless `family` says otherwise)
         with contextlib.closing(BuildSession(builds[0], build(builds[0]))) as session:
             table = {k.name: k.family for k in session.kernels}
