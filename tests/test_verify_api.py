@@ -66,6 +66,7 @@ def test_sectorbench_verify_is_the_api_after_the_module_is_imported():
         ({"flags": []}, "flags"),
         ({"flags": "-O2 '"}, "flags"),
         ({"jobs": 0}, "jobs"),
+        ({"strict_special": "no"}, "strict_special"),  # truthy: it asked for the strict check
         ({"kernel_timeout": 0}, "kernel_timeout"),
         ({"kernel_timeout": float("nan")}, "kernel_timeout"),
         ({"kernels": ""}, "kernels"),  # these two verified every default kernel
@@ -89,6 +90,9 @@ def test_numpy_integers_are_integers():
     """A notebook's np.int64(50) was refused: 'cases must be a positive number of rows'."""
     report = sectorbench.verify(kernels="basic", cases=np.int64(50), seed=np.int64(1))
     assert report.passed and report.seed == 1 and type(report.seed) is int, report.summary()
+    # show and jobs too: they raised "show must be an integer >= 0 (got np.int64(3))"
+    report = sectorbench.verify(kernels="basic", cases=50, show=np.int64(3), jobs=np.int64(1))
+    assert report.passed and type(report.result.env["jobs"]) is int, report.summary()
 
 
 @pytest.mark.parametrize(

@@ -193,10 +193,15 @@ def verify(
     if _integer(seed) is None or _integer(seed) < 0:
         raise ValueError(f"seed must be an integer >= 0 (got {seed!r})")
     seed = _integer(seed)
-    if isinstance(show, bool) or not isinstance(show, int) or show < 0:
+    if _integer(show) is None or _integer(show) < 0:
         raise ValueError(f"show must be an integer >= 0 (got {show!r})")
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+    show = _integer(show)
+    if jobs is not None and (_integer(jobs) is None or _integer(jobs) < 1):
         raise ValueError(f"jobs must be a positive integer or None (got {jobs!r})")
+    jobs = None if jobs is None else _integer(jobs)
+    if strict_special not in (True, False):  # a truthy "no" or "false" would have asked for the strict check
+        raise ValueError(f"strict_special must be True or False (got {strict_special!r})")
+    strict_special = bool(strict_special)
     try:
         Deadlines(kernel_timeout)
     except SectorbenchError:
