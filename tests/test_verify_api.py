@@ -86,6 +86,12 @@ def test_bad_arguments_raise_value_error_naming_them(arguments, name):
     assert "--cases" not in str(raised.value) and "--cc" not in str(raised.value)  # worded for the API
 
 
+def test_an_empty_kernels_string_is_quoted_as_given():
+    """The message quoted the string split at its commas: "kernels is empty (got [' ', ' '])"."""
+    with pytest.raises(ValueError, match=r"^kernels is empty \(got ' , '\)"):
+        sectorbench.verify(kernels=" , ")
+
+
 def test_numpy_integers_are_integers():
     """A notebook's np.int64(50) was refused: 'cases must be a positive number of rows'."""
     report = sectorbench.verify(kernels="basic", cases=np.int64(50), seed=np.int64(1))

@@ -98,11 +98,10 @@ class Report:
 def _names(value, argument: str) -> tuple[str, ...]:
     if value is None:
         return ()
-    if isinstance(value, str):
-        value = value.split(",")
-    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+    items = value.split(",") if isinstance(value, str) else value  # `value` stays as given, for the messages
+    if not isinstance(items, Sequence) or not all(isinstance(v, str) for v in items):
         raise ValueError(f"{argument} must be a name, a comma-separated string or a list of names (got {value!r})")
-    names = tuple(v.strip() for v in value if v.strip())
+    names = tuple(v.strip() for v in items if v.strip())
     if not names:  # "" or " , " meant no name, not every default kernel
         raise ValueError(f"{argument} is empty (got {value!r}): name some, or leave it out (None) for the defaults")
     return names
