@@ -539,11 +539,14 @@ def _on_cluster(plan, numbered, live: dict, address: str, progress) -> Iterator:
 def _cluster_result(client, accepted: list, future):
     """The batch's outcome, once judged; SectorbenchError if every accepted worker has left before
     (a batch runs only on those: a killed one's batches go to the others, while there are any)."""
+    wait = _distributed().wait  # not future.result(timeout=): each timeout left a gather task behind
     while True:
         try:
-            return future.result(timeout=WORKER_CHECK_S)
+            wait([future], timeout=WORKER_CHECK_S)
         except TimeoutError:
             pass
+        else:  # outside the try: a batch that raised TimeoutError itself is that error, not a wait
+            return future.result()
         if not set(accepted) & set(client.nthreads()) and not future.done():
             raise SectorbenchError(
                 f"every Dask worker accepted to judge batches has left ({', '.join(accepted)}): no verdict; "
