@@ -168,7 +168,7 @@ def verify(
     from .. import families
     from ..measure.selection import check_names
     from ..measure.worker import BuildSession
-    from ..native.build import DEFAULT_CC, BuildConfig, build
+    from ..native.build import DEFAULT_CC, BuildConfig, build, repeated_build
     from .verify import VerifyConfig
     from .verify import verify as run_verify
 
@@ -219,12 +219,11 @@ def verify(
         builds = tuple(BuildConfig.parse(f, cc or DEFAULT_CC, sources) for f in flag_sets)
     except SectorbenchError as exc:
         raise ValueError(f"flags: {exc}") from None
-    seen: dict = {}
-    for config, text in zip(builds, flag_sets):  # as `--flags` twice: each build would be checked, into twin rows
-        if config in seen:
-            said = f" (as {seen[config]!r} and {text!r})" if seen[config] != text else ""
-            raise ValueError(f"flags: the build {text!r} is given twice{said}: give each build once")
-        seen[config] = text
+    repeated = repeated_build(builds)  # as `--flags` twice
+    if repeated:
+        first, again = (flag_sets[place] for place in repeated)
+        said = f" (as {first!r} and {again!r})" if first != again else ""
+        raise ValueError(f"flags: the build {again!r} is given twice{said}: give each build once")
     if names:  # known, and of one family (the one checked unless `family` says otherwise)
         with contextlib.closing(BuildSession(builds[0], build(builds[0]))) as session:
             table = {k.name: k.family for k in session.kernels}

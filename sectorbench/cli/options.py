@@ -22,7 +22,7 @@ from ..model.results import (
     regular_file,
     same_file,
 )
-from ..native.build import DEFAULT_CC, KERNELS_DIR, BuildConfig, source_kernel_rows
+from ..native.build import DEFAULT_CC, KERNELS_DIR, BuildConfig, repeated_build, source_kernel_rows
 
 
 class RegistryChoice(click.Choice):
@@ -178,16 +178,16 @@ SEED = click.IntRange(min=0)
 
 def build_configs(flags: tuple[str, ...], cc: tuple[str, ...], sources=()) -> tuple[BuildConfig, ...]:
     """Every compiler x flag set; the same build named twice is refused (it would be measured twice)."""
-    configs = tuple(BuildConfig.parse(f, compiler, sources) for compiler in cc for f in flags)
-    seen: dict[BuildConfig, str] = {}
-    for config, (compiler, text) in zip(configs, ((c, f) for c in cc for f in flags)):
-        if config in seen:
-            raise click.UsageError(
-                f"the build {build_text(compiler, text)} is given twice"
-                + (f" (as {seen[config]!r} and {text!r})" if seen[config] != text else "")
-                + ": give each --flags and --cc once"
-            )
-        seen[config] = text
+    named = [(compiler, text) for compiler in cc for text in flags]
+    configs = tuple(BuildConfig.parse(text, compiler, sources) for compiler, text in named)
+    repeated = repeated_build(configs)
+    if repeated:
+        (_, first), (compiler, again) = (named[place] for place in repeated)
+        raise click.UsageError(
+            f"the build {build_text(compiler, again)} is given twice"
+            + (f" (as {first!r} and {again!r})" if first != again else "")
+            + ": give each --flags and --cc once"
+        )
     if configs and sources:
         refuse_sources_without_kernels(configs[0])
     return configs

@@ -207,6 +207,17 @@ def default_cache_dir() -> Path:
 
 
 @cache
+def repeated_build(configs: list[BuildConfig] | tuple[BuildConfig, ...]) -> tuple[int, int] | None:
+    """The places (first, again) of the first build given twice ("-O2" and " -O2 " are one), or
+    None: measured or checked twice, a build would be twin rows."""
+    seen: dict[BuildConfig, int] = {}
+    for place, config in enumerate(configs):
+        if config in seen:
+            return seen[config], place
+        seen[config] = place
+    return None
+
+
 def compiler_identity(cc: str) -> tuple[str, str]:
     """(resolved path, `cc --version` output); BuildError if the compiler is missing."""
     path = shutil.which(cc)
