@@ -57,6 +57,7 @@ def test_sectorbench_verify_is_the_api_after_the_module_is_imported():
     [
         ({"cases": 0}, "cases"),
         ({"cases": "/no/such/cases.npz"}, "cases"),
+        ({"cases": str(DATA / "mutants.c")}, "cases"),  # not a case file: a SectorbenchError naming the file
         ({"seed": -1}, "seed"),
         ({"kernels": 5}, "kernels"),
         ({"kernels": "no_such_kernel"}, "kernels"),

@@ -251,7 +251,14 @@ def verify(
         jobs=jobs,
         kernel_timeout=kernel_timeout,
     )
-    if input_path is None:  # the CLI's limit, said of this argument
+    if input_path is not None:  # read before any build, as the CLI's --input, and said of this argument
+        from .verify import read_input
+
+        try:
+            read_input(families.get(config.family), input_path)
+        except SectorbenchError as exc:
+            raise ValueError(f"cases: {exc}") from None
+    else:  # the CLI's limit, said of this argument
         from .verify import MAX_ESTIMATED_S, estimated_seconds
 
         seconds = estimated_seconds(families.get(config.family or families.all_families()[0].name), config)
