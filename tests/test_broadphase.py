@@ -7,6 +7,7 @@ import json
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -379,6 +380,44 @@ def test_run_times_broadphases_in_the_same_rounds_with_identical_hits(tmp_path):
     saved = {(r.kernel, r.threads): r for r in load(path).results}
     assert saved[("grid", 1)].index_build_s == rows["grid"].index_build_s
     assert saved[("morton", 2)].index_scatter == "plain"
+
+
+def _cpu_flags() -> set[str]:
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    return set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
+
+
+@pytest.mark.parametrize("disabled", [("avx512f",), ("avx512f", "avx2"), ("sse2",)], ids=["avx512f", "avx2", "sse2"])
+def test_a_broadphase_row_runs_only_what_disable_isa_leaves(disabled):
+    """`run --disable-isa avx512f` timed a grid row whose narrow phase (and sort, and keys) were
+    AVX-512 all the same: the C picked its instruction sets from the CPU alone."""
+    from sectorbench.measure.runner import RunConfig, run
+    from sectorbench.measure.timing import TimingConfig
+    from sectorbench.native.build import BuildConfig
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the broadphase's narrow phases are x86's")
+    config = RunConfig(
+        scene="game",
+        sectors=200,
+        points=5000,
+        kernels=("basic",),
+        builds=(BuildConfig.parse("-O2"),),
+        timing=TimingConfig(repeat=2, min_sample_s=0.001),
+        broadphases=("none", "grid", "morton"),
+        disable_isa=disabled,
+    )
+    rows = {r.kernel: r for r in run(config).results}
+    if "sse2" in disabled:
+        for name in ("grid", "morton"):
+            assert rows[name].status == "skipped" and "needs sse2, disabled by" in rows[name].reason, rows[name]
+        return
+    wanted = (("avx512_nosqrt", {"avx512f", "avx512dq", "popcnt"}), ("avx2_nosqrt", {"avx2"}))
+    usable = _cpu_flags() - set(disabled)
+    expected = next((name for name, needs in wanted if needs <= usable), "sse2_nosqrt")
+    for name in ("grid", "morton"):
+        assert rows[name].status == "ok" and rows[name].narrow_phase == expected, rows[name]
+        assert rows[name].hits == rows["basic"].hits
 
 
 def test_run_defaults_to_the_fastest_broadphase_at_game_scale():

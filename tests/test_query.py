@@ -399,3 +399,24 @@ def test_a_column_of_the_other_pair_must_agree_though_its_pair_is_incomplete(gam
     assert sectorbench.query(consistent, game).same_as(sectorbench.query(game, game))
     with pytest.raises(ValueError, match=rf"disagree at \[0\].*from {stale} "):
         sectorbench.query({**consistent, stale: game[stale] * F32(1.5)}, game)
+
+
+def test_the_query_uses_only_what_sectorbench_disable_isa_leaves(tmp_path):
+    """$SECTORBENCH_DISABLE_ISA masked the brute-force kernels but not the query, whose C picked
+    its instruction sets from the CPU alone."""
+    script = (
+        "import sectorbench, numpy as np\n"
+        "from sectorbench.families.sector.query import engine\n"
+        "print(engine().narrow_phase())\n"
+        "try:\n"
+        "    sectorbench.query({'cx': [0.0], 'cy': [0.0], 'ux': [1.0], 'uy': [0.0], 'r2': [1.0], 'cos_theta': [0.5]},\n"
+        "                      {'px': [0.5], 'py': [0.0]}, kernel='avx2_nosqrt')\n"
+        "except ValueError as exc:\n"
+        "    print(exc)\n"
+    )
+    env = {**os.environ, "SECTORBENCH_DISABLE_ISA": "avx512f,avx2"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    chosen, refused = done.stdout.splitlines()
+    assert chosen == "sse2_nosqrt", done.stdout
+    assert refused == "kernel 'avx2_nosqrt' cannot run here: it needs avx2, disabled by $SECTORBENCH_DISABLE_ISA"

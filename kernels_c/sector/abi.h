@@ -53,6 +53,9 @@ int sb_bp_none(const float *px, const float *py, int64_t m, const sb_bp_sectors 
                int isa, int threads, sb_bp_hits *out);
 /* The box of sector i (xmin, xmax, ymin, ymax): it holds every point the kernel accepts; 0 if none. */
 int sb_bp_box(const sb_bp_sectors *s, int64_t i, double *out4);
+/* What the broadphase may use, for the whole process: narrow phases up to `isa` (3 AVX-512,
+ * 2 AVX2, 1 SSE2, 0 scalar; the sort, keys and bounds follow), pdep if `bmi2`.  Default 3, 1. */
+void sb_bp_allow(int isa, int bmi2);
 int sb_bp_isa_supported(int isa);
 int sb_bp_best_isa(void);
 int sb_bp_fast_pdep(void);

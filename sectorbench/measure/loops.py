@@ -346,11 +346,14 @@ class BroadphaseLoop(LoopBase):
     def __init__(self, host, family, name: str):
         super().__init__(host)
         self.family, self.name = family, name
+        isa = ("sse2",)  # its narrow phases' least: skipped where it is masked or missing, as a kernel is
+        cpu_has = {f: bool(host.lib.sb_cpu_supports(f.encode())) for f in isa}
         self.kernel = Kernel(
             name=name,
             family=family.name,
             takes=(),
-            isa=(),
+            isa=isa,
+            skip_reason=skip_reason(isa, cpu_has, host.disabled),
             loop="broadphase",
             summary=f"{name} broadphase: index build + query, end to end",
             source="broadphase",

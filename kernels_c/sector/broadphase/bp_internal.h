@@ -43,6 +43,8 @@ int bp_sector_box(float cx, float cy, float ux, float uy, float r2, float k, dou
 typedef int64_t (*bp_run_fn)(const float *xs, const float *ys, const int32_t *ids, int64_t a, int64_t b,
                              const float *q, int32_t *out);
 bp_run_fn bp_pick_run(int isa);
+/* Whether the caller allows BMI2's pdep (sb_bp_allow). */
+int bp_bmi2_allowed(void);
 /* AVX2's compress: bp_compress_lanes[mask] packs the lanes of mask's set bits, 3 bits each,
  * lowest first (fill it once with bp_compress_init before use). */
 extern uint32_t bp_compress_lanes[256];

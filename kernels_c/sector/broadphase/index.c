@@ -76,7 +76,7 @@ static void bounds_part(void *arg, int part, int parts) {
     b[1] = b[3] = -FLT_MAX;
     int64_t count = 0, j = a;
 #if defined(SB_X86)
-    if (__builtin_cpu_supports("avx2")) {
+    if (sb_bp_isa_supported(2)) {
         count = bounds_avx2(job->px, job->py, a, e, b);
         j = a + (e - a) / 8 * 8;
     }

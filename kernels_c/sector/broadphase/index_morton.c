@@ -31,7 +31,7 @@ __attribute__((target("bmi2"))) static inline uint32_t morton2_pdep(uint32_t x, 
 int sb_bp_fast_pdep(void) {
 #if defined(SB_X86)
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("bmi2"))
+    if (!bp_bmi2_allowed() || !__builtin_cpu_supports("bmi2"))
         return 0;
     unsigned a, b, c, d;
     if (!__get_cpuid(0, &a, &b, &c, &d))
@@ -102,7 +102,7 @@ sb_bp_index *sb_bp_morton_build(const float *px, const float *py, int64_t m, dou
     t->inv_x = t->inv_y = bp_inverse32((double)side / ext);
     t->cells = side * side;
 #if defined(SB_X86)
-    t->pdep = pdep < 0 ? sb_bp_fast_pdep() : pdep && __builtin_cpu_supports("bmi2");
+    t->pdep = pdep < 0 ? sb_bp_fast_pdep() : pdep && bp_bmi2_allowed() && __builtin_cpu_supports("bmi2");
 #else
     (void)pdep;
 #endif

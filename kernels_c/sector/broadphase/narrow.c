@@ -114,8 +114,21 @@ static int64_t run_sse2(const float *xs, const float *ys, const int32_t *ids, in
 }
 #endif
 
-/* The narrow phases, best first; SB_BP_AUTO (0) picks the best this CPU runs. */
+/* The instruction sets the caller allows (sb_bp_allow): the best narrow phase, and what the
+ * SIMD sort, the grid's keys and the points' bounds may use; pdep for Morton codes. */
+static int allowed_isa = 3, allowed_bmi2 = 1;
+
+void sb_bp_allow(int isa, int bmi2) {
+    allowed_isa = isa;
+    allowed_bmi2 = bmi2;
+}
+
+int bp_bmi2_allowed(void) { return allowed_bmi2; }
+
+/* The narrow phases, best first; SB_BP_AUTO (0) picks the best this CPU runs and the caller allows. */
 int sb_bp_isa_supported(int isa) {
+    if (isa > allowed_isa)
+        return 0;
 #if defined(SB_X86)
     __builtin_cpu_init();
     switch (isa) {

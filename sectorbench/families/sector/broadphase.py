@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...model.kernels import DISABLE_ISA_ENV, disabled_features
+
 #: none: every pair (the brute-force kernels); grid, morton: a point index first.
 BROADPHASES = ("none", "grid", "morton")
 #: Indexes of points (the broadphases that build one).
@@ -33,6 +35,9 @@ SECTOR_COLUMNS = ("cx", "cy", "ux", "uy", "r2", "cos_theta")
 #: sb_bp_query's isa argument: 0 = the best this CPU has.
 ISA_CODES = {"auto": 0, "avx512": 3, "avx2": 2, "sse2": 1}
 ISA_NAMES = {3: "avx512_nosqrt", 2: "avx2_nosqrt", 1: "sse2_nosqrt"}
+#: The CPU features each narrow phase needs, as its brute-force kernel's row lists them
+#: (sb_common.h's SB_*_FEATURES; narrow.c's sb_bp_isa_supported asks the CPU for the same).
+ISA_FEATURES = {3: ("avx512f", "avx512dq", "popcnt"), 2: ("avx2",), 1: ("sse2",)}
 #: At most this many index builds to let the C side choose its scatter (it takes 3 of each way)
 SETTLE_BUILDS = 12
 #: sb_bp_scatter_way's answers
@@ -102,10 +107,19 @@ class Engine:
 
     def __init__(self, ffi, lib):
         self.ffi, self.lib = ffi, lib
+        # The features --disable-isa/$SECTORBENCH_DISABLE_ISA mask, masked here too (the C picks
+        # its instruction sets from the CPU: `run --disable-isa avx512f` timed a grid row whose
+        # narrow phase, sort and keys were AVX-512 all the same)
+        self.disabled = disabled_features()
+        allowed = next((code for code in (3, 2, 1) if not self.disabled & set(ISA_FEATURES[code])), 0)
+        lib.sb_bp_allow(allowed, "bmi2" not in self.disabled)
 
     def narrow_phase(self, isa: str = "auto") -> str:
         """The brute-force kernel whose predicate the narrow phase runs here."""
         code = ISA_CODES[isa] or self.lib.sb_bp_best_isa()
+        masked = sorted(self.disabled & set(ISA_FEATURES[code or 1]))  # 0: none left, not even SSE2
+        if masked:
+            raise BroadphaseError(f"it needs {', '.join(masked)}, disabled by ${DISABLE_ISA_ENV}")
         if not self.lib.sb_bp_isa_supported(code):
             raise BroadphaseError(f"this CPU lacks {isa}")
         return ISA_NAMES[code]
