@@ -438,3 +438,44 @@ def test_nothing_counted_is_said_and_the_rows_left_to_time_need_their_rounds(tmp
     said = " ".join(result.output.split()).split("no row was gated on instruction counts")
     assert len(said) == 2 and "valgrind cannot run" in said[1].split(" (mine)")[0], result.output  # once, and why
     assert "no row was gated on instruction counts, all 1 on time:" in markdown.read_text()
+
+
+@needs_valgrind
+def test_run_baseline_gated_on_counts_needs_no_rounds_until_a_row_is_left_to_time(tmp_path):
+    """Every row counted on both sides needs no rounds: `run --baseline --metric instructions
+    --repeat 3` against 5 saved rounds was refused before timing ("5 vs 3 samples cannot reach
+    alpha"), where `run --against` and regress gate the same rows on counts.  A row left to time
+    (no counts in the baseline) is still refused before timing."""
+    base = tmp_path / "base.json"
+    args = ["run", "-n", "32", "-m", "1000", "--min-time", "0.001", "--flags", "-O2", "--kernels", "basic"]
+    saved = CliRunner().invoke(main, [*args, "--repeat", "5", "--metric", "instructions", "--json", str(base)])
+    assert saved.exit_code == 0, saved.output
+    gated = CliRunner().invoke(main, [*args, "--repeat", "3", "--metric", "instructions", "--baseline", str(base)])
+    assert gated.exit_code == 0, gated.output
+    assert "1 row(s) gated on valgrind's counts" in gated.output, gated.output
+    timed_base = tmp_path / "timed.json"
+    assert CliRunner().invoke(main, [*args, "--repeat", "5", "--json", str(timed_base)]).exit_code == 0
+    refused = CliRunner().invoke(
+        main, [*args, "--repeat", "3", "--metric", "instructions", "--baseline", str(timed_base)]
+    )
+    assert refused.exit_code == 2 and "cannot reach alpha" in refused.output, refused.output
+    assert len(refused.output.strip().splitlines()) == 1, refused.output  # before timing: no table
+
+
+@needs_valgrind
+def test_run_baseline_refuses_too_few_rounds_after_counting_when_a_row_cannot_be_counted(tmp_path):
+    """The baseline counted the row, this run cannot (AVX-512 code, which valgrind cannot run):
+    it is gated on time, and 3 rounds against 5 cannot reach alpha: refused once that is known,
+    saying why the counts did not spare the rounds."""
+    if "avx512f" not in Path("/proc/cpuinfo").read_text():
+        pytest.skip("this CPU runs no AVX-512 kernel: its row would be skipped, not timed")
+    base = tmp_path / "base.json"
+    args = ["run", "-n", "32", "-m", "1000", "--min-time", "0.001", "--flags", "-O2", "--metric", "instructions"]
+    assert CliRunner().invoke(main, [*args, "--kernels", "basic", "--repeat", "5", "--json", str(base)]).exit_code == 0
+    # the same counts under the AVX-512 kernel's name: a baseline whose row valgrind could count
+    base.write_text(base.read_text().replace('"basic"', '"avx512_nosqrt"'))
+    result = CliRunner().invoke(main, [*args, "--kernels", "avx512_nosqrt", "--repeat", "3", "--baseline", str(base)])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "all 1 on time: needs avx512f, avx512dq, which valgrind cannot run (avx512_nosqrt)" in said, said
+    assert "and --repeat 3: 5 vs 3 samples cannot reach alpha" in said, said

@@ -67,13 +67,23 @@ def print_instructions(result, metric: str, gated: bool = False) -> None:
         stdout().print(line, highlight=False, markup=False)
 
 
-def count_revision(baseline, current, report, gate_config, check_rounds: int | None = None):
+def count_revision(baseline, current, report, gate_config, check_rounds: int | None = None, same_job: bool = True):
     """The report gated on instruction counts where both sides have them, the rest on time
     with one warning line saying why (compare.gate.uncounted_line).
 
-    check_rounds: the rounds a side of a same-job A/B run, whose power was not checked before
-    timing because counts need none: refused now if a row left to time cannot reach alpha."""
-    from ..compare.gate import UNCHANGED_CODE, check_ab_rounds, uncounted_line, uncounted_rows, with_counts_noted
+    check_rounds: the rounds the current side was timed in, whose power was not checked before
+    timing because counts need none: refused now if a row left to time cannot reach alpha with
+    them, against as many of its own (same_job: run --against) or the baseline's saved rounds
+    (run --baseline, which had refused 3 rounds against 5 before timing though every row was
+    to be counted)."""
+    from ..compare.gate import (
+        UNCHANGED_CODE,
+        check_ab_rounds,
+        check_power,
+        uncounted_line,
+        uncounted_rows,
+        with_counts_noted,
+    )
     from ..measure.instructions import gate_counts
     from ..present.report import COUNTS_COMPARED
 
@@ -81,9 +91,14 @@ def count_revision(baseline, current, report, gate_config, check_rounds: int | N
     counted = sum(1 for r in report.rows if r.counted)
     if counted:
         note(f"instructions: {counted} row(s) gated on valgrind's counts: {COUNTS_COMPARED}")
-    if check_rounds is not None and any(r.verdict != UNCHANGED_CODE for r in uncounted_rows(report)):
+    timed = {r.key for r in uncounted_rows(report) if r.verdict != UNCHANGED_CODE}
+    if check_rounds is not None and timed:
         try:
-            check_ab_rounds(check_rounds, gate_config.alpha)
+            if same_job:
+                check_ab_rounds(check_rounds, gate_config.alpha)
+            else:
+                timed_rows = [row for row in baseline.results if row.key in timed]
+                check_power(replace(baseline, results=timed_rows), check_rounds, gate_config.alpha)
         except SectorbenchError as exc:
             raise SectorbenchError(f"{uncounted_line(report, baseline, current)}; and {exc}") from None
     return with_counts_noted(report, baseline, current)
@@ -131,8 +146,9 @@ def gate_revision(config, baseline, current, gate_config, confirm: bool, metric:
 
     def revise(report):
         if metric == INSTRUCTIONS:
-            ab_rounds = config.timing.repeat if config.base_builds else None  # --baseline checked its own
-            report = count_revision(baseline, current, report, gate_config, ab_rounds)
+            report = count_revision(
+                baseline, current, report, gate_config, config.timing.repeat, same_job=bool(config.base_builds)
+            )
         if confirm:
             report, _ = confirm_rows(report, measure_again)  # its lines are among the report's warnings
         return report
