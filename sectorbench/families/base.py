@@ -111,7 +111,8 @@ class Family:
     #: run's ±k footnote: what a row's count k away from {expected} means, in the family's words.
     count_difference = (
         "hits differ by k from {expected}: the kernels disagree on some pairs (float32 rounding "
-        "near the boundary, or a logic difference; see `sectorbench verify --family {family}`)"
+        "near the boundary, a kernel's declared tolerance, or a logic difference; see "
+        "`sectorbench verify --family {family}`)"
     )
 
     def count_cell(self, hits: int, tests: int) -> str:
@@ -370,7 +371,8 @@ class BooleanFamily(Family):
     def count_allowance(self, scene, kernels) -> tuple[dict[str, int], int | None]:
         """verify's allowance for a count loop (check_loops), on the scene `run` timed: the pairs a
         kernel may get wrong by rounding (margin <= its rounding bound, capped at the family's;
-        not exact-evaluable; or outside its contract), counted over every pair up to
+        not exact-evaluable; or outside its contract), and for a tolerant kernel the pairs its
+        declared tolerance answers otherwise than the strict oracle, counted over every pair up to
         EXACT_COUNT_MAX_TESTS.  Beyond, over a seeded sample of that many pairs, scaled to the
         scene as a one-sided upper bound (x + 3 sqrt(x + 1) + 3 pairs of the sample for x seen:
         above 99 % confidence), so that a count is never called wrong for rounding the sample
@@ -380,6 +382,7 @@ class BooleanFamily(Family):
         if sampled:
             rows = np.sort(np.random.default_rng(0).choice(scene.tests, EXACT_COUNT_MAX_TESTS, replace=False))
         case_set = cases.case_set(self, [("run scene", self._pair_columns(scene, rows))])
+        strict = None  # the exact count's own answers, for a tolerant kernel (below)
         allowance, seen = {}, {}
         for kernel in kernels:
             bound = min(kernel.rounding_bound or self.default_rounding_bound, self.max_rounding_bound)
@@ -389,6 +392,15 @@ class BooleanFamily(Family):
             if key not in seen:
                 reference = self.reference(case_set, kernel)
                 band = ((reference.margin <= bound) & ~reference.exact) | ~self.applicable(kernel, case_set)
+                if kernel.tolerance:
+                    # The count is judged against the strict oracle's (exact_count), but a tolerant
+                    # kernel (recast_cross) is right to answer as its tolerant predicate does: the
+                    # pairs where the two predicates disagree are allowed too, as verify allows them.
+                    if strict is None:
+                        with np.errstate(all="ignore"):
+                            strict = self.strict_inside(case_set.columns)
+                    if strict is not None:
+                        band |= np.asarray(reference.answer, dtype=bool) != strict
                 x = int(np.count_nonzero(band))
                 if sampled:
                     x = math.ceil((x + 3 * math.sqrt(x + 1) + 3) * scene.tests / len(case_set))
