@@ -108,6 +108,22 @@ def test_issue_game_scale_example_marks_both_avx512_rows():
     assert validity.basis([plain.net_valid, blocked.net_valid]) == "gross"
 
 
+def test_a_loop_far_faster_than_its_noop_is_never_called_memory_bound():
+    """A kernel optimised away (a constant answer: gross 0.004 ms against a NoOperation of 3.68 ms,
+    beyond L2) makes none of its NoOperation's loads, so none can hide under its arithmetic: the
+    row must not say "memory-bound" (which switched every speedup of its table to gross time),
+    nor, within L2, that the NoOperation overlaps its arithmetic.  Its net note says why net is 0."""
+    away = judge(4 * L2, L2, gross_s=0.004e-3, noop_s=3.68e-3, net_s=0.0, gross_cycles_per_test=0.01)
+    assert away.net_valid and away.reason is None and away.note is None
+    assert validity.basis([None, away.net_valid]) == "net"
+    inside = judge(
+        L2 // 2, L2, gross_s=0.25e-3, noop_s=0.6e-3, net_s=0.0, gross_cycles_per_test=1, bound_cycles_per_test=1
+    )
+    assert inside.note is None
+    # A memory-bound loop whose NoOperation is as slow as it (net about 0) is still marked.
+    assert not judge(4 * L2, L2, gross_s=1.0, noop_s=1.05, net_s=0.0).net_valid
+
+
 def test_unknown_cache_sizes_leave_the_measured_evidence_to_decide():
     assert not judge(1000, None, 1.0, 0.6, 0.4).net_valid
     assert judge(1000, None, 1.0, 0.1, 0.9).net_valid
