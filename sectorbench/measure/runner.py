@@ -30,7 +30,6 @@ from .selection import check_family, check_names, infer_family, known_kernels, s
 from .timing import (
     CALIBRATION_SAMPLES,
     MODES,
-    TYPICAL_NS_PER_TEST,
     Series,
     TimingConfig,
     duration,
@@ -159,9 +158,11 @@ class Plan:
     tests: int  # per pass
     repeat: int
     rows: tuple[RowKey, ...]  # every result row
-    estimate_s: float  # each row by its own model: TYPICAL_NS_PER_TEST a test, BROADPHASE_NS_PER_ITEM an item
+    estimate_s: float  # each row by its own model: ns_per_test a test, BROADPHASE_NS_PER_ITEM an item
     broadphase_series: int = 0  # of `series`, broadphase rows (timed end to end)
     sides: tuple[str | None, ...] = ()  # each row's A/B side (RunConfig.base_builds), None outside one
+    ns_per_test: float = families.Family.typical_ns_per_test  # what a test is assumed to cost: its family's
+    ns_note: str = ""  # the family's typical_ns_note
 
     def describe(self) -> str:
         def plural(count: int, word: str) -> str:
@@ -176,9 +177,11 @@ class Plan:
         return (
             f"plan: {' × '.join(counts)} (+ {', '.join(extra)}), "
             f"{plural(self.repeat, 'round')} after calibration, {self.tests:,} tests a pass; "
-            f"timing about {duration(self.estimate_s)} (assuming {TYPICAL_NS_PER_TEST:g} ns a test"
+            f"timing about {duration(self.estimate_s)} (assuming {self.ns_per_test:g} ns a test"
             + (f", a broadphase {BROADPHASE_NS_PER_ITEM:g} ns a shape or point" if self.broadphase_series else "")
-            + " until calibrated, where naive takes ~13; the checks after timing not included)"
+            + " until calibrated"
+            + (f", where {self.ns_note}" if self.ns_note else "")
+            + "; the checks after timing not included)"
         )
 
 
@@ -207,11 +210,14 @@ def resolve(config: RunConfig) -> RunConfig:
 def check_time(config: RunConfig) -> None:
     """Refuse, before anything is generated or built, a run expected to outlast config.max_minutes.
 
-    Estimated at TYPICAL_NS_PER_TEST for the fewest series it can have (the named
+    Estimated at the family's typical_ns_per_test for the fewest series it can have (the named
     kernels, or one, plus a NoOperation loop, per build, mode and thread count); once
     the kernels are known and calibrated, the run is checked again with what was measured.
     """
     tests = config.sectors * config.points
+    ns_per_test = (
+        families.get(config.family).typical_ns_per_test if config.family else families.Family.typical_ns_per_test
+    )
     broadphases = config.broadphases or ("none",)
     brute_force = bool(config.kernels) or "none" in broadphases
     per_build = (len(config.builds) + len(config.base_builds)) * len(config.threads)
@@ -219,7 +225,7 @@ def check_time(config: RunConfig) -> None:
     indexed = per_build * len([b for b in broadphases if b != "none"])
     making_s = scene_kinds.scene_cost(config.scene, config.sectors, config.points, config.scene_options)[1]
     expected = (
-        estimate_s(series, tests, config.timing, TYPICAL_NS_PER_TEST)
+        estimate_s(series, tests, config.timing, ns_per_test)
         + estimate_s(indexed, config.sectors + config.points, config.timing, BROADPHASE_NS_PER_ITEM)
         + making_s
     )
@@ -227,7 +233,7 @@ def check_time(config: RunConfig) -> None:
         raise SectorbenchError(
             f"this run would take about {duration(expected)} (N={config.sectors:,} x M={config.points:,} = "
             f"{tests:,} tests a pass, {config.timing.repeat} rounds, {series} or more series, at "
-            f"{TYPICAL_NS_PER_TEST:g} ns a test"
+            f"{ns_per_test:g} ns a test"
             + (f"; about {duration(making_s)} to make the scene" if making_s >= 1 else "")
             + f"), over the limit of {config.max_minutes:g} min: "
             "use a smaller scene or fewer rounds, or raise --max-minutes"
@@ -321,6 +327,7 @@ def _measure(
     on_plan: Callable[[Plan], None],
     clock_build: BuildSession,
 ) -> RunResult:
+    family = families.get(scene.family)
     plan = []  # (session, kernel, mode, threads)
     series: dict[tuple, Series] = {}
     kernels_per_build = 0
@@ -354,12 +361,13 @@ def _measure(
     indexed = {(s.config, k.name, m, t) for s, k, m, t in plan if k.noop_reason is not None}
     priors = {key: (scene.n_shapes + scene.n_points) * BROADPHASE_NS_PER_ITEM * 1e-9 for key in indexed}
     plan_estimate_s = estimate_s(
-        len(series) - len(indexed), scene.tests, config.timing, TYPICAL_NS_PER_TEST
+        len(series) - len(indexed), scene.tests, config.timing, family.typical_ns_per_test
     ) + estimate_s(len(indexed), scene.n_shapes + scene.n_points, config.timing, BROADPHASE_NS_PER_ITEM)
     if plan_estimate_s > config.max_minutes * 60:  # check_time's rule, now with every series counted
         raise SectorbenchError(
             f"this run's {len(series)} series would take about {duration(plan_estimate_s)} (at "
-            f"{TYPICAL_NS_PER_TEST:g} ns a test until calibrated), over the limit of {config.max_minutes:g} min: "
+            f"{family.typical_ns_per_test:g} ns a test until calibrated), "
+            f"over the limit of {config.max_minutes:g} min: "
             "use a smaller scene, fewer rounds or fewer kernels, or raise --max-minutes"
         )
     on_plan(
@@ -374,6 +382,8 @@ def _measure(
             repeat=config.timing.repeat,
             rows=tuple(_row(session, kernel, mode, threads) for session, kernel, mode, threads in plan),
             estimate_s=plan_estimate_s,
+            ns_per_test=family.typical_ns_per_test,
+            ns_note=family.typical_ns_note,
             broadphase_series=len(indexed),
             sides=tuple(session.side for session, _, _, _ in plan),
         )
@@ -404,7 +414,7 @@ def _measure(
             clock_mhz.append(float("nan"))
             clock_failures.append(str(exc))
 
-    clock = _TimeLeft(list(series.values()), config.timing, scene.tests, priors)
+    clock = _TimeLeft(list(series.values()), config.timing, scene.tests, priors, family.typical_ns_per_test)
 
     def check_calibrated_time() -> None:
         """Over --max-minutes once calibrated: the costliest kernel series are left out (timed-out,
@@ -451,7 +461,6 @@ def _measure(
     if clock_failures:  # a missing cyc/test column says why
         env["machine"]["cpu"]["clock_failure"] = clock_failures[0]
     progress("counting the exact oracle's hits")
-    family = families.get(scene.family)
     exact_count = family.exact_count(scene)
     counted = {kernel.name: kernel for _, kernel, _, _ in plan}  # what rounding allows each (compare/answers.py)
     allowance = family.count_allowance(scene, list(counted.values()))
@@ -492,8 +501,15 @@ def _row(session: BuildSession, kernel: Kernel, mode: str, threads: int) -> RowK
 class _TimeLeft:
     """Seconds of measuring left: assumed per test until a series is calibrated, then its own."""
 
-    def __init__(self, series: list[Series], timing: TimingConfig, tests: int, priors: Mapping | None = None):
-        self.series, self.timing, self.tests = series, timing, tests
+    def __init__(
+        self,
+        series: list[Series],
+        timing: TimingConfig,
+        tests: int,
+        priors: Mapping | None = None,
+        ns_per_test: float = families.Family.typical_ns_per_test,
+    ):
+        self.series, self.timing, self.tests, self.ns_per_test = series, timing, tests, ns_per_test
         self.priors = dict(priors or {})  # series key -> seconds a pass, by the row's own model
 
     def left_s(self) -> float:
@@ -501,7 +517,7 @@ class _TimeLeft:
         calibrated = [s.calls * s.seconds_per_call for s in live if s.calls and s.key not in self.priors]
         # An uncalibrated series is taken to cost what the calibrated ones do on average
         # (a row with a model of its own, a broadphase, what that model says).
-        pass_s = sum(calibrated) / len(calibrated) if calibrated else self.tests * TYPICAL_NS_PER_TEST * 1e-9
+        pass_s = sum(calibrated) / len(calibrated) if calibrated else self.tests * self.ns_per_test * 1e-9
         left = 0.0
         for s in live:
             own_s = self.priors.get(s.key, pass_s)

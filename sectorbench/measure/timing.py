@@ -27,10 +27,6 @@ MAX_REPEAT = 1000  # beyond this the drift of the machine, not the sample count,
 MAX_MIN_SAMPLE_S = 10.0  # a sample longer than 10 s only adds drift; take more rounds instead
 MODES = ("inline", "call")
 
-#: What a run's time is estimated from before anything is measured (see estimate_s): the
-#: default sector kernels take 0.6 to 12 ns per test at -O2 here, 4 on average.  After
-#: calibration the measured call counts replace it.
-TYPICAL_NS_PER_TEST = 4.0
 #: The confidence of the interval that decides "net time not clearly above 0" (timing.net_time):
 #: the one the comparisons use; with fewer than 6 rounds it is the rounds' min..max.
 NET_ABOVE_ZERO_CONFIDENCE = 0.95

@@ -54,6 +54,7 @@ class SectorFamily(BooleanFamily):
     scenes = SCENES
     scene_options = OPTIONS
     reference_kernel = "naive"  # the article's kernel: its speedups are against it
+    typical_ns_note = "naive takes ~13"
     #: A tolerance of t rad makes every point within t of the edge rays either answer: at the
     #: needle region's width every needle cone is wholly in the band (a kernel ignoring the
     #: angle passed with 10), so no more is granted; lut, the widest shipped, declares 2e-3.
