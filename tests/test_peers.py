@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -40,6 +41,16 @@ def test_peers_and_c_kernels_in_one_table():
     assert {hits[name] for name in PEERS} == {hits["sse2_nosqrt"]}
     numba = next(r for r in result.results if r.kernel == "numba")
     assert numba.jit_s and numba.jit_s > 0 and numba.net_s is not None and numba.overhead_samples_s
+
+
+@pytest.mark.skipif(importlib.util.find_spec("scipy") is None, reason="scipy not installed")
+def test_a_first_call_that_compiles_nothing_is_not_called_a_jit():
+    """kdtree's first call imports scipy (a quarter of a second here): its note must not say the
+    time went to a JIT compilation, which only numba makes."""
+    result = run(RunConfig(sectors=8, points=500, kernels=("kdtree",), timing=FAST))
+    (row,) = result.results
+    assert row.status == "ok" and row.jit_s is not None
+    assert not any("(JIT compilation)" in note for note in row.warnings), row.warnings
 
 
 def test_peers_only_run_in_inline_mode():

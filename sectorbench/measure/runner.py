@@ -634,7 +634,11 @@ def _result(
         **_cycles(mine, clock_mhz, scene.tests, loop, threads, per_test),
     )
     if (extras.get("jit_s") or 0) >= JIT_NOTE_S:
-        warnings.append(f"{kernel.name}: its first call (JIT compilation) took {extras['jit_s']:.2f} s, before timing")
+        # Said as what any peer's first call may do: numba's is its compilation, kdtree's imports scipy.
+        warnings.append(
+            f"{kernel.name}: its first call (a JIT's compilation, its modules' first import) took "
+            f"{extras['jit_s']:.2f} s, before timing"
+        )
     if not has_noop:  # timed end to end: its net time is its time
         return KernelResult(
             status="ok",
