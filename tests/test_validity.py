@@ -159,6 +159,19 @@ def test_speedups_follow_gross_time_where_any_row_is_marked_and_the_caption_says
     assert "plain's net time" in speedup_caption(clean)
 
 
+def test_a_row_far_slower_than_its_reference_shows_its_speedup_not_zero():
+    """kdtree against numpy ran 23 times slower (net 45.97 ms against 2.02): its speedup cell
+    said 0.0x; it shows two significant digits below 1, one decimal from 1 up."""
+    rows = _with_speedups(
+        [_row("numpy", 2.57e-3, 2.02e-3, spread=0.1), _row("kdtree", 45.98e-3, 45.97e-3, spread=0.1)], "numpy"
+    )
+    table = run_table(RunResult({"kind": "uniform", "sectors": 8, "points": 125, "seed": 0}, {}, {}, rows))
+    speedup = dict(
+        zip(map(str, table.columns[0].cells), map(str, table.columns[column_names(table).index("speedup")].cells))
+    )
+    assert speedup == {"numpy": "1.0x", "kdtree": "0.044x"}
+
+
 # ---------------------------------------------------------------- real runs against this CPU's L2
 
 

@@ -116,6 +116,14 @@ def shown_speedup(row: KernelResult, results: Sequence[KernelResult]) -> float |
     return row.speedup
 
 
+def _speedup_cell(speedup: float | None) -> str:
+    """1.0x, 37.7x; below 1 two significant digits, so that a row 20 times slower than its
+    reference reads 0.044x, not 0.0x (which reads as no time, or no speedup at all)."""
+    if speedup is None:
+        return "–"
+    return f"{speedup:.1f}x" if speedup >= 0.95 else f"{speedup:.2g}x"
+
+
 def speedup_caption(results: list[KernelResult]) -> str | None:
     """What the speedup column is relative to, and on which time; or that nothing was."""
     ok = [r for r in results if r.status == "ok"]
@@ -261,7 +269,7 @@ def run_table(run: RunResult) -> Table:
             _ms(r.overhead_s),
             _ms(r.net_s),
             "–" if r.ns_per_test is None else f"{r.ns_per_test:.3f}",
-            "–" if speedup is None else f"{speedup:.1f}x",
+            _speedup_cell(speedup),
             _number(r.cycles_per_test, ".2f"),
         ]
         if show_bound:
