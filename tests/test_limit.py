@@ -200,3 +200,28 @@ def test_a_loop_faster_than_its_bound_is_named_in_the_notes():
     assert "% bound over 100 (sse2)" in notes and "avx512_nosqrt" not in notes
     held = RunResult({}, env, {}, [row("avx512_nosqrt", 0.51, 0.50)])
     assert "% bound over 100" not in " ".join(run_notes(held))
+
+
+def test_a_row_of_several_threads_says_why_it_has_no_bound():
+    """The bound is one core's, so a row of 2 threads shows "–" in the bound column: the notes
+    must say why, as they do for every other "–" there."""
+    from sectorbench.model.results import KernelResult, RunResult
+    from sectorbench.present.report import run_notes
+
+    def row(threads, bound):
+        return KernelResult(
+            kernel="avx2",
+            family="sector",
+            flags="-O2",
+            cc="cc",
+            mode="inline",
+            status="ok",
+            threads=threads,
+            cycles_per_test=1.6,
+            bound_cycles_per_test=bound,
+        )
+
+    env = {"machine": {"cpu": {"measured_mhz": 3090.0}}}
+    notes = " ".join(run_notes(RunResult({}, env, {}, [row(1, 0.96), row(2, None)])))
+    assert "bound – with more than 1 thread: the bound is one core's" in notes
+    assert "more than 1 thread" not in " ".join(run_notes(RunResult({}, env, {}, [row(1, 0.96)])))

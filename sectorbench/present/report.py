@@ -63,6 +63,9 @@ def run_notes(run: RunResult) -> list[str]:
     if any(r.bound_cycles_per_test for r in run.results):
         for reason, kernels in unbound.items():
             notes.append(f"bound – for {', '.join(dict.fromkeys(kernels))}: {reason}")
+        # The runner derives no bound for a row of several threads: the "–" there says why too.
+        if any(r.status == "ok" and r.threads > 1 and r.bound_cycles_per_test is None for r in run.results):
+            notes.append("bound – with more than 1 thread: the bound is one core's (cyc/test there is the whole run's)")
     elif unbound:
         notes.append(f"bound: {NONE_DERIVED} ({'; '.join(unbound)})")
     counters = run.env.get("counters") or {}
