@@ -829,17 +829,29 @@ def _with_speedups(results: list[KernelResult], reference: str | None) -> list[K
             return r.median_s
         return r.net_s if r.net_above_zero else None  # a ratio to noise is no speedup, saved or shown
 
-    reference_time = {(r.key, r.side): time_s(r) for r in results if r.kernel == reference}
+    reference_row = {(r.key, r.side): r for r in results if r.kernel == reference}
 
     def reference_of(r: KernelResult) -> tuple[RowKey, str | None]:
         return (r.key.with_kernel(reference), r.side)
 
+    def end_to_end(r: KernelResult) -> bool:
+        """A broadphase row (timed end to end, nothing subtracted) against a kernel's: the kernel's
+        net would leave out the loop a broadphase replaces, so both are taken end to end."""
+        return r.broadphase is not None and reference_row[reference_of(r)].broadphase is None
+
     def speedup(r: KernelResult) -> float | None:
-        return reference_time[reference_of(r)] / time_s(r) if time_s(r) and reference_time[reference_of(r)] else None
+        theirs = reference_row[reference_of(r)]
+        theirs_s = theirs.median_s if end_to_end(r) else time_s(theirs)
+        return theirs_s / time_s(r) if time_s(r) and theirs_s else None
 
     return [
-        replace(r, speedup=speedup(r), speedup_basis=basis, speedup_reference=reference)
-        if reference_of(r) in reference_time
+        replace(
+            r,
+            speedup=speedup(r),
+            speedup_basis=validity.GROSS if end_to_end(r) else basis,
+            speedup_reference=reference,
+        )
+        if reference_of(r) in reference_row
         else r
         for r in results
     ]

@@ -127,6 +127,12 @@ def _speedup_cell(speedup: float | None) -> str:
     return f"{speedup:.1f}x" if speedup >= 0.95 else f"{speedup:.2g}x"
 
 
+def _reference_is_broadphase(row: KernelResult, results: Sequence[KernelResult]) -> bool:
+    reference_key = row.key.with_kernel(row.speedup_reference or row.kernel)
+    reference = next((r for r in results if r.key == reference_key and r.side == row.side), None)
+    return reference is not None and reference.broadphase is not None
+
+
 def speedup_caption(results: list[KernelResult]) -> str | None:
     """What the speedup column is relative to, and on which time; or that nothing was."""
     ok = [r for r in results if r.status == "ok"]
@@ -136,12 +142,19 @@ def speedup_caption(results: list[KernelResult]) -> str | None:
     if not compared:
         return "speedup: – (no reference kernel ran in any row's build, mode and thread count)"
     references = ", ".join(dict.fromkeys(r.speedup_reference for r in compared if r.speedup_reference))
-    basis = next((r.speedup_basis for r in compared if r.speedup_basis), "net")
+    # A broadphase row against a kernel is on gross time whatever the table's basis (runner._with_speedups).
+    crossed = [r for r in compared if r.broadphase and not _reference_is_broadphase(r, results)]
+    basis = next((r.speedup_basis for r in compared if r.speedup_basis and r not in crossed), "net")
     text = f"speedup: {references or 'the reference kernel'}'s {basis} time / the row's, same build, mode and threads"
     if basis == "gross":
         text += (
             "; gross (end to end), not net, because a row is marked memory-bound: there the NoOperation "
             "subtraction removes load time the kernel hides, so net would rank it wrongly"
+        )
+    if crossed and basis != "gross":
+        text += (
+            f"; for {', '.join(dict.fromkeys(r.kernel for r in crossed))} (a broadphase, timed end to end): "
+            f"{references}'s gross time / the row's, as the broadphase replaces its whole loop"
         )
     missing = sorted({r.kernel for r in ok if r.speedup_reference is None})
     if missing:
