@@ -512,3 +512,22 @@ def test_compare_table_picks_the_fastest_build_end_to_end_where_a_row_is_memory_
     assert "fastest build by gross time" in table.title
     styles = [cell.style for column in table.columns[1:] for cell in column.cells]
     assert styles == ["", "bold green"]  # -O3: 0.55 s end to end, though its net is the larger
+
+
+def test_compare_table_names_no_fastest_build_where_a_net_is_noise():
+    """At N=1, M=17 cross's -O2 net (3.25 ns, rounds -0.74 to 3.46) was not clearly above 0: its
+    neighbour's cell said "×–: a ratio to noise is no speedup", yet the -O2 cell was green, the
+    fastest build.  A row with a net that is noise names no fastest build; the others still do."""
+    from dataclasses import replace
+
+    from sectorbench.present.report import compare_table
+
+    noise = "net time not clearly above 0 (its 75% interval over the rounds reaches -0.0126 ms)"
+    cross = _row("cross", 0.0, 3.254e-9 * 17, ns_per_test=3.254, warnings=[noise])
+    cross_fast = replace(_row("cross", 0.0, 8.146e-9 * 17, ns_per_test=8.146), flags="-O2 -ffast-math")
+    naive = _row("naive", 0.0, 7.93e-9 * 17, ns_per_test=7.93)
+    naive_fast = replace(_row("naive", 0.0, 11.985e-9 * 17, ns_per_test=11.985), flags="-O2 -ffast-math")
+    table = compare_table(RunResult(scene={}, env={}, config={}, results=[naive, naive_fast, cross, cross_fast]))
+    styles = [[cell.style for cell in column.cells] for column in table.columns[1:]]
+    assert styles == [["bold green", ""], ["", ""]]  # naive: -O2; cross: neither
+    assert "×–" in str(list(table.columns[2].cells)[1])

@@ -446,7 +446,7 @@ COMPARE_LEGEND = {
     "whatever its time (run `sectorbench verify` on that build)",
     NOISE_RATIO: "no ratio: this build's or the first build's net time is not clearly above 0 "
     "(too small next to the NoOperation to measure; `--table` shows the row's note), and a ratio to "
-    "noise is no speedup",
+    "noise is no speedup, nor is any build of that kernel called the fastest",
     NO_INTERVAL: "no interval: in some round this build's or the first build's net time (kernel − "
     "NoOperation) was 0 or below, or they ran a different number of rounds, so the per-round ratios "
     "are undefined; the × is the ratio of the median net times",
@@ -479,7 +479,10 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
         first = cells.get(builds[0])
         measured = {b: c for b, c in cells.items() if c.status == "ok" and c.ns_per_test is not None}
         speed = {b: c.median_s if by_gross else c.ns_per_test for b, c in measured.items() if id(c) not in wrong}
-        fastest = min(speed, key=speed.get) if speed else None
+        # On net time, a build whose net is not clearly above 0 cannot be ranked (its ×– says "a ratio
+        # to noise is no speedup"): then no build of the row is called the fastest.
+        noise = not by_gross and any(not c.net_above_zero for b, c in measured.items() if b in speed)
+        fastest = min(speed, key=speed.get) if speed and not noise else None
         out = [literal(kernel)] + ([literal(mode)] if len(modes) > 1 else [])
         for build in builds:
             cell = cells.get(build)
