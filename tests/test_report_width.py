@@ -25,6 +25,7 @@ from sectorbench.present.report import (
     min_width,
     run_table,
     shown_speedup,
+    speedup_cell,
     split,
 )
 from sectorbench.present.report import verify_table as verify_table_of
@@ -72,7 +73,7 @@ def test_run_table_fits_and_keeps_every_number_it_shows(saved, width):
     text = render(fit(run_table(run), width, RUN_DROP, whole_lines=True), width)
     ok = [r for r in run.results if r.status == "ok"]
     assert_fits(text, width, [r.kernel for r in run.results] + [f"{r.ns_per_test:.3f}" for r in ok])
-    assert all(f"{speedup:.1f}x" in text for r in ok if (speedup := shown_speedup(r, run.results)))
+    assert all(speedup_cell(speedup) in text for r in ok if (speedup := shown_speedup(r, run.results)))
     # one line per row: each row's line holds its kernel, its flags and its mode.  The rows are
     # the lines between the header's rule and the first blank line; footnotes below may well
     # start a wrapped line with a kernel's name.

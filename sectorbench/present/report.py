@@ -119,7 +119,7 @@ def shown_speedup(row: KernelResult, results: Sequence[KernelResult]) -> float |
     return row.speedup
 
 
-def _speedup_cell(speedup: float | None) -> str:
+def speedup_cell(speedup: float | None) -> str:
     """1.0x, 37.7x; below 1 two significant digits, so that a row 20 times slower than its
     reference reads 0.044x, not 0.0x (which reads as no time, or no speedup at all)."""
     if speedup is None:
@@ -285,7 +285,7 @@ def run_table(run: RunResult) -> Table:
             _ms(r.overhead_s),
             _ms(r.net_s),
             "–" if r.ns_per_test is None else f"{r.ns_per_test:.3f}",
-            _speedup_cell(speedup),
+            speedup_cell(speedup),
             _number(r.cycles_per_test, ".2f"),
         ]
         if show_bound:
