@@ -217,7 +217,7 @@ def run_table(run: RunResult) -> Table:
         title=literal(
             f"{scene['kind']} scene, N={scene_shapes(scene)} x M={scene['points']}, seed {scene['seed']}: "
             f"ms per pass over all N x M tests, median of {run.config.get('repeat')}; "
-            f"net = median - NoOp (paired by round)",
+            "net = median over the rounds of (kernel - its NoOp in the same round)",  # not median - NoOp
             "table.title",
         ),
         title_justify="left",
