@@ -186,6 +186,24 @@ def test_bar_chart_svg_and_log_scale(mpl, tmp_path):
         assert_svg(out)
 
 
+def test_log_axes_are_labelled_in_plain_text(mpl, tmp_path):
+    """Charts draw with mathtext off (names as written), and the log scale's tick labels are
+    mathtext: a log axis was labelled `$\\mathdefault{10^{-1}}$`, literally, under the bars and
+    beside a trend. (An SVG keeps each text it draws as a comment.)"""
+    spread = saved_and_loaded(
+        run_result(kernels=("slow", "tiny"), builds=(("gcc", "-O2"),), extra=[row("tinier", ns=0.1)]),
+        tmp_path / "r.json",
+    )
+    faster = saved_and_loaded(
+        run_result(kernels=("slow", "tiny"), builds=(("gcc", "-O2"),), scale=0.01, created="2024-06-01T10:00:00+00:00"),
+        tmp_path / "f.json",
+    )
+    drawn = [bar_chart(spread, tmp_path / "bars.svg"), trend_chart([spread, faster], "slow", tmp_path / "trend.svg")]
+    for out in drawn:
+        text = out.read_text()
+        assert "log scale" in text and "mathdefault" not in text and "$" not in text
+
+
 def test_bar_chart_without_net_samples_or_measurements(mpl, tmp_path):
     bare = KernelResult(
         kernel="k",

@@ -277,6 +277,21 @@ def _save(fig, out: Path, fmt: str, overwrite: bool) -> Path:
     return write_atomic(out, lambda stream: fig.savefig(stream, format=fmt, dpi=DPI, **crop), overwrite)
 
 
+def _log_scale(ax, which: str) -> None:
+    """Put `ax`'s `which` ("x" or "y") axis on a log scale whose tick labels are plain text ("0.1", "1", "10").
+
+    matplotlib's log scale labels its ticks in mathtext (`$\\mathdefault{10^{-1}}$`), and the
+    charts draw with text.parse_math off (_labels_as_written), so those labels were drawn as that
+    literal source; LogFormatter is the same scale's labelling without mathtext. Set after the
+    scale, which replaces the formatters."""
+    from matplotlib.ticker import LogFormatter
+
+    getattr(ax, f"set_{which}scale")("log")
+    axis = getattr(ax, f"{which}axis")
+    axis.set_major_formatter(LogFormatter())
+    axis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
+
+
 def _wants_log(values: Sequence[float]) -> bool:
     positive = [v for v in values if v > 0]
     return bool(positive) and max(positive) / min(positive) > LOG_SCALE_SPAN
@@ -352,7 +367,7 @@ def bar_chart(result: RunResult, out: Path, confidence: float = 0.95, overwrite:
     ax.set_yticks(y, [f"{r.kernel}  [{label(_series_key(r))}]" if several else r.kernel for r, _ in rows])
     ax.invert_yaxis()
     if log:
-        ax.set_xscale("log")
+        _log_scale(ax, "x")
         ax.set_xlim(floor, max(ends) * 2.5)
     else:
         ax.set_xlim(0.0, max(max(ends), 1e-12) * 1.15)
@@ -561,7 +576,7 @@ def trend_chart(
     )
     ax.set_xlim(-0.5, len(ordered) - 0.5)
     if log:
-        ax.set_yscale("log")
+        _log_scale(ax, "y")
     else:
         ax.set_ylim(bottom=0.0)
     ax.set_ylabel("net ns per test" + (" (log scale)" if log else ""))
