@@ -15,7 +15,15 @@ from sectorbench.cli import main
 from sectorbench.measure.runner import _with_speedups
 from sectorbench.measure.timing import net_time
 from sectorbench.model.results import KernelResult, RunResult, load
-from sectorbench.present.report import COMPARE_LEGEND, NO_INTERVAL, NOISE_RATIO, compare_table, run_table
+from sectorbench.present.report import (
+    COMPARE_LEGEND,
+    NO_INTERVAL,
+    NOISE_RATIO,
+    compare_table,
+    run_table,
+    split,
+    unmeasured_lines,
+)
 
 TESTS = 1000
 
@@ -118,6 +126,23 @@ def test_the_compare_matrix_explains_a_ratio_without_its_interval():
     assert fast_math_cell(rows) == f"50200.000\n×1.00 {NO_INTERVAL}"
     text = matrix_text(rows)
     assert f"{NO_INTERVAL}: {COMPARE_LEGEND[NO_INTERVAL]}" in text and f"{NOISE_RATIO}:" not in text
+
+
+def test_the_compare_matrix_has_a_row_for_each_thread_count():
+    """`compare --threads 1 --threads 2` keyed its rows by kernel and mode: the two thread counts'
+    rows fell into one cell, and the table showed the last one's times, saying of neither."""
+    one = timed_row("sse2", "-O2", CLEAR, NOOP)
+    two = replace(timed_row("sse2", "-O2", [35.0] * 5, NOOP), threads=2)
+    crashed = replace(one, threads=2, status="crashed", reason="killed by SIGSEGV", flags="-O3")
+    run = a_run([one, two, replace(one, flags="-O3"), crashed])
+    table = compare_table(run)
+    assert [str(column.header) for column in table.columns] == ["kernel", "threads", "-O2", "-O3"]
+    lines = render(table).splitlines()
+    assert any("sse2" in line and " 1 " in line and "50200.000" in line for line in lines)
+    assert any("sse2" in line and " 2 " in line and "25000.000" in line and "crashed" in line for line in lines)
+    for part in split(table, 30):  # every part of a narrow console's matrix says which count a row is
+        assert [str(column.header) for column in part.columns][:2] == ["kernel", "threads"]
+    assert unmeasured_lines(run) == ["sse2 [-O3, 2 threads]: crashed: killed by SIGSEGV"]
 
 
 def test_a_matrix_of_clear_ratios_has_no_legend():

@@ -458,6 +458,9 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
     several_cc = shows_cc(r.key for r in run.results)
     builds = list(dict.fromkeys(build_label(r.cc, r.flags, several_cc) for r in run.results))
     modes = list(dict.fromkeys(r.mode for r in run.results))
+    # A row of the matrix is a kernel in one mode at one thread count: keyed by kernel and mode
+    # alone, the rows of `--threads 1 --threads 2` fell into one cell and the last one showed, unnamed.
+    threads = list(dict.fromkeys(r.threads for r in run.results))
     # Where a row's net does not hold (measure/validity), the fastest build is the fastest end to end.
     by_gross = any(r.net_valid is False for r in run.results)
     table = Table(
@@ -468,14 +471,16 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
     table.add_column("kernel", no_wrap=True, style="bold")
     if len(modes) > 1:
         table.add_column("mode")
+    if len(threads) > 1:
+        table.add_column("threads", justify="right")
     for build in builds:
         table.add_column(literal(build), justify="right")
     rows = {}
     for r in run.results:
-        rows.setdefault((r.kernel, r.mode), {})[build_label(r.cc, r.flags, several_cc)] = r
+        rows.setdefault((r.kernel, r.mode, r.threads), {})[build_label(r.cc, r.flags, several_cc)] = r
     shown = set()  # which of the legend's marks the matrix shows
     wrong = answers_by_row(run)  # a build whose answers differ is marked and never the fastest
-    for (kernel, mode), cells in rows.items():
+    for (kernel, mode, count), cells in rows.items():
         first = cells.get(builds[0])
         measured = {b: c for b, c in cells.items() if c.status == "ok" and c.ns_per_test is not None}
         speed = {b: c.median_s if by_gross else c.ns_per_test for b, c in measured.items() if id(c) not in wrong}
@@ -484,6 +489,7 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
         noise = not by_gross and any(not c.net_above_zero for b, c in measured.items() if b in speed)
         fastest = min(speed, key=speed.get) if speed and not noise else None
         out = [literal(kernel)] + ([literal(mode)] if len(modes) > 1 else [])
+        out += [str(count)] if len(threads) > 1 else []
         for build in builds:
             cell = cells.get(build)
             if cell is None or cell.status != "ok" or cell.ns_per_test is None:
@@ -519,9 +525,10 @@ def unmeasured_lines(run: RunResult) -> list[str]:
     """Why each cell of compare's matrix that says only "crashed", "timed-out", … was not
     measured: one line each, under the matrix (else only --table said it)."""
     several_cc, several_modes = shows_cc(r.key for r in run.results), len({r.mode for r in run.results}) > 1
+    several_threads = len({r.threads for r in run.results}) > 1  # the matrix's threads column
     return [
-        f"{r.kernel} [{build_label(r.cc, r.flags, several_cc)}{f', {r.mode}' if several_modes else ''}]: "
-        f"{r.status}: {r.reason}"
+        f"{r.kernel} [{build_label(r.cc, r.flags, several_cc)}{f', {r.mode}' if several_modes else ''}"
+        f"{f', {r.threads} threads' if several_threads else ''}]: {r.status}: {r.reason}"
         for r in run.results
         if r.status != "ok" and r.reason
     ]
@@ -706,7 +713,7 @@ def _fit(table: Table, width: int | None, drop: Sequence[str], keep_lines: bool)
     return _settle(table, width)
 
 
-def split(table: Table, width: int | None, fixed: Sequence[str] = ("kernel", "mode")) -> list[Table]:
+def split(table: Table, width: int | None, fixed: Sequence[str] = ("kernel", "mode", "threads")) -> list[Table]:
     """`table` as several tables that each fit `width`: its leading columns named in `fixed`
     in each, then as many of the others as fit, in order (at least one a table)."""
     table = _wrappable(table)
