@@ -204,6 +204,26 @@ def test_log_axes_are_labelled_in_plain_text(mpl, tmp_path):
         assert "log scale" in text and "mathdefault" not in text and "$" not in text
 
 
+def test_a_broadphase_row_is_marked_end_to_end(mpl, tmp_path):
+    """A broadphase row's time is end to end (index build + query, no NoOperation subtracted,
+    as the run table notes); the charts drew it under "net ns per test (kernel − NoOperation
+    loop)" beside the kernels' net times, unmarked."""
+    from dataclasses import replace
+
+    grid = replace(row("grid", ns=2.0), broadphase="grid", overhead_kernel=None)
+    game = saved_and_loaded(
+        run_result(kernels=("basic",), builds=(("gcc", "-O2"), ("gcc", "-O3")), extra=[grid]), tmp_path / "g.json"
+    )
+    texts = {draw.__name__: draw(game, tmp_path / f"{draw.__name__}.svg").read_text() for draw in (bar_chart, heatmap)}
+    texts["trend"] = trend_chart([game, game], "grid", tmp_path / "trend.svg").read_text()
+    for name, text in texts.items():
+        assert "grid (end to end)" in text or name == "trend", name
+        assert "index build + query, no NoOperation subtracted" in text, name
+    assert "ns per test, end to end" in texts["trend"] and "net ns per test" not in texts["trend"]
+    kernels_only = trend_chart([game, game], "basic", tmp_path / "basic.svg").read_text()
+    assert "end to end" not in kernels_only and "net ns per test" in kernels_only
+
+
 def test_bar_chart_without_net_samples_or_measurements(mpl, tmp_path):
     bare = KernelResult(
         kernel="k",

@@ -203,6 +203,22 @@ def _run_labels(results: Sequence[RunResult]) -> list[str]:
     return labels
 
 
+#: A broadphase row's time is end to end (its net_s: index build + query, nothing subtracted;
+#: docs/results.md), not kernel − NoOperation as every other row's: its label says so, or a
+#: chart under a "net" axis drew it as a net time beside the kernels' (as the run table notes).
+END_TO_END = "(end to end)"
+END_TO_END_NOTE = f"{END_TO_END}: index build + query, no NoOperation subtracted"
+
+
+def _kernel_label(kernel: str, rows: Sequence[KernelResult]) -> str:
+    """The kernel's name, marked END_TO_END when any of `rows` of it is a broadphase row."""
+    return f"{kernel} {END_TO_END}" if any(r.broadphase and r.kernel == kernel for r in rows) else kernel
+
+
+def _end_to_end_note(rows: Sequence[KernelResult]) -> str:
+    return f"\n{END_TO_END_NOTE}" if any(r.broadphase for r in rows) else ""
+
+
 def _fmt(value: float) -> str:
     return f"{value:.3g}"
 
@@ -364,7 +380,8 @@ def bar_chart(result: RunResult, out: Path, confidence: float = 0.95, overwrite:
         ends.append(end)
         text = _fmt(p.value) if p.value > 0 else "≤ 0"
         ax.annotate(text, (end, y[i]), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
-    ax.set_yticks(y, [f"{r.kernel}  [{label(_series_key(r))}]" if several else r.kernel for r, _ in rows])
+    names = [_kernel_label(r.kernel, [r]) for r, _ in rows]
+    ax.set_yticks(y, [f"{name}  [{label(_series_key(r))}]" if several else name for name, (r, _) in zip(names, rows)])
     ax.invert_yaxis()
     if log:
         _log_scale(ax, "x")
@@ -384,7 +401,8 @@ def bar_chart(result: RunResult, out: Path, confidence: float = 0.95, overwrite:
         )
     title = _scene_text(result.scene)
     ax.set_title(
-        f"{title + ': ' if title else ''}net time per test\n{_interval_note([p for _, p in rows], confidence)}",
+        f"{title + ': ' if title else ''}net time per test\n{_interval_note([p for _, p in rows], confidence)}"
+        + _end_to_end_note([r for r, _ in rows]),
         fontsize=10,
         loc="left",
     )
@@ -460,7 +478,7 @@ def heatmap(result: RunResult, out: Path, overwrite: bool = False) -> Path:
     ax.set_xticks(
         np.arange(len(builds)), [label(b) for b in builds], rotation=20, ha="right", rotation_mode="anchor", fontsize=9
     )
-    ax.set_yticks(np.arange(len(kernels)), kernels, fontsize=9)
+    ax.set_yticks(np.arange(len(kernels)), [_kernel_label(k, rows) for k in kernels], fontsize=9)
     ax.set_xticks(np.arange(len(builds) + 1) - 0.5, minor=True)
     ax.set_yticks(np.arange(len(kernels) + 1) - 0.5, minor=True)
     ax.grid(which="minor", color="white", linewidth=1.5)
@@ -476,7 +494,7 @@ def heatmap(result: RunResult, out: Path, overwrite: bool = False) -> Path:
     title = _scene_text(result.scene)
     ax.set_title(
         f"{title + ': ' if title else ''}net ns per test\n"
-        f"(×: ratio to the first column; colour: ratio to the row's fastest)",
+        f"(×: ratio to the first column; colour: ratio to the row's fastest){_end_to_end_note(rows)}",
         fontsize=10,
         loc="left",
     )
@@ -579,12 +597,14 @@ def trend_chart(
         _log_scale(ax, "y")
     else:
         ax.set_ylim(bottom=0.0)
-    ax.set_ylabel("net ns per test" + (" (log scale)" if log else ""))
+    end_to_end = any(r.broadphase for r in chosen)
+    ax.set_ylabel(("ns per test, end to end" if end_to_end else "net ns per test") + (" (log scale)" if log else ""))
     ax.set_xlabel("run (commit, or date without one), oldest first")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     ax.set_title(
-        f"{kernel}: net time per test over {len(ordered)} runs\n{_interval_note(measured, confidence)}",
+        f"{kernel}: {'' if end_to_end else 'net '}time per test over {len(ordered)} runs\n"
+        f"{_interval_note(measured, confidence)}{_end_to_end_note(chosen)}",
         fontsize=10,
         loc="left",
     )
