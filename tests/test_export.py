@@ -129,6 +129,17 @@ def test_gha_custom_smaller_is_better_entries(runs):
         assert entry["range"].startswith("± ") and "net:" in entry["extra"]
 
 
+def test_gha_says_a_broadphase_row_is_end_to_end(runs):
+    """A broadphase row's net time is its end-to-end time (nothing is subtracted from it), but
+    its gha extra said "net: … ns/test (NoOperation loop subtracted)"."""
+    run = load(runs["a"]["json"])
+    rows = [dataclasses.replace(r, broadphase="grid") if r.kernel == "sse2" else r for r in run.results]
+    extras = {e["name"]: e["extra"] for e in json.loads(render(dataclasses.replace(run, results=rows), "gha"))}
+    assert extras["sector/sse2/-O2/inline/1"].startswith("end to end (index build + query)")
+    assert "subtracted)" not in extras["sector/sse2/-O2/inline/1"]
+    assert extras["sector/basic/-O2/inline/1"].startswith("net: ")
+
+
 def test_names_show_the_compiler_when_a_run_has_several(runs):
     result = load(runs["a"]["json"])
     other = [dataclasses.replace(r, cc="clang") for r in result.results]

@@ -4,7 +4,7 @@ benchmark-action/github-action-benchmark's extract.ts reads the file with
 `JSON.parse(output)` and maps each entry's name, value, unit, range and extra: value a
 number (smaller is better), range and extra free strings shown in its charts' tooltips.
 value: the median gross ns per test; range: half the width of its 95 % interval;
-extra: the net time per test and the rounds.
+extra: the net time per test (a broadphase row: that it is end to end) and the rounds.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ def render(result: RunResult) -> str:
     for name, row in exported_rows(result):
         interval = median_interval(gross_ns_per_test(row), CONFIDENCE)
         extra = [f"rounds: {len(row.samples_s)}"]
-        if row.ns_per_test is not None:
+        if row.broadphase:  # its net time is its gross one: there is no NoOperation loop to subtract
+            extra.insert(0, "end to end (index build + query): no NoOperation loop subtracted")
+        elif row.ns_per_test is not None:
             extra.insert(0, f"net: {row.ns_per_test:.4g} ns/test (NoOperation loop subtracted)")
         entries.append(
             {
