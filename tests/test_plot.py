@@ -224,6 +224,25 @@ def test_a_broadphase_row_is_marked_end_to_end(mpl, tmp_path):
     assert "end to end" not in kernels_only and "net ns per test" in kernels_only
 
 
+def test_a_row_whose_answers_differ_is_marked(mpl, tmp_path):
+    """The run table and the compare matrix mark a row whose count is not the kernel's and never
+    rank it (compare/answers.py); the bar chart drew it unmarked, and the heat map as the row's
+    lightest (fastest) cell where it was the quickest, as -O2 -ffast-math's sse2 is here."""
+    from dataclasses import replace
+
+    run = run_result(kernels=("naive", "sse2"))
+    rows = [
+        replace(r, hits=r.hits + 5000) if (r.kernel, r.flags) == ("sse2", "-O2 -ffast-math") else r for r in run.results
+    ]
+    wrong = saved_and_loaded(replace(run, results=rows), tmp_path / "w.json")
+    for draw in (bar_chart, heatmap):
+        text = draw(wrong, tmp_path / f"{draw.__name__}.svg").read_text()
+        assert text.count("✗ answers differ: +5000 hits") == 1, draw.__name__
+        assert "run `sectorbench verify` on that build" in text, draw.__name__
+    right = saved_and_loaded(run, tmp_path / "r.json")
+    assert "answers differ" not in heatmap(right, tmp_path / "right.svg").read_text()
+
+
 def test_bar_chart_without_net_samples_or_measurements(mpl, tmp_path):
     bare = KernelResult(
         kernel="k",

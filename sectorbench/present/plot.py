@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..compare.answers import differing
 from ..compare.gate import check_usable
 from ..compare.stats import _check_confidence, median_interval
 from ..errors import SectorbenchError
@@ -57,6 +58,7 @@ from ..model.results import (
     write_atomic,
 )
 from ..native.build import build_label
+from .report import ANSWERS_DIFFER
 
 __all__ = [
     "PlotUnavailable",
@@ -217,6 +219,21 @@ def _kernel_label(kernel: str, rows: Sequence[KernelResult]) -> str:
 
 def _end_to_end_note(rows: Sequence[KernelResult]) -> str:
     return f"\n{END_TO_END_NOTE}" if any(r.broadphase for r in rows) else ""
+
+
+#: A row whose answers differ (compare/answers.py, the rule the run table and compare matrix
+#: apply) is marked, and in the heat map never the row's fastest: the tables never rank it,
+#: and the charts drew it unmarked, the heat map's lightest cell where it was the quickest.
+WRONG_NOTE = f"{ANSWERS_DIFFER}: the count is not the kernel's (run `sectorbench verify` on that build); not ranked"
+
+
+def _wrong(result: RunResult) -> dict[int, str]:
+    """The rows whose answers differ, by id(): how much ("+3057 hits")."""
+    return {id(row): d.amount for row, d in zip(result.results, differing(result)) if d is not None}
+
+
+def _wrong_note(rows: Sequence[KernelResult], wrong: dict[int, str]) -> str:
+    return f"\n{WRONG_NOTE}" if any(id(r) in wrong for r in rows) else ""
 
 
 def _fmt(value: float) -> str:
@@ -380,7 +397,10 @@ def bar_chart(result: RunResult, out: Path, confidence: float = 0.95, overwrite:
         ends.append(end)
         text = _fmt(p.value) if p.value > 0 else "≤ 0"
         ax.annotate(text, (end, y[i]), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
-    names = [_kernel_label(r.kernel, [r]) for r, _ in rows]
+    wrong = _wrong(result)
+    names = [
+        _kernel_label(r.kernel, [r]) + (f" {ANSWERS_DIFFER}: {wrong[id(r)]}" if id(r) in wrong else "") for r, _ in rows
+    ]
     ax.set_yticks(y, [f"{name}  [{label(_series_key(r))}]" if several else name for name, (r, _) in zip(names, rows)])
     ax.invert_yaxis()
     if log:
@@ -402,7 +422,8 @@ def bar_chart(result: RunResult, out: Path, confidence: float = 0.95, overwrite:
     title = _scene_text(result.scene)
     ax.set_title(
         f"{title + ': ' if title else ''}net time per test\n{_interval_note([p for _, p in rows], confidence)}"
-        + _end_to_end_note([r for r, _ in rows]),
+        + _end_to_end_note([r for r, _ in rows])
+        + _wrong_note([r for r, _ in rows], wrong),
         fontsize=10,
         loc="left",
     )
@@ -435,13 +456,18 @@ def heatmap(result: RunResult, out: Path, overwrite: bool = False) -> Path:
     kernels = list(dict.fromkeys(r.kernel for r in rows))
     builds = list(dict.fromkeys(_series_key(r) for r in rows))
     cells: dict[tuple[str, tuple], KernelResult] = {(r.kernel, _series_key(r)): r for r in rows}
+    wrong = _wrong(result)
     values = np.full((len(kernels), len(builds)), np.nan)
     for (kernel, build), r in cells.items():
         if r.status == "ok" and r.ns_per_test is not None and r.ns_per_test > 0:
             values[kernels.index(kernel), builds.index(build)] = r.ns_per_test
+    ranked = values.copy()  # without the cells whose answers differ: never the row's fastest, grey
+    for (kernel, build), r in cells.items():
+        if id(r) in wrong:
+            ranked[kernels.index(kernel), builds.index(build)] = np.nan
     with np.errstate(invalid="ignore"):
-        fastest = np.nanmin(np.where(np.isnan(values), np.inf, values), axis=1, keepdims=True)
-        ratio_to_fastest = values / fastest
+        fastest = np.nanmin(np.where(np.isnan(ranked), np.inf, ranked), axis=1, keepdims=True)
+        ratio_to_fastest = ranked / fastest
     finite = ratio_to_fastest[np.isfinite(ratio_to_fastest)]
     top = max(2.0, float(finite.max()) if finite.size else 2.0)
 
@@ -472,8 +498,12 @@ def heatmap(result: RunResult, out: Path, overwrite: bool = False) -> Path:
                 dark = False
             else:
                 text = _fmt(v) + (f"\n×{v / first:.2f}" if not np.isnan(first) else "")
-                red, green, blue, _ = cmap(norm(ratio_to_fastest[i, j]))
-                dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5
+                dark = False
+                if id(r) in wrong:
+                    text += f"\n{ANSWERS_DIFFER}: {wrong[id(r)]}"
+                else:
+                    red, green, blue, _ = cmap(norm(ratio_to_fastest[i, j]))
+                    dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5
             ax.text(j, i, text, ha="center", va="center", fontsize=8, color="white" if dark else "black")
     ax.set_xticks(
         np.arange(len(builds)), [label(b) for b in builds], rotation=20, ha="right", rotation_mode="anchor", fontsize=9
@@ -494,7 +524,8 @@ def heatmap(result: RunResult, out: Path, overwrite: bool = False) -> Path:
     title = _scene_text(result.scene)
     ax.set_title(
         f"{title + ': ' if title else ''}net ns per test\n"
-        f"(×: ratio to the first column; colour: ratio to the row's fastest){_end_to_end_note(rows)}",
+        f"(×: ratio to the first column; colour: ratio to the row's fastest){_end_to_end_note(rows)}"
+        f"{_wrong_note(rows, wrong)}",
         fontsize=10,
         loc="left",
     )
