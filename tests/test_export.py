@@ -149,6 +149,22 @@ def test_names_show_the_compiler_when_a_run_has_several(runs):
     assert "sector/basic/clang -O2/inline/1" in [entry["name"] for entry in data]
 
 
+def test_a_verify_result_is_named_as_one(tmp_path):
+    """export, plot and regress of `verify --json`'s file said "not a sectorbench result (no
+    'results')" of sectorbench's own output."""
+    verified = tmp_path / "verify.json"
+    verified.write_text(json.dumps({"schema": 2, "kind": "verify", "family": "sector", "kernels": []}))
+    for args in (
+        ("export", verified, "--format", "gha", "--out", tmp_path / "x.json"),
+        ("plot", verified, "--out", tmp_path / "x.png"),
+        ("regress", verified, verified),
+    ):
+        result = invoke(*args)
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert "verify.json: a verify result (verify --json): give a run's or compare's --json" in result.output
+    assert not (tmp_path / "x.json").exists() and not (tmp_path / "x.png").exists()
+
+
 def test_export_command_writes_the_same_as_run_export(runs, tmp_path):
     for fmt in FORMATS:
         out = tmp_path / f"{fmt}.json"

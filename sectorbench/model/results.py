@@ -558,6 +558,8 @@ def parse_result(data, path) -> RunResult:
     """A parsed result document checked against the schema (model/schema.py), as a RunResult."""
     from .schema import check_run
 
+    if isinstance(data, dict) and data.get("kind") == "verify":  # its own output, not "not a result"
+        raise SectorbenchError(f"{path}: a verify result (verify --json): give a run's or compare's --json")
     if isinstance(data, dict) and "results" not in data:
         raise SectorbenchError(f"{path}: not a sectorbench result (no 'results')")
     if isinstance(data, dict) and data.get("schema") not in READABLE_SCHEMAS:
