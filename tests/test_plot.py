@@ -339,6 +339,22 @@ def test_trend_chart_over_three_saved_results(mpl, tmp_path):
     assert_svg(out)
 
 
+def test_trend_labels_tell_a_dirty_checkout_and_runs_of_one_commit_apart(mpl, tmp_path):
+    """A trend's runs were labelled by commit alone: a run of uncommitted changes had the label of
+    the commit it changed, and three runs of one commit three identical labels."""
+    from dataclasses import replace
+
+    runs = []
+    for i, dirty in enumerate((False, True, True)):
+        run = run_result(commit="abcdef0123", created=f"2024-06-01T10:0{i}:00+00:00", kernels=("k",))
+        runs.append(replace(run, env={"machine": {"sectorbench": {"commit": "abcdef0123", "dirty": dirty}}}))
+    runs.append(run_result(commit="1234567abc", created="2024-06-02T10:00:00+00:00", kernels=("k",)))
+    text = trend_chart(runs, "k", tmp_path / "trend.svg").read_text()
+    assert "abcdef0-dirty" in text and "06-01 10:01:00" in text and "06-01 10:02:00" in text
+    assert "06-01 10:00:00" not in text and "abcdef0\n" not in text  # the only clean run of abcdef0
+    assert "1234567" in text and "06-02" not in text  # a commit of one run: its label alone
+
+
 def test_trend_chart_width_grows_with_runs(mpl, tmp_path):
     runs = [
         run_result(commit=f"{i:040x}", created=f"2024-06-{i + 1:02d}T00:00:00+00:00", kernels=("k",)) for i in range(10)

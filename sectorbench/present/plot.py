@@ -166,11 +166,16 @@ def _scene_text(scene: dict) -> str:
 
 
 def _commit(result: RunResult) -> str | None:
+    """The short commit the run measured, `-dirty` added (as `git describe --dirty` does) when its
+    checkout had changes: that code is not the commit's, and a trend of a change before and after
+    it was committed showed two runs of one label."""
     env = result.env if isinstance(result.env, dict) else {}
     machine = env.get("machine")
     project = machine.get("sectorbench") if isinstance(machine, dict) else None
     commit = project.get("commit") if isinstance(project, dict) else None
-    return commit if isinstance(commit, str) and commit else None
+    if not (isinstance(commit, str) and commit):
+        return None
+    return commit[:7] + ("-dirty" if project.get("dirty") is True else "")
 
 
 def _created(result: RunResult) -> datetime | None:
@@ -197,12 +202,17 @@ def _run_labels(results: Sequence[RunResult]) -> list[str]:
     for r, date in zip(results, dates):
         commit = _commit(r)
         if commit:
-            labels.append(commit[:7])
+            labels.append(commit)
         elif dates.count(date) > 1 and _created(r):
             labels.append(_created(r).strftime("%Y-%m-%d %H:%M"))
         else:
             labels.append(date)
-    return labels
+    # Runs of one commit (a run repeated, or --save after each try) had one label each: the time
+    # tells them apart.
+    return [
+        f"{label}\n{_created(r).strftime('%m-%d %H:%M:%S')}" if labels.count(label) > 1 and _created(r) else label
+        for r, label in zip(results, labels)
+    ]
 
 
 #: A broadphase row's time is end to end (its net_s: index build + query, nothing subtracted;
@@ -545,7 +555,8 @@ def trend_chart(
     """Net ns/test of `kernel` across saved results, oldest first.
 
     Results are ordered by `created`; x tick labels are the 7-character
-    commit of the sectorbench checkout, or the creation date when the result
+    commit of the sectorbench checkout (`-dirty` when it had uncommitted changes, the
+    time added where several runs share it), or the creation date when the result
     has no commit (with the time added where dates repeat). One line per
     (cc, flags, mode, threads) of the kernel, narrowed by `flags` (the exact flags
     string) and `mode` when given; runs where a line has no measured value
@@ -630,7 +641,7 @@ def trend_chart(
         ax.set_ylim(bottom=0.0)
     end_to_end = any(r.broadphase for r in chosen)
     ax.set_ylabel(("ns per test, end to end" if end_to_end else "net ns per test") + (" (log scale)" if log else ""))
-    ax.set_xlabel("run (commit, or date without one), oldest first")
+    ax.set_xlabel("run (commit, -dirty with uncommitted changes; or its date), oldest first")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     ax.set_title(
