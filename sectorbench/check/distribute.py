@@ -50,6 +50,9 @@ START_METHOD = "spawn"
 #: (killed; a nanny restarts it under another address, which no fingerprint accepted), the
 #: batches would wait for ever (verify hung with no word).
 WORKER_CHECK_S = 2.0
+#: Seconds to gather a judged batch's outcome (a few kB) before looking again whether it was lost
+#: with its worker.
+GATHER_TIMEOUT_S = 10.0
 
 
 def default_jobs() -> int:
@@ -539,14 +542,22 @@ def _on_cluster(plan, numbered, live: dict, address: str, progress) -> Iterator:
 def _cluster_result(client, accepted: list, future):
     """The batch's outcome, once judged; SectorbenchError if every accepted worker has left before
     (a batch runs only on those: a killed one's batches go to the others, while there are any)."""
-    wait = _distributed().wait  # not future.result(timeout=): each timeout left a gather task behind
+    wait = _distributed().wait  # waiting by future.result(timeout=) left a gather task behind each time
     while True:
         try:
             wait([future], timeout=WORKER_CHECK_S)
         except TimeoutError:
             pass
-        else:  # outside the try: a batch that raised TimeoutError itself is that error, not a wait
-            return future.result()
+        else:
+            if future.status == "error":  # its own error (a TimeoutError too), said as the batch's
+                return future.result()
+            try:
+                # Judged, but its outcome is on its worker: killed before the gather, the outcome
+                # is lost and the client reschedules the batch, and a plain result() waited for
+                # ever for a worker that may judge it (the suite saw it, under load).
+                return future.result(timeout=GATHER_TIMEOUT_S)
+            except TimeoutError:
+                pass
         if not set(accepted) & set(client.nthreads()) and not future.done():
             raise SectorbenchError(
                 f"every Dask worker accepted to judge batches has left ({', '.join(accepted)}): no verdict; "
