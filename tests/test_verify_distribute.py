@@ -520,26 +520,12 @@ def test_killing_a_dask_worker_mid_run_reruns_its_batch_on_another(serial, sched
     (The plan, now sent by value with each batch, was scattered, and a killed worker holding its
     one replica lost it: 'FutureCancelledError: ... already forgotten'.  This test does not
     recreate that: the scheduler may still hold other replicas when the worker dies.)"""
-    import cloudpickle
-
     flag, log = tmp_path / "hold", tmp_path / "log"
     flag.touch()
     log.mkdir()
     ended = []
     with outside_worker(scheduler) as first, outside_worker(scheduler) as second:
-        with distributed_client(scheduler) as client:
-            cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this file
-            try:
-                pids = client.run(_wait_at_batch, KILLED_BATCH, str(flag), str(log), workers=[first, second])
-            finally:
-                cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-        config = dataclasses.replace(CONFIG, scheduler=scheduler.scheduler_address, jobs=None)
-        run = threading.Thread(target=lambda: ended.append(_outcome(config)), daemon=True)
-        run.start()
-        deadline = time.monotonic() + 300
-        while not list(log.glob("waiting-*")):
-            assert run.is_alive() and time.monotonic() < deadline, f"no worker reached batch {KILLED_BATCH}: {ended}"
-            time.sleep(0.05)
+        pids, run = _verify_until_a_worker_waits(scheduler, [first, second], flag, log, ended)
         (waiting,) = log.glob("waiting-*")  # the other waits only for a batch given to it after the kill
         killed = int(waiting.name.removeprefix("waiting-"))
         os.kill(killed, signal.SIGKILL)
@@ -556,31 +542,38 @@ def test_killing_the_only_accepted_dask_worker_mid_run_is_one_clear_error(schedu
     """The batches are restricted to the workers whose fingerprints were accepted: with the last of
     them killed (or restarted by its nanny under another address), verify waited for ever, with
     no word.  Now it stops with an error once no accepted worker is left, and gives no verdict."""
-    import cloudpickle
-
     flag, log = tmp_path / "hold", tmp_path / "log"
     flag.touch()
     log.mkdir()
     ended = []
     with outside_worker(scheduler) as only:
-        with distributed_client(scheduler) as client:
-            cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the worker cannot import this file
-            try:
-                pid = client.run(_wait_at_batch, KILLED_BATCH, str(flag), str(log), workers=[only])[only]
-            finally:
-                cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-        config = dataclasses.replace(CONFIG, scheduler=scheduler.scheduler_address, jobs=None)
-        run = threading.Thread(target=lambda: ended.append(_outcome(config)), daemon=True)
-        run.start()
-        deadline = time.monotonic() + 300
-        while not list(log.glob("waiting-*")):
-            assert run.is_alive() and time.monotonic() < deadline, f"the worker did not reach batch {KILLED_BATCH}"
-            time.sleep(0.05)
-        os.kill(pid, signal.SIGKILL)
+        pids, run = _verify_until_a_worker_waits(scheduler, [only], flag, log, ended)
+        os.kill(pids[only], signal.SIGKILL)
         run.join(90)  # a check every distribute.WORKER_CHECK_S
     assert ended, "verify still waits for batches that no worker may judge"
     assert isinstance(ended[0], SectorbenchError), ended
     assert f"every Dask worker accepted to judge batches has left ({only})" in str(ended[0])
+
+
+def _verify_until_a_worker_waits(scheduler, workers: list, flag: Path, log: Path, ended: list):
+    """verify on `scheduler` in a thread (its outcome appended to `ended`), each of `workers`
+    judging through _wait_at_batch, until one waits at KILLED_BATCH: (the workers' pids, the thread)."""
+    import cloudpickle
+
+    with distributed_client(scheduler) as client:
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this file
+        try:
+            pids = client.run(_wait_at_batch, KILLED_BATCH, str(flag), str(log), workers=workers)
+        finally:
+            cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    config = dataclasses.replace(CONFIG, scheduler=scheduler.scheduler_address, jobs=None)
+    run = threading.Thread(target=lambda: ended.append(_outcome(config)), daemon=True)
+    run.start()
+    deadline = time.monotonic() + 300
+    while not list(log.glob("waiting-*")):
+        assert run.is_alive() and time.monotonic() < deadline, f"no worker reached batch {KILLED_BATCH}: {ended}"
+        time.sleep(0.05)
+    return pids, run
 
 
 def _wait_at_batch(batch: int, flag: str, log: str) -> int:
