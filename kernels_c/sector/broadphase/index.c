@@ -129,7 +129,8 @@ void bp_point_bounds(const float *px, const float *py, int64_t m, int threads, d
  *               (measured by the process's first large builds: "which way", below).
  *
  * Measured on game 10 000 x 1 000 000 (33 124 cells, 16 key bits: 8 + 8), the scatter alone,
- * one thread, in one throwaway program: direct 6.4-8.5 ms, two digits 4.7-5.0 ms (docs/game-scale.md). */
+ * one thread, in one throwaway program: direct 6.4-8.5 ms, two digits 4.7-5.0 ms
+ * (docs/findings/2026-11-24-broadphase-sessions.md). */
 
 /* Up to 2^this many cells the direct scatter (every open line fits the caches). */
 #define BP_DIRECT_BITS 12
@@ -311,9 +312,10 @@ static void cells_part(void *arg, int part, int parts) {
  *
  * Both passes scatter to hundreds of open lines at once (512 low buckets, 3 x 128 high ones).
  * On some hosts that is nearly free, on others each line costs a trip to memory.  A throwaway
- * program (docs/game-scale.md) scattering 1 000 000 16-byte records into K buckets with plain
- * stores took 3.3-6.4 ms up to K = 64, then 11-12.5 ms for every K from 128 to 2048 on an Intel
- * Xeon host, where on the AMD hosts both passes together took 4.7-5.8 ms.  Software
+ * program (docs/findings/2026-11-24-broadphase-sessions.md) scattering 1 000 000 16-byte
+ * records into K buckets with plain stores took 3.3-6.4 ms up to K = 64, then 11-12.5 ms for
+ * every K from 128 to 2048 on an Intel Xeon host, where on the AMD hosts both passes together
+ * took 4.7-5.8 ms.  Software
  * write-combining keeps each bucket's open lines in a buffer of its own (pass 1: four lines a
  * bucket, 512 x 256 bytes in L2; pass 2: one line a stream, 3 x 128 x 64 bytes in L1) and writes
  * them out whole with streaming stores once full, so a line costs one 64-byte store

@@ -10,7 +10,8 @@
  * upper bound on its hits: no reallocation while it runs); then the join sorts each sector's
  * hits from there into its place in the CSR, in the sectors' order.  Game 10 000 x 1 000 000 on
  * one thread, tools/broadphase_phases.c alternated with the sectors' own order: the query 13.13
- * ms against 14.78 (medians of 12 runs of 31 on a busy VM; docs/game-scale.md).  Sorting on the
+ * ms against 14.78 (medians of 12 runs of 31 on a busy VM;
+ * docs/findings/2026-11-24-broadphase-sessions.md).  Sorting on the
  * way, rather than in the work buffer and then copying: 9.03 ms against 9.68 (medians of 10
  * alternations; the sort reads lists no longer in L1, but the 9 MB copy, 1.3 ms, is gone).
  *
