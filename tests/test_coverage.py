@@ -107,6 +107,20 @@ def test_the_constructions_alone_catch_the_boundary_mutants(family, mutant, corr
     assert all(verdicts[name].verdict != "FAIL" for name in correct if name in verdicts)
 
 
+def test_apexes_far_from_the_origin_are_checked():
+    """Exact rows beside every piece with the apex at ~1.3e9 and ~1.4e18, not only up to 1e5: a
+    kernel taking the arc for inside beyond |c| = 2^20, and one that holds nothing beyond 1e16,
+    passed verify at seeds 0 and 3; both now fail as logic bugs, basic and nosqrt still pass."""
+    build = BuildConfig.parse("-O2", extra_sources=(DATA / "far_apex.c",))
+    kernels = ("far_arc_inclusive", "far_culled", "basic", "nosqrt")
+    result = verify(VerifyConfig(family="sector", kernels=kernels, builds=(build,), cases=CASES, seed=3))
+    verdicts = {k.kernel: k for k in result.kernels}
+    for mutant in kernels[:2]:
+        assert verdicts[mutant].verdict == "FAIL" and verdicts[mutant].mismatches["logic-bug"] > 0, mutant
+    assert all(verdicts[name].verdict != "FAIL" for name in kernels[2:])
+    assert "|c| >= 2^20 (1e6)" in sector_cases.offset_labels()
+
+
 def test_verify_coverage_prints_the_table_without_building(tmp_path):
     cache = tmp_path / "cache"
     out = tmp_path / "coverage.json"
@@ -181,7 +195,7 @@ def test_unit_u_constructions_fill_every_cell_inside_the_contract():
     assert fam.applicable(unit_u, cases).all() and reference.exact.all() and counted.all()
     filled = {(p, r, bool(i)) for labels in regions for p, r, i in zip(piece, labels, inside) if p and r}
     wanted = [(p, r) for p, r in fam.coverage_cells() if "needle" not in r and "near π" not in r]
-    assert len(wanted) == 80
+    assert len(wanted) == 84
     assert [(p, r) for p, r in wanted if not {(p, r, True), (p, r, False)} <= filled] == []
 
 

@@ -336,8 +336,13 @@ PIECES = ("arc", "left edge ray", "right edge ray", "apex")
 THETA_BINS = 8
 #: r² bins by binary exponent: from just above float32's normal minimum to near its maximum.
 R2_EXPONENTS = (-126, -80, -40, -8, 8, 40, 80, 128)
-#: |c| bins (the apex's offset from the origin, where float32 cancellation bites).
-OFFSET_EDGES = (0.0, 1.0, 32.0, 1024.0, 32768.0, np.inf)
+#: |c| bins (the apex's offset from the origin, where float32 cancellation bites), up to where
+#: a sector still holds points: beyond |c| ~ 2^87 every D ≠ 0 is at least an ulp of c, and its
+#: |D|² overflows float32.
+OFFSET_EDGES = (0.0, 1.0, 32.0, 1024.0, 32768.0, 2.0**20, np.inf)
+#: The apexes of the constructed rows: near the origin, then far from it (about 1.3e9 and
+#: 1.4e18), where D must be longer to be exact (_offset_exponent).
+OFFSETS = (0.0, 1.25, 40.5, 4000.5, 100000.0, 1.25 * 2.0**30, 1.25 * 2.0**60)
 #: A row lies "just beside" a piece when its constraint's margin is at most this many
 #: float32 roundings (2^-7 relative): the nearest exact rows off an edge ray sit ~2^15 away.
 NEAR_MARGIN = 2.0**17
@@ -363,10 +368,19 @@ def r2_labels() -> list[str]:
 
 
 def offset_labels() -> list[str]:
+    def name(edge: float) -> str:
+        return f"2^{int(np.log2(edge))}" if edge > 32768 else f"{edge:g}"
+
     return [
-        f"|c| in [{lo:g}, {hi:g})" if np.isfinite(hi) else f"|c| >= {lo:g} (1e5)"
+        f"|c| in [{name(lo)}, {name(hi)})" if np.isfinite(hi) else f"|c| >= {name(lo)} (1e6)"
         for lo, hi in zip(OFFSET_EDGES[:-1], OFFSET_EDGES[1:])
     ]
+
+
+def _offset_exponent(offset: float) -> int:
+    """The binary exponent of D's unit for an apex at (offset, −offset): a sixteenth of D's
+    apex row (D·2^-5) must still be a whole number of c's ulps (2^(k−23) for c in [2^k, 2^(k+1)))."""
+    return max(0, int(np.floor(np.log2(offset))) - 18) if offset else 0
 
 
 def coverage_cells() -> tuple[tuple[str, str], ...]:
@@ -447,11 +461,11 @@ def exact_cell_rows() -> dict:
                 e = int(round((exponent - 2 - 2 * np.log2(m)) / 2))
                 for side in (1, -1):
                     _ray_rows(rows, d1, d2, m, theta, side, e, 0.0, 0.0)
-    for offset in (0.0, 1.25, 40.5, 4000.5, 100000.0):
+    for offset in OFFSETS:
         for theta in wide_and_narrow:
             for d1, d2, m in some_directions():
                 for side in (1, -1):
-                    _ray_rows(rows, d1, d2, m, theta, side, 0, offset, -offset)
+                    _ray_rows(rows, d1, d2, m, theta, side, _offset_exponent(offset), offset, -offset)
     return rows
 
 
@@ -600,9 +614,9 @@ def unit_u_cell_rows() -> dict:
             for side in (1, -1):
                 for ray in nearest(theta, side, 1):
                     _unit_u_ray_rows(rows, ray, int(round((exponent - 2) / 2)), 0.0, 0.0)
-    for offset in (0.0, 1.25, 40.5, 4000.5, 100000.0):
+    for offset in OFFSETS:
         for theta in wide_and_narrow:
             for side in (1, -1):
                 for ray in nearest(theta, side, 1):
-                    _unit_u_ray_rows(rows, ray, 0, offset, -offset)
+                    _unit_u_ray_rows(rows, ray, _offset_exponent(offset), offset, -offset)
     return rows
