@@ -244,6 +244,18 @@ def test_count_loops_are_judged_on_every_case_row(blind_result):
     assert all(row["kernel"].startswith("outside;") for row in wrong), wrong  # its pairs loop was right
 
 
+def test_a_count_loops_blocked_body_is_judged_on_every_case_row(blind_result):
+    """It passed verify: each case row was counted as a scene of one shape, which a loop over 4
+    shapes a load takes through its left-over path only, and its 4-shape body takes the arc for
+    inside.  A row is now counted over a whole block of copies of its shape and one more."""
+    verdict = blind_result["blocked_body"]
+    assert verdict.verdict == "FAIL" and verdict.mismatches["logic-bug"] > 0, verdict
+    wrong = [row for row in verdict.failing if "count_inline counts" in row["kernel"]]
+    assert wrong and all(row["oracle"] == "outside" and row["kernel"].startswith("outside;") for row in wrong), wrong
+    # 5 shapes (a block of 4 and one left over) x 3 points: the 4-shape body's 12 tests inside
+    assert any("counts 12 of 15 copies" in row["kernel"] for row in wrong), wrong
+
+
 def test_a_count_loop_wrong_from_a_scenes_second_call_is_nondeterministic(blind_result):
     """It passed verify: each count loop ran once a scene, and it is one hit over from the
     second call on the same scene.  Each case row is counted twice."""
@@ -260,7 +272,7 @@ def test_the_loop_checks_pass_the_shipped_kernels_beside_them(blind_result):
 @pytest.fixture(scope="module")
 def blind_result():
     kernels = ("unrolled_typo", "narrow_counter", "clamped_count", "counting_twin", "boundary_count", "second_call")
-    kernels += ("basic",)
+    kernels += ("blocked_body", "basic")
     result = verify(VerifyConfig(kernels=kernels, builds=(BLIND_SPOTS,), cases=500, show=40, jobs=1))
     return {v.kernel: v for v in result.kernels}
 

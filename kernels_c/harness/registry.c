@@ -63,6 +63,7 @@ int sb_cpu_supports(const char *features) {
 }
 
 #define SB_COUNT_ROWS_MAX 64
+#define SB_COUNT_ROWS_SHAPES_MAX 17
 
 /* A quiet NaN from its bits: the NAN macro is undefined behaviour to clang under -ffast-math
  * (-Wnan-infinity-disabled), and these buffers are padding a kernel's loop compares, never
@@ -74,35 +75,37 @@ static float sb_padding_nan(void) {
     return value;
 }
 
-int sb_count_rows(const sb_kernel *row, int call, const sb_scene *pairs, int64_t copies, int64_t *out) {
+int sb_count_rows(const sb_kernel *row, int call, const sb_scene *pairs, int64_t shapes, int64_t copies,
+                  int64_t *out) {
     uint64_t (*count)(const sb_scene *) = call ? row->count_call : row->count_inline;
-    if (copies < 1 || copies > SB_COUNT_ROWS_MAX)
+    if (copies < 1 || copies > SB_COUNT_ROWS_MAX || shapes < 1 || shapes > SB_COUNT_ROWS_SHAPES_MAX)
         return EINVAL;
     if (!count)
         return ENOSYS;
-    /* Each row a scene of its own, as a scene is laid out: one shape and `copies` points,
-     * 64-byte aligned and NaN-padded (a loop reading past either end counts nothing). */
-    enum { SHAPE_PADDED = 16, POINTS_PADDED = 2 * SB_COUNT_ROWS_MAX };
+    /* Each row a scene of its own, as a scene is laid out: `shapes` copies of its shape (a
+     * blocked loop's whole block and a shape left over) and `copies` of its point, 64-byte
+     * aligned and NaN-padded (a loop reading past either end counts nothing). */
+    enum { SHAPES_PADDED = 2 * SB_COUNT_ROWS_SHAPES_MAX, POINTS_PADDED = 2 * SB_COUNT_ROWS_MAX };
     float points[4][POINTS_PADDED] __attribute__((aligned(64)));
-    float shapes[8][SHAPE_PADDED] __attribute__((aligned(64)));
+    float shape_copies[8][SHAPES_PADDED] __attribute__((aligned(64)));
     const float nan = sb_padding_nan();
     for (int k = 0; k < 4; k++)
         for (int j = 0; j < POINTS_PADDED; j++)
             points[k][j] = nan;
     for (int k = 0; k < 8; k++)
-        for (int j = 0; j < SHAPE_PADDED; j++)
-            shapes[k][j] = nan;
+        for (int j = 0; j < SHAPES_PADDED; j++)
+            shape_copies[k][j] = nan;
     sb_scene one = *pairs;
-    one.n_shapes = 1;
+    one.n_shapes = shapes;
     one.n_points = copies;
     one.stride = POINTS_PADDED;
     one.shape_begin = 0;
-    one.shape_end = 1;
+    one.shape_end = shapes;
     one.prepared = NULL;
     for (int k = 0; k < 4; k++)
         one.point[k] = pairs->point[k] ? points[k] : NULL;
     for (int k = 0; k < 8; k++)
-        one.shape[k] = pairs->shape[k] ? shapes[k] : NULL;
+        one.shape[k] = pairs->shape[k] ? shape_copies[k] : NULL;
     for (int64_t i = 0; i < pairs->n_points; i++) {
         for (int k = 0; k < 4; k++)
             if (pairs->point[k])
@@ -110,7 +113,8 @@ int sb_count_rows(const sb_kernel *row, int call, const sb_scene *pairs, int64_t
                     points[k][j] = pairs->point[k][i];
         for (int k = 0; k < 8; k++)
             if (pairs->shape[k])
-                shapes[k][0] = pairs->shape[k][i];
+                for (int64_t s = 0; s < shapes; s++)
+                    shape_copies[k][s] = pairs->shape[k][i];
         const uint64_t first = count(&one), again = count(&one);
         out[i] = first == again ? (int64_t)first : -1;
     }

@@ -42,7 +42,7 @@ from ..families.scene_kinds import generate, make_scene
 from ..interrupts import scratch_directory
 from ..measure.builds import FailedBuild, open_build, usable
 from ..measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S, Deadlines
-from ..measure.loops import row_count_copies
+from ..measure.loops import row_count_layout
 from ..measure.messages import LoopRef
 from ..measure.runner import PEER_BUILD, row_build
 from ..measure.selection import check_family, check_names, infer_family, known_kernels, select, split_names
@@ -645,11 +645,12 @@ def _answers(session, family, tallies: list[_Tally], case_set, scratch) -> dict:
 
 
 def _count_rows(session, answers: dict, unstable: dict, scene, shift: int, scratch) -> dict:
-    """Each count loop over every case row, each row its own scene of copies of its point, called
-    twice (loops.CRowLoop.row_counts): {tally: [(loop, counts, copies), ...]}, judged against
-    the oracle as the pairs loop's answers are (_judge); a row whose two calls differ is
-    unstable.  Only the pairs loop met the cases' boundary points before: count loops taking
-    them for inside passed, and so did a count loop wrong from its second call on a scene."""
+    """Each count loop over every case row, each row its own scene of copies of its shape and
+    its point, called twice (loops.CRowLoop.row_counts): {tally: [(loop, counts, copies), ...]},
+    copies the tests a count covers, judged against the oracle as the pairs loop's answers are
+    (_judge); a row whose two calls differ is unstable.  Only the pairs loop met the cases'
+    boundary points before: count loops taking them for inside passed, and so did a count loop
+    wrong from its second call on a scene, and one wrong only in its blocked body."""
     counted = [
         tally for tally in answers if tally.status == "ok" and answers[tally].dtype == bool and not tally.kernel.is_peer
     ]
@@ -658,7 +659,8 @@ def _count_rows(session, answers: dict, unstable: dict, scene, shift: int, scrat
         return found
     session.worker.load(scene, scratch)
     for tally in counted:
-        copies = row_count_copies(tally.kernel)
+        shapes, points = row_count_layout(tally.kernel)
+        copies = shapes * points  # each a test of the row's shape against its point
         for mode in tally.kernel.modes:
             try:
                 counts, fp_change = session.worker.evaluate_with_fp(tally.kernel.name, count_mode=mode)

@@ -32,6 +32,9 @@ CALIBRATION_PASSES = 4
 STARTUP_S = 120.0
 #: The most copies of a point verify counts a case row over (two vectors of 16 lanes and a tail).
 ROW_COUNT_COPIES_MAX = 33
+#: The most copies of its shape (a block of up to 16 shapes, and one left over): registry.c's
+#: SB_COUNT_ROWS_SHAPES_MAX.
+ROW_COUNT_SHAPES_MAX = 17
 #: Listing the kernels of a library that holds none of the user's code (its constructors are
 #: ours: ~1 s here) is allowed this long past the run's --max-minutes.
 LISTING_PAST_BUDGET_S = 30.0
@@ -58,8 +61,9 @@ class Deadlines:
 
     def row_counts_s(self, tests: int) -> float:
         """verify's count loops over each case row (loops.CRowLoop.row_counts): two calls a row,
-        each over up to ROW_COUNT_COPIES_MAX copies of its point."""
-        return self.pass_s(tests, 2 * ROW_COUNT_COPIES_MAX)
+        each over up to ROW_COUNT_SHAPES_MAX copies of its shape and ROW_COUNT_COPIES_MAX of its
+        point."""
+        return self.pass_s(tests, 2 * ROW_COUNT_SHAPES_MAX * ROW_COUNT_COPIES_MAX)
 
     def counting_s(self, tests: int) -> float:
         """One loop of `tests` tests under valgrind (measure/instructions.py): an uncalibrated

@@ -20,7 +20,7 @@ import numpy as np
 from ..model.kernels import Kernel, parse_takes, skip_reason
 from ..model.split import shape_ranges
 from ..model.text import shown_line
-from .deadlines import ROW_COUNT_COPIES_MAX
+from .deadlines import ROW_COUNT_COPIES_MAX, ROW_COUNT_SHAPES_MAX
 from .messages import LoopExtras, LoopRef, Shapes, Timed
 
 #: A prepared index is built this many times; the fastest build is its build time (the
@@ -252,27 +252,31 @@ class CRowLoop(LoopBase):
 
     def row_counts(self, mode: str) -> np.ndarray:
         """Each row of the current pairs scene counted by the `mode` count loop, twice, over
-        2 x lanes + 1 copies of its point (sb_count_rows): the count, -1 where the calls differ.
-        A hand-written count loop is where a kernel's logic lives, and only eval_pairs met the
-        cases' boundary points (a count loop answering them inside passed verify)."""
+        copies of its shape and its point (row_count_layout, sb_count_rows): the count, -1 where
+        the calls differ.  A hand-written count loop is where a kernel's logic lives, and only
+        eval_pairs met the cases' boundary points (a count loop answering them inside passed
+        verify); with one shape, a blocked loop's block body met none of them either."""
         host, scene = self.host, self.host.scene
         self._check_mode(LoopRef(self.kernel.name, mode))
         if scene.layout != "pairs" or self.prepared:
             raise ValueError("rows are counted on a pairs scene, by a row with no prepared index")
         c_scene = host.c_scenes(self, [(0, scene.n_shapes)])[0]
         out = np.zeros(scene.n_points, dtype=np.int64)
-        copies = row_count_copies(self.kernel)
+        shapes, copies = row_count_layout(self.kernel)
         status = host.lib.sb_count_rows(
-            self.row, mode == "call", c_scene, copies, host.ffi.from_buffer("int64_t[]", out)
+            self.row, mode == "call", c_scene, shapes, copies, host.ffi.from_buffer("int64_t[]", out)
         )
         if status:
             raise ValueError(f"sb_count_rows refused {self.kernel.name}'s {mode} loop: {os.strerror(status)}")
         return out
 
 
-def row_count_copies(kernel: Kernel) -> int:
-    """The copies of a point CRowLoop.row_counts counts a row over: two vectors and a tail."""
-    return min(2 * max(kernel.lanes, 1) + 1, ROW_COUNT_COPIES_MAX)
+def row_count_layout(kernel: Kernel) -> tuple[int, int]:
+    """The copies of a row's shape and of its point CRowLoop.row_counts counts it over: a
+    blocked loop's whole block and a shape left over (one shape where the loop takes them one
+    at a time); two vectors and a tail."""
+    shapes = min(kernel.block + 1, ROW_COUNT_SHAPES_MAX) if kernel.block > 1 else 1
+    return shapes, min(2 * max(kernel.lanes, 1) + 1, ROW_COUNT_COPIES_MAX)
 
 
 def peer_kernel(peer) -> Kernel:

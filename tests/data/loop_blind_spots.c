@@ -120,3 +120,39 @@ static uint64_t second_call_count(const sb_scene *s) {
     return second_call_count_inline(s) + (uint64_t)again;
 }
 BLIND_ROW(second_call, second_call_count, second_call_noop, "test only: one hit over from a scene's second call");
+
+/* A count loop over 4 shapes a load (the row declares block 4) whose unrolled body restates the
+ * predicate with <= on the radius, the shapes left over strict: verify counted each case row as
+ * a scene of one shape, which only the left-over path met, and passed it. */
+static inline int blocked_body(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    return blind_basic(cx, cy, ux, uy, r2, k, px, py);
+}
+static inline int blocked_loose(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy;
+    return s <= r2 && dx * ux + dy * uy > sqrtf(s) * k;
+}
+SB_KERNEL_LOOPS(blocked_body, SCALAR, 4, BLIND_TAKES)
+static uint64_t blocked_body_count(const sb_scene *s) {
+    uint64_t hits = 0;
+    const float *px = s->point[0], *py = s->point[1];
+    int64_t i = s->shape_begin;
+    for (; i + 4 <= s->shape_end; i += 4)
+        for (int64_t j = 0; j < s->n_points; j++)
+            for (int b = 0; b < 4; b++)
+                hits += (uint64_t)BLIND_SHAPE(blocked_loose, i + b, px[j], py[j]);
+    for (; i < s->shape_end; i++)
+        for (int64_t j = 0; j < s->n_points; j++)
+            hits += (uint64_t)BLIND_SHAPE(blocked_body, i, px[j], py[j]);
+    return hits;
+}
+static const sb_kernel blocked_body_row = {SB_ROW_FIELDS(blocked_body, SCALAR, 4, BLIND_TAKES),
+                                           .family = "sector",
+                                           .known_bad = 1,
+                                           .summary = "test only: <= on the radius in its 4-shape body",
+                                           .count_inline = blocked_body_count,
+                                           .count_call = blocked_body_count,
+                                           .noop_inline = blocked_body_noop_inline,
+                                           .noop_call = blocked_body_noop_call,
+                                           .eval_grid = blocked_body_eval_grid,
+                                           .eval_pairs = blocked_body_eval_pairs};
+SB_REGISTER(blocked_body_row);
