@@ -389,14 +389,17 @@ def test_a_declared_bound_or_tolerance_cannot_excuse_anything(family, kernel, co
 def test_a_declaration_out_of_range_makes_its_row_an_error():
     """A --source row declaring a rounding bound of -5 had verify FAIL a correct kernel on 707
     rows, one declaring a NaN tolerance showed "tolerance nan rad", a blocking factor of 16 can
-    overflow its block's 32-bit hit count: each row is an error saying why, the others judged."""
+    overflow its block's 32-bit hit count, 4096 lanes had verify check 8193 tail lengths and
+    4095 shifts for every kernel beside it (hours): each row is an error saying why, the others
+    judged."""
     build_config = BuildConfig.parse("-O2", extra_sources=(DATA / "over_declared.c",))
-    named = ("declares_negative_bound", "declares_nan_tolerance", "declares_block_16", "basic")
+    named = ("declares_negative_bound", "declares_nan_tolerance", "declares_block_16", "declares_lanes_65", "basic")
     verdicts = {v.kernel: v for v in verify(VerifyConfig(kernels=named, builds=(build_config,), cases=300)).kernels}
     reasons = {
         "declares_negative_bound": "row error: .rounding_bound = -5: it must be 0 (the family's default) or more",
         "declares_nan_tolerance": "row error: .tolerance = nan: it must be 0 (the family's default) or more",
         "declares_block_16": "row error: blocking factor 16: it must be from 1 to 8",
+        "declares_lanes_65": "row error: 65 lanes: it must be from 1 to 64",
     }
     for name, reason in reasons.items():
         assert verdicts[name].status != "ok" and verdicts[name].reason == reason, verdicts[name]

@@ -26,6 +26,11 @@ from ..oracle import exact
 #: The most shapes a kernel row's loop may test per load of points: sb_common.h's SB_BLOCK counts
 #: a block's hits in 32 bits, and B x MAX_POINTS (2^28) must stay below 2^32.
 MAX_BLOCK = 8
+#: The most points a kernel row's loop may declare it tests per step (.lanes): four vectors of the
+#: widest ISA (AVX-512, 16 floats).  verify checks 2 x lanes + 1 tail lengths and lanes - 1 shifts
+#: of every row, each a scene for every kernel of the build: a --source row declaring 4096 lanes
+#: (a tiled loop) made one verify of basic beside it take hours instead of seconds.
+MAX_LANES = 64
 
 #: A scene generator: (n shapes, m points, seed, **options) -> Scene; its keyword-only
 #: parameters are the kind's options (scene_kinds.resolved_options).
@@ -160,6 +165,8 @@ class Family:
                 return f".{field} = {value:g}: it must be 0 (the family's default) or more"
         if not 1 <= kernel.block <= MAX_BLOCK:
             return f"blocking factor {kernel.block}: it must be from 1 to {MAX_BLOCK}"
+        if not 1 <= kernel.lanes <= MAX_LANES:
+            return f"{kernel.lanes} lanes: it must be from 1 to {MAX_LANES}"
         return None
 
     def nominal_takes(self) -> tuple[str, ...]:

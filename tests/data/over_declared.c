@@ -40,3 +40,17 @@ SB_KERNEL(declares_nan_tolerance, SCALAR, 1, (cx, cy, ux, uy, r, theta), .family
           .tolerance = 0.0 / 0.0, .summary = "test only: tolerance NaN");
 SB_KERNEL(declares_block_16, SCALAR, 16, (cx, cy, ux, uy, r, theta), .family = "sector", .known_bad = 1,
           .summary = "test only: blocking factor 16");
+
+/* A hand-made row declaring 65 lanes, one past the cap: 4096 (a loop tiled over 4096 points)
+ * had verify check 8193 tail lengths and 4095 shifts, each a scene for every kernel beside it
+ * (hours for basic). */
+DECLARES_BADLY(declares_lanes_65)
+SB_KERNEL_LOOPS(declares_lanes_65, SCALAR, 1, (cx, cy, ux, uy, r, theta))
+static const sb_kernel declares_lanes_65_row = {
+    .name = "declares_lanes_65", .family = "sector", .takes = "(cx, cy, ux, uy, r, theta)", .isa = "",
+    .loop = "scalar b1", .summary = "test only: 65 lanes, one past the cap", .contract = "", .source = __FILE__,
+    .line = __LINE__, .lanes = 65, .block = 1, .known_bad = 1,
+    .count_inline = declares_lanes_65_count_inline, .count_call = declares_lanes_65_count_call,
+    .noop_inline = declares_lanes_65_noop_inline, .noop_call = declares_lanes_65_noop_call,
+    .eval_grid = declares_lanes_65_eval_grid, .eval_pairs = declares_lanes_65_eval_pairs};
+SB_REGISTER(declares_lanes_65_row);
