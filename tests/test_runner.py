@@ -61,6 +61,23 @@ def test_a_row_whose_answers_differ_says_so_in_the_result_and_rounding_is_allowe
     assert load_back(result).results == result.results  # saved and read back with the marks
 
 
+def test_a_row_is_judged_on_every_rounds_count_not_only_its_first():
+    """A kernel right in its first round and wrong in every later one (a cache gone stale) was
+    shown with the first round's count and unmarked, beside a note that the count changed: every
+    count its rounds returned is kept (hits_seen), and the one farthest off marks the row."""
+    build = BuildConfig.parse("-O2", extra_sources=(DATA / "unruly_kernels.c",))
+    timing = TimingConfig(repeat=3, min_sample_s=0.001)
+    result = run(RunConfig(sectors=10, points=100, kernels=("basic", "goes_wrong"), builds=(build,), timing=timing))
+    rows = {r.kernel: r for r in result.results}
+    basic, wrong = rows["basic"], rows["goes_wrong"]
+    assert wrong.hits == basic.hits == result.exact_count and basic.hits_seen == []  # its first round is right
+    assert len(wrong.hits_seen) == 1 and wrong.hits_seen[0] > wrong.hits
+    assert wrong.answers_differ == wrong.hits_seen[0] - result.exact_count, wrong.answers_note
+    assert any(w.startswith("hit count changed between samples") for w in wrong.warnings), wrong.warnings
+    assert basic.answers_differ is None
+    assert load_back(result).results == result.results
+
+
 def test_a_scene_too_large_to_count_allows_a_sampled_band_of_rounding():
     """Beyond 2^19 tests there is no exact count: the reference kernel's count is the yardstick,
     and the allowance is an upper bound estimated from a sample of the scene's pairs."""

@@ -117,10 +117,11 @@ def differing(run: RunResult) -> list[Differs | None]:
             if run.exact_count is not None:
                 continue  # a saved file from before the allowance: not judged
             first = _first_count(rows, row.kernel)
-            if first is None or first.hits == row.hits:
+            count = None if first is None else _farthest(row, first.hits)
+            if count is None or count == first.hits:
                 continue
             where = f" in the {first.flags} build" if several else f" ({first.mode}, {first.threads} threads)"
-            out[index] = Differs(row.hits - first.hits, 0, f"{row.kernel}'s count {first.hits}{where}", _unit(row))
+            out[index] = Differs(count - first.hits, 0, f"{row.kernel}'s count {first.hits}{where}", _unit(row))
             continue
         if shown is None or row.kernel not in allowance:
             continue
@@ -129,9 +130,17 @@ def differing(run: RunResult) -> list[Differs | None]:
             if reference not in allowance:
                 continue
             allowed += allowance[reference]
-        if abs(row.hits - shown.count) > allowed:
-            out[index] = Differs(row.hits - shown.count, allowed, shown.text, _unit(row))
+        count = _farthest(row, shown.count)
+        if abs(count - shown.count) > allowed:
+            out[index] = Differs(count - shown.count, allowed, shown.text, _unit(row))
     return out
+
+
+def _farthest(row: KernelResult, count: int) -> int:
+    """Of the counts the row's rounds returned (hits, and hits_seen where they changed), the
+    one farthest from `count`: a kernel is judged on every round, not on its first alone (one
+    right in its first round and wrong in every later one was shown as agreeing)."""
+    return max([row.hits, *row.hits_seen], key=lambda c: abs(c - count))
 
 
 def judged(run: RunResult) -> list[KernelResult]:

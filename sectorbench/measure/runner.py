@@ -623,6 +623,7 @@ def _result(
     extras = _extras_fields(mine)
     timing = dict(
         hits=hits,
+        hits_seen=sorted(set(mine.hits) - {hits}),
         hit_rate=hits / scene.tests,
         calls=mine.calls,
         samples_s=mine.samples,

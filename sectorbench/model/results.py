@@ -89,7 +89,10 @@ class KernelResult:
     mode: str
     status: str  # ok | skipped | crashed | timed-out | build-failed (its --flags set did not compile)
     reason: str | None = None
-    hits: int | None = None
+    hits: int | None = None  # the first round's count
+    #: The other counts its rounds returned, where they were not all `hits` (sorted): a kernel
+    #: right in the first round and wrong after is judged on every count (compare/answers.py).
+    hits_seen: list[int] = field(default_factory=list)
     tests: int = 0
     hit_rate: float | None = None
     calls: int = 0

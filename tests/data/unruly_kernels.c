@@ -148,6 +148,38 @@ SB_REGISTER(rounds_up_once_row);
 FPENV_KERNEL(sets_ftz, _mm_setcsr(_mm_getcsr() | (1u << 15)))
 #endif
 
+/* ---------------------------------------------------------------- goes wrong */
+
+/* basic on the first two calls of its counting loops in a process (a cache that goes stale),
+ * then every point within r.  5 ms a call, so that one call is calibrated enough for a 1 ms
+ * --min-time: call 1 calibrates, call 2 is the first round, the later rounds are wrong.  Its
+ * row showed the first round's count, unmarked. */
+UNRULY_PREDICATE(goes_wrong)
+static inline int goes_wrong_stale(float cx, float cy, float ux, float uy, float r2, float cos_theta, float px,
+                                   float py) {
+    (void)ux, (void)uy, (void)cos_theta;
+    const float dx = px - cx, dy = py - cy;
+    return dx * dx + dy * dy < r2;
+}
+SB_KERNEL_LOOPS(goes_wrong, SCALAR, 1, UNRULY_TAKES)
+SB_KERNEL_LOOPS(goes_wrong_stale, SCALAR, 1, UNRULY_TAKES)
+static int goes_wrong_calls;
+static uint64_t goes_wrong_later_inline(const sb_scene *s) {
+    usleep(5000);
+    return ++goes_wrong_calls <= 2 ? goes_wrong_count_inline(s) : goes_wrong_stale_count_inline(s);
+}
+static uint64_t goes_wrong_later_call(const sb_scene *s) {
+    usleep(5000);
+    return ++goes_wrong_calls <= 2 ? goes_wrong_count_call(s) : goes_wrong_stale_count_call(s);
+}
+static const sb_kernel goes_wrong_row = {
+    SB_ROW_FIELDS(goes_wrong, SCALAR, 1, UNRULY_TAKES), .family = "sector", .known_bad = 1,
+    .rounding_bound = 8, .summary = "test only: basic on its first two counts in a process, then wrong",
+    .count_inline = goes_wrong_later_inline, .count_call = goes_wrong_later_call,
+    .noop_inline = goes_wrong_noop_inline, .noop_call = goes_wrong_noop_call,
+    .eval_grid = goes_wrong_eval_grid, .eval_pairs = goes_wrong_eval_pairs};
+SB_REGISTER(goes_wrong_row);
+
 /* ---------------------------------------------------------------- crawls */
 
 /* basic, 1 ms a call: its rounds cannot fit a short --max-minutes, the others' can. */
