@@ -873,6 +873,31 @@ def test_a_hung_compiler_is_stopped_with_its_children(tmp_path, monkeypatch):
     assert not list(cache.glob("*.build"))
 
 
+def test_a_runs_max_minutes_stops_its_compilers_too(tmp_path):
+    """Only the compiler's own 600 s bounded a build: a --source file that took 34 s to compile
+    held `run --max-minutes 0.2` for 38 s.  The run's end stops the compilers (here one that
+    hangs on every compile) and says so; their children go with them."""
+    pids = tmp_path / "pids"
+    body = f'case " $* " in *" -c "*) sleep 300 & echo $! >> {pids}; wait;; *) exec cc "$@";; esac'
+    cc = fake_compiler(tmp_path, body)
+    started = time.monotonic()
+    result = invoke(
+        "run",
+        *TINY,
+        "--kernels",
+        "basic",
+        "--cc",
+        str(cc),
+        "--max-minutes",
+        "0.05",
+        env={"SECTORBENCH_CACHE": str(tmp_path / "cache")},
+    )
+    assert result.code == 2 and time.monotonic() - started < 60, (result.stdout, result.stderr)
+    assert "was stopped: the run's --max-minutes 0.05 ran out" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert all(gone(int(pid)) for pid in pids.read_text().split())
+
+
 def gone(pid: int, wait_s: float = 10.0) -> bool:
     """The process has exited (a zombie awaiting its reaper counts as exited)."""
     deadline = time.monotonic() + wait_s

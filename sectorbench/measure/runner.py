@@ -20,7 +20,7 @@ from ..model import scenes
 from ..model.kernels import Kernel
 from ..model.results import PEER_CC, KernelResult, RowKey, RunResult
 from ..native import code_identity, environment, machine_code
-from ..native.build import BuildConfig, build, compiler_warnings, headers, local_headers
+from ..native.build import BuildConfig, build, compile_deadline, compiler_warnings, headers, local_headers
 from ..native.build import sources as build_sources
 from . import validity
 from .builds import FailedBuild, open_build, usable
@@ -272,7 +272,8 @@ def run(
     c_names, peer_names = split_names(config.kernels, family)
     indexed = [b for b in broadphases if b != "none"]
     deadlines, budget = Deadlines(config.kernel_timeout), Budget.minutes_from_now(config.max_minutes)
-    with scratch_directory("sectorbench-") as scratch:
+    out_of_time = f"the run's --max-minutes {config.max_minutes:g} ran out"
+    with scratch_directory("sectorbench-") as scratch, compile_deadline(budget.end, out_of_time):
         scene_path = save_scene(scene, scratch)
         sessions = []
         clock = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import contextvars
 import errno
 import fcntl
 import glob
@@ -71,6 +72,11 @@ WARNING_FLAGS = ("-Wall", "-Wextra")
 #: -flto -march=native) takes well under a minute here; ten minutes is generous even on
 #: a loaded CI machine, and a hung compiler (or a `--cc` wrapper that waits) still ends.
 COMPILE_TIMEOUT_S = 600.0
+#: The end (a time.monotonic()) of the command the compilers run for, and what to say when one
+#: is stopped there (compile_deadline): a run's --max-minutes bounds its builds as its kernels.
+_COMMAND_END: contextvars.ContextVar[tuple[float, str] | None] = contextvars.ContextVar("command_end", default=None)
+#: The longest the preprocessing that reads a build's kernel rows may take (0.45 s here).
+PREPROCESS_TIMEOUT_S = 120.0
 #: A private build directory older than this was left by a run killed mid-compile
 #: (SIGKILL): removed by the next build into the same cache.
 STALE_BUILD_S = 2 * COMPILE_TIMEOUT_S
@@ -250,6 +256,29 @@ def cache_key(config: BuildConfig) -> str:
 def library_path(config: BuildConfig, cache_dir: Path | None = None) -> Path:
     """Where build(config) puts its library (it exists once built: a cached build is free)."""
     return Path(cache_dir or default_cache_dir()) / f"sectorbench-{cache_key(config)}.so"
+
+
+@contextlib.contextmanager
+def compile_deadline(end: float, reason: str):
+    """Within the block, a build's compilers and the preprocessing of its sources stop at `end`
+    (a time.monotonic()) if their own timeout has not stopped them first, and the BuildError
+    says `reason`.  A --source file that took 34 s to compile held `run --max-minutes 0.2`
+    for 38 s; one including a FIFO, for 841 s."""
+    token = _COMMAND_END.set((end, reason))
+    try:
+        yield
+    finally:
+        _COMMAND_END.reset(token)
+
+
+def _within_command(timeout_s: float) -> tuple[float, str | None]:
+    """A compiler's deadline from now (time.monotonic()): its own timeout or the command's end,
+    whichever comes first, with the command's reason when that is the one."""
+    own = time.monotonic() + timeout_s
+    command = _COMMAND_END.get()
+    if command is not None and command[0] < own:
+        return command[0], command[1]
+    return own, None
 
 
 def build(config: BuildConfig, cache_dir: Path | None = None) -> Path:
@@ -849,7 +878,7 @@ def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig
     them all), or when this process is interrupted (Ctrl-C, SIGTERM), every group still
     running is killed."""
     env = {**os.environ, "TMPDIR": str(private)}
-    deadline = time.monotonic() + COMPILE_TIMEOUT_S
+    deadline, command_ends = _within_command(COMPILE_TIMEOUT_S)
     waiting = list(enumerate(commands))
     running: list[tuple[subprocess.Popen, Path]] = []
     failed: list[str] = []
@@ -875,6 +904,8 @@ def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig
             done = [(process, log) for process, log in running if process.poll() is not None]
             if not done:
                 if time.monotonic() > deadline:
+                    if command_ends:
+                        raise BuildError(f"compiling with {config.label!r} was stopped: {command_ends}")
                     raise BuildError(
                         f"compiling with {config.label!r} took longer than {COMPILE_TIMEOUT_S:g} s: "
                         "the compiler was stopped"
@@ -1107,9 +1138,14 @@ def _preprocessed_rows(config: BuildConfig, files: list[Path]) -> list[str] | No
         "-x",
         "c",
     ]
+    deadline, command_ends = _within_command(PREPROCESS_TIMEOUT_S)
     try:
-        completed = run_compiler([*command, *map(str, files)], timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
+        completed = run_compiler([*command, *map(str, files)], timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        if command_ends:  # not a failing preprocessor: the command has no time left for it
+            raise BuildError(f"reading the kernel rows of {config.label!r} was stopped: {command_ends}") from None
+        return None
+    except OSError:
         return None
     if completed.returncode != 0:
         return None
