@@ -79,3 +79,15 @@ def test_a_family_module_that_does_not_import_is_one_line(tmp_path):
     result = sectorbench(["kernels"], tmp_path, SECTORBENCH_FAMILIES="no_such_family_module")
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "no_such_family_module" in result.stderr
+
+
+def test_coverage_of_the_recipe_family_which_declares_no_cells_is_one_line(tmp_path):
+    # The recipe's family declares no coverage cells (Family's defaults); verify --coverage on it
+    # was "internal error: NotImplementedError" after the first batch was generated.
+    for name, body in recipe_files().items():
+        (tmp_path / name).write_text(body)
+    env = {"SECTORBENCH_FAMILIES": "toybox", "PYTHONPATH": str(tmp_path)}
+    result = sectorbench(["verify", "--family", "box", "--coverage", "--cases", "300"], tmp_path, **env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "internal error" not in result.stderr and "declares no coverage cells" in result.stderr

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import families
+from ..errors import SectorbenchError
 from ..model import cases
 from .verify import _nominal_kernel
 
@@ -72,6 +73,11 @@ def coverage(family_name: str, count: int, seed: int = 0, batch_rows: int = case
     family = families.get(family_name)
     kernel = _nominal_kernel(family)
     declared = family.coverage_cells()
+    if not declared:  # Family's default: nothing to count, and coverage_rows would raise
+        raise SectorbenchError(
+            f"the {family.name} family declares no coverage cells (Family.coverage_cells): "
+            f"--coverage has nothing to count; verify --family {family.name} checks its kernels"
+        )
     tallies: dict[tuple[str, str], list[int]] = {cell: [0, 0] for cell in declared}
     undeclared: dict[str, int] = {}
     rows = 0
