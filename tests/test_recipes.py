@@ -91,3 +91,18 @@ def test_coverage_of_the_recipe_family_which_declares_no_cells_is_one_line(tmp_p
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
     assert "internal error" not in result.stderr and "declares no coverage cells" in result.stderr
+
+
+def test_run_and_compare_of_a_family_with_no_kernel_are_refused_in_one_line(tmp_path):
+    # Without box.c the recipe's family has no kernel: run and compare printed an empty table
+    # and exited 0 (and wrote it to --json), where verify says "no kernel could be checked".
+    for name, body in recipe_files().items():
+        (tmp_path / name).write_text(body)
+    env = {"SECTORBENCH_FAMILIES": "toybox", "PYTHONPATH": str(tmp_path)}
+    tiny = ["--family", "box", "-n", "21", "-m", "301", "--flags", "-O2", "--repeat", "2", "--json", "r.json"]
+    for command in ("run", "compare"):
+        result = sectorbench([command, *tiny], tmp_path, **env)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr.strip().splitlines()[-1].startswith("sectorbench: error: no kernel could be timed")
+        assert "box family has no default kernels" in result.stderr and "internal error" not in result.stderr
+        assert not (tmp_path / "r.json").exists()

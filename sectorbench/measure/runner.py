@@ -354,7 +354,12 @@ def _measure(
                                 _series(session, kernel, mode, threads, config.timing, noop),
                             )
 
-    if plan and not series:  # every row would be skipped: a table of nothing measured, exit 0, as verify refuses
+    if not plan:  # a family with no default kernel (one whose kernels come with --source): an empty table, exit 0
+        raise SectorbenchError(
+            f"no kernel could be timed: the {scene.family} family has no default kernels; "
+            "give the file of its kernels with --source, or name some with --kernels"
+        )
+    if not series:  # every row would be skipped: a table of nothing measured, exit 0, as verify refuses
         why = (f"{k.name} [{s.config.label}]: {k.skip_reason or _missing_mode(k, mode)}" for s, k, mode, _ in plan)
         raise SectorbenchError(f"no kernel could be timed: {'; '.join(dict.fromkeys(why))}")
     noops = {key for key in series if key[1] not in {kernel.name for _, kernel, _, _ in plan}}
