@@ -117,6 +117,16 @@ def test_the_compare_matrix_gives_no_ratio_to_noise_and_says_why():
     assert f"{NOISE_RATIO}: {COMPARE_LEGEND[NOISE_RATIO]}" in matrix_text(rows)
 
 
+def test_the_compare_matrix_marks_a_ratio_to_a_first_build_whose_net_is_clamped_at_0():
+    # compare --preset article -n 100 -m 10000 --repeat 3: sse2's first build (-O2 -mfpmath=387,
+    # call mode) netted 0.000 (clamped): its other cells showed a bare number, neither a ratio nor
+    # the ×– the legend explains, while a first build barely above 0 gave every cell its ×–.
+    rows = [timed_row("sse2", "-O2", [9.0] * 5, NOOP), timed_row("sse2", "-O2 -ffast-math", CLEAR, NOOP)]
+    assert rows[0].ns_per_test == 0.0 and rows[1].net_above_zero
+    assert fast_math_cell(rows) == f"50200.000\n{NOISE_RATIO}"
+    assert f"{NOISE_RATIO}: {COMPARE_LEGEND[NOISE_RATIO]}" in matrix_text(rows)
+
+
 def test_the_compare_matrix_explains_a_ratio_without_its_interval():
     # Nine rounds: one at or below the NoOperation leaves the net's 95 % interval above 0
     # (its low end is the second smallest round), but no ratio for that round.

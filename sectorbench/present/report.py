@@ -500,7 +500,8 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
                 out.append(Text("–" if cell is None else cell.status, style="yellow"))
                 continue
             text = f"{cell.ns_per_test:.3f}"
-            if first is not None and first is not cell and first.ns_per_test:
+            # A first build measured at a net of 0 (clamped) gets its ×– too, not a bare number.
+            if first is not None and first is not cell and first.ns_per_test is not None:
                 if not (cell.net_above_zero and first.net_above_zero):
                     text += f"\n{NOISE_RATIO}"
                     shown.add(NOISE_RATIO)
