@@ -337,10 +337,11 @@ def close_fork_server() -> None:
 def _warm() -> None:
     """Import and parse what every worker needs, once, before any fork."""
     from ..families import all_families
-    from . import server
+    from ..native.loader import interface
+    from . import server  # noqa: F401  (imported here, once, for every worker forked later)
 
     all_families()
-    server.interface()
+    interface()
 
 
 def _serve(control: socket.socket) -> int:

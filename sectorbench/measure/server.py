@@ -27,13 +27,13 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from functools import cache
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
 
 from ..model.kernels import disabled_features
+from ..native.loader import interface
 from . import messages, process_state
 from .loops import BroadphaseLoop, CRowLoop, PeerLoop, TimedLoop
 from .worker import load_scene
@@ -214,23 +214,6 @@ def refuse_file_writes() -> str | None:
     finally:
         os.close(ruleset)
     return None
-
-
-@cache
-def _parsed(cdef: str):
-    import cffi
-
-    ffi = cffi.FFI()
-    ffi.cdef(cdef)
-    return ffi
-
-
-def interface():
-    """The C interface (cffi, from the headers as they are now): parsed once a process, and
-    once for every worker by the fork server (measure/forkserver.py)."""
-    from ..native.build import cdef_source
-
-    return _parsed(cdef_source())
 
 
 class Server:

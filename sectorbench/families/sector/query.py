@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...native.build import BuildConfig, build, cdef_source, library_path
+from ...native.build import BuildConfig, build, library_path
+from ...native.loader import interface
 from . import UNIT_TOLERANCE
 from .broadphase import BROADPHASES, FASTEST, ISA_CODES, ISA_NAMES, Engine, Hits, OverLimit
 
@@ -53,8 +54,6 @@ def engine(asked: bool = False) -> Engine:
     global _engine, _library
     with _lock:
         if _engine is None:
-            import cffi
-
             started = time.perf_counter()
             library = library_path(QUERY_BUILD)
             if library.exists():
@@ -65,8 +64,7 @@ def engine(asked: bool = False) -> Engine:
                     "cached in %s); call sectorbench.prepare() at start-up to do it ahead of the first query",
                     library.parent,
                 )
-            ffi = cffi.FFI()
-            ffi.cdef(cdef_source())
+            ffi = interface()
             _library = build(QUERY_BUILD)
             _engine = Engine(ffi, ffi.dlopen(str(_library), ffi.RTLD_NOW | ffi.RTLD_NODELETE))  # see Engine
             logger.info("sectorbench: query library ready in %.1f s", time.perf_counter() - started)
