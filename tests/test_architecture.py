@@ -1,10 +1,12 @@
-"""The tree is the architecture: no import cycle between its parts, and the harness never names a family."""
+"""The tree is the architecture: its parts import downwards only (no cycle), model/ nothing but
+numpy, only cli/ prints, one module loads C through cffi, and the harness never names a family."""
 
 from __future__ import annotations
 
 import ast
 import io
 import re
+import sys
 import tokenize
 from pathlib import Path
 
@@ -94,6 +96,146 @@ def test_the_parts_import_one_another_without_a_cycle():
 def test_a_cycle_would_be_found():  # the check itself has teeth
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}}) is None
+
+
+#: The parts from the top down (DESIGN.md's tree): a part imports only parts below it.  present/
+#: sits above compare/: its tables and plots show what compare computes, and compare never
+#: imports present.  The bottom row imports nothing of sectorbench's: the error every layer
+#: raises, the handling of interrupts and child processes, the version.
+LAYERS = (
+    ("sectorbench.__main__",),
+    ("sectorbench.cli", "sectorbench"),  # the command line and the package's public API
+    ("sectorbench.check",),
+    ("sectorbench.measure",),
+    ("sectorbench.present",),
+    ("sectorbench.compare",),
+    ("sectorbench.families",),
+    ("sectorbench.native",),
+    ("sectorbench.oracle",),
+    ("sectorbench.model",),
+    ("sectorbench.errors", "sectorbench.interrupts", "sectorbench.version"),
+)
+
+
+def layer_of(part: str) -> int | None:
+    return next((place for place, layer in enumerate(LAYERS) if part in layer), None)
+
+
+def upward(edges: dict[str, set[str]]) -> list[str]:
+    """The imports of a part from a part in its own layer or above."""
+    return sorted(
+        f"{source} -> {target}"
+        for source, targets in edges.items()
+        for target in targets
+        if layer_of(target) <= layer_of(source)
+    )
+
+
+def test_every_part_has_its_layer():
+    parts = {part_of(module_name(path)) for path in PACKAGE.rglob("*.py")}
+    assert not [part for part in sorted(parts) if layer_of(part) is None], "add it to LAYERS"
+
+
+def test_arrows_point_down_only():
+    assert not upward(graph())
+
+
+def test_an_arrow_up_would_be_found():  # the check itself has teeth
+    assert upward({"sectorbench.model": {"sectorbench.native"}}) == ["sectorbench.model -> sectorbench.native"]
+    assert upward({"sectorbench.native": {"sectorbench.model"}}) == []
+
+
+def outside_imports(path: Path) -> set[str]:
+    """The top-level names of what `path` imports from outside sectorbench."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.add((node.module or "").split(".")[0])
+    return found - {"sectorbench", "__future__"}
+
+
+def test_model_imports_nothing_but_numpy_and_the_standard_library():
+    allowed = set(sys.stdlib_module_names) | {"numpy"}
+    found = {
+        str(path.relative_to(ROOT)): sorted(outside_imports(path) - allowed)
+        for path in (PACKAGE / "model").rglob("*.py")
+    }
+    assert not {path: names for path, names in found.items() if names}
+
+
+#: Calls that write to the terminal or end the process: only cli/ makes them (DESIGN.md:
+#: library code returns values).  A name like print or sys.exit, or any click.* function.
+ENDING_OR_PRINTING = {"print", "exit", "quit", "sys.exit", "os._exit", "sys.stdout.write", "sys.stderr.write"}
+#: The worker process's own programs: their output is captured for the parent, and the
+#: parent reads their exit status; they are not the sectorbench command.
+WORKER_PROGRAMS = ("measure/server.py", "measure/forkserver.py")
+
+
+def dotted(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{dotted(node.value)}.{node.attr}"
+    return ""
+
+
+def printing_calls(source: str) -> list[str]:
+    """Calls (and raises of SystemExit) that print or end the process, with their lines."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            name = dotted(node.func)
+            if name in ENDING_OR_PRINTING or name.startswith("click."):
+                found.append(f"{node.lineno}: {name}(")
+        elif isinstance(node, ast.Raise) and node.exc is not None:
+            raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if dotted(raised) == "SystemExit":
+                found.append(f"{node.lineno}: raise SystemExit")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(name.split(".")[0] == "click" for name in names):
+                found.append(f"{node.lineno}: import click")
+    return sorted(found, key=lambda call: int(call.split(":")[0]))
+
+
+def test_only_the_cli_prints_or_ends_the_process():
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE)
+        if relative.parts[0] == "cli" or str(relative) in WORKER_PROGRAMS:
+            continue
+        if calls := printing_calls(path.read_text()):
+            found[str(relative)] = calls
+    assert not found, found
+
+
+def test_printing_would_be_found():
+    source = "import sys\nprint('x')\nsys.exit(2)\nraise SystemExit(1)\nclick.echo('y')\n"
+    assert printing_calls(source) == ["2: print(", "3: sys.exit(", "4: raise SystemExit", "5: click.echo("]
+    assert printing_calls("table = render(rows)\n") == []
+
+
+def test_one_cffi_loader():
+    """native/loader.py is the only module that makes an FFI: every library is loaded through
+    the one C interface it parses."""
+    users = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if "cffi" in outside_imports(p))
+    assert users == ["native/loader.py"]
+
+
+def test_only_native_runs_the_compiler():
+    """native/build.py's run_compiler is the one way to the compiler: called only in native/
+    (build.py builds; environment.py asks it for its version and -march=native)."""
+    callers = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if any(
+            isinstance(node, ast.Call) and dotted(node.func).split(".")[-1] == "run_compiler"
+            for node in ast.walk(ast.parse(path.read_text()))
+        )
+    )
+    assert callers == ["native/build.py", "native/environment.py"]
 
 
 def names_of_families(source: str) -> list[str]:
