@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..measure.worker import BuildSession
-from ..native.build import BuildConfig, build
+from ..native.build import DEFAULT_FLAGS, BuildConfig, build
 from .verify import VerifyConfig, verify
 
 
@@ -33,7 +33,7 @@ class MutantResult:
 
 
 def score(
-    sources: list[Path], *, cases: int = VerifyConfig.cases, seed: int = 0, flags: str = "-O2"
+    sources: list[Path], *, cases: int = VerifyConfig.cases, seed: int = VerifyConfig.seed, flags: str = DEFAULT_FLAGS
 ) -> list[MutantResult]:
     """Every row defined in `sources`, verified at `cases` and `seed` with one build of `flags`."""
     config = BuildConfig.parse(flags, extra_sources=tuple(sources))

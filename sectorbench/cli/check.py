@@ -11,7 +11,7 @@ from ..check.verify import VerifyConfig, resolve
 from ..families import all_families
 from ..model.results import write_text_atomic
 from ..model.text import shown_path
-from ..native.build import BuildConfig
+from ..native.build import DEFAULT_FLAGS
 from .app import Reporter, main, note, stdout
 from .measure import kernel_timeout_option
 from .options import (
@@ -39,7 +39,7 @@ from .options import (
     callback=comma_list,
     help=f"Kernels to check [default: {KERNELS_DEFAULT}].",
 )
-@build_options(("-O2",))
+@build_options((DEFAULT_FLAGS,))
 @click.option(
     "--cases",
     default=VerifyConfig.cases,
@@ -56,7 +56,7 @@ from .options import (
 )
 @click.option(
     "--show",
-    default=0,
+    default=VerifyConfig.show,
     show_default=True,
     type=click.IntRange(min=0),
     help="Print the first K wrong inputs of each kernel.",
@@ -185,7 +185,7 @@ def _coverage_command(family, cases, seed, input_path, kernels, json_path, force
 
 
 @main.command("kernels")
-@build_options((BuildConfig().flags[0],))
+@build_options((DEFAULT_FLAGS,))
 def kernels_command(flags, cc, sources, disable_isa):
     """List the kernels, what each needs, and whether this CPU has it (for every build given).
 

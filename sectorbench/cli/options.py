@@ -469,11 +469,13 @@ def _parse_threads(ctx, param, values):
 
 def threads_option(command):
     """--threads N|all, repeatable: each kernel is timed at each thread count, in the same rounds."""
+    from ..measure.runner import RunConfig
+
     return click.option(
         "--threads",
         "threads",
         multiple=True,
-        default=("1",),
+        default=tuple(str(count) for count in RunConfig.threads),
         show_default=True,
         callback=_parse_threads,
         help="Threads, shapes split among them: a number or 'all' (the CPUs this process may use); repeatable.",
