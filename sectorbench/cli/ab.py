@@ -87,7 +87,7 @@ def count_revision(baseline, current, report, gate_config, check_rounds: int | N
     from ..measure.instructions import gate_counts
     from ..present.report import COUNTS_COMPARED
 
-    report = gate_counts(baseline, current, report, gate_config)
+    report = gate_counts(baseline, current, report)
     counted = sum(1 for r in report.rows if r.counted)
     if counted:
         note(f"instructions: {counted} row(s) gated on valgrind's counts: {COUNTS_COMPARED}")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compare.gate import GateConfig, GateReport, GateRow
+from ..compare.gate import GateReport, GateRow
 from ..errors import SectorbenchError
 from ..interrupts import kill_session, scratch_directory, signals_held
 from ..model.results import KernelResult, RunResult
@@ -366,7 +366,7 @@ def compared_counts(before: KernelResult, after: KernelResult) -> tuple[float, f
     return before.instructions / before.instructions_tests, after.instructions / after.instructions_tests
 
 
-def gate_counts(baseline: RunResult, current: RunResult, report: GateReport, config: GateConfig) -> GateReport:
+def gate_counts(baseline: RunResult, current: RunResult, report: GateReport) -> GateReport:
     """The report with the verdict of every row counted on both sides taken from the counts.
 
     Counts are deterministic, so there is no statistics: a ratio above 1 + threshold is a

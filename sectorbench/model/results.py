@@ -178,10 +178,6 @@ class KernelResult:
         return (self.instructions - self.overhead_instructions) / self.instructions_tests
 
     @property
-    def build_key(self) -> tuple[str, str]:
-        return (self.cc, self.flags)
-
-    @property
     def key(self) -> RowKey:
         return RowKey(self.kernel, self.cc, self.flags, self.mode, self.threads)
 

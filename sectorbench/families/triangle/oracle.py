@@ -138,11 +138,6 @@ def triangle_inside(ax, ay, bx, by, cx, cy, px, py, tolerance: float = 0.0) -> n
     return triangle_exact(ax, ay, bx, by, cx, cy, px, py, tolerance).inside
 
 
-def triangle_constraints(ax, ay, bx, by, cx, cy, px, py, tolerance: float = 0.0) -> np.ndarray:
-    """(K, 3) int8 signs of the three constraint values (see TriangleExact)."""
-    return triangle_exact(ax, ay, bx, by, cx, cy, px, py, tolerance).signs
-
-
 def triangle_margins(ax, ay, bx, by, cx, cy, px, py, tolerance: float = 0.0) -> np.ndarray:
     """(K, 3) margins of the three constraints in float32 roundings (see exact.py)."""
     return triangle_exact(ax, ay, bx, by, cx, cy, px, py, tolerance).margins
