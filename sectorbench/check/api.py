@@ -149,10 +149,10 @@ def verify(
     (a list or "a,b"), default the family's own; flags: one build's flags ("-O2 -ffast-math")
     or a list of builds; cases: rows per random generator (an int, default 20000) or the
     path of an .npz case file (`verify --input`); seed: of the generated cases; family:
-    default the family of the named kernels (else "sector"); cc: the C compiler (default $CC,
-    else cc); show: failing rows kept per kernel in the report (default 3); strict_special:
-    fail fast-math builds on NaN, inf, subnormal and -0.0 inputs too (`verify
-    --strict-special`); jobs: processes judging the case batches (default 1: a test suite
+    default the family of the named kernels (else the first registered family); cc: the C
+    compiler (default $CC, else cc); show: failing rows kept per kernel in the report
+    (default 3); strict_special: fail fast-math builds on NaN, inf, subnormal and -0.0
+    inputs too (`verify --strict-special`); jobs: processes judging the case batches (default 1: a test suite
     runs its own workers; None: one per CPU); kernel_timeout: seconds a kernel may go without
     answering before it is killed and its verdict is "timed-out" (the floor of every
     deadline, as `verify --kernel-timeout`).
