@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from sectorbench import families
 from sectorbench.check.coverage import coverage
-from sectorbench.check.verify import VerifyConfig, _nominal_kernel, verify
+from sectorbench.check.verify import VerifyConfig, verify
 from sectorbench.cli import main
 from sectorbench.families.sector import cases as sector_cases
 from sectorbench.families.triangle import cases as triangle_cases
@@ -54,7 +54,7 @@ def test_without_the_constructions_most_cells_are_empty(family, monkeypatch):
 def _constructed(family):
     fam = families.get(family)
     cases = case_set(fam, [("exact cells", CONSTRUCTIONS[family].exact_cell_rows())])
-    return fam, cases, fam.reference(cases, _nominal_kernel(fam))
+    return fam, cases, fam.reference(cases, fam.nominal_kernel())
 
 
 @pytest.mark.parametrize("family", ["sector", "triangle"])
@@ -189,7 +189,7 @@ def test_unit_u_constructions_fill_every_cell_inside_the_contract():
     near-π regions are the extreme half-angle part's, whose u is unit too."""
     fam = families.get("sector")
     cases = case_set(fam, [("exact cells, unit u", sector_cases.unit_u_cell_rows())])
-    reference = fam.reference(cases, _nominal_kernel(fam))
+    reference = fam.reference(cases, fam.nominal_kernel())
     piece, inside, regions, counted = fam.coverage_rows(cases, reference)
     unit_u = dataclasses.replace(fam.nominal_kernel(), contract="unit u")
     assert fam.applicable(unit_u, cases).all() and reference.exact.all() and counted.all()

@@ -20,7 +20,6 @@ import numpy as np
 from .. import families
 from ..errors import SectorbenchError
 from ..model import cases
-from .verify import _nominal_kernel
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ class CoverageResult:
 def coverage(family_name: str, count: int, seed: int = 0, batch_rows: int = cases.BATCH_ROWS) -> CoverageResult:
     """Rows per declared cell of verify's generated cases (count and seed as verify's)."""
     family = families.get(family_name)
-    kernel = _nominal_kernel(family)
+    kernel = family.nominal_kernel()
     declared = family.coverage_cells()
     if not declared:  # Family's default: nothing to count, and coverage_rows would raise
         raise SectorbenchError(

@@ -547,7 +547,7 @@ def read_input(family, path: Path):
     a kernel judged against a wrong answer key proves nothing."""
     case_set = family.input_cases(path)
     if case_set.expected is not None:
-        oracle = family.reference(case_set, _nominal_kernel(family)).answer
+        oracle = family.reference(case_set, family.nominal_kernel()).answer
         disagree = np.flatnonzero(case_set.expected != oracle)
         if disagree.size:
             row = int(disagree[0])
@@ -565,16 +565,11 @@ def _default_reference(family, case_set, references):
     """The oracle for the family's own parametrisation (what `exact_evaluable` counts)."""
     key = ("default", None)
     if key not in references:
-        default_kernel = _nominal_kernel(family)
+        default_kernel = family.nominal_kernel()
         references[key] = references.get(family.reference_key(default_kernel)) or family.reference(
             case_set, default_kernel
         )
     return references[key]
-
-
-def _nominal_kernel(family) -> Kernel:
-    """A strict kernel of the family's own parametrisation (the family says which)."""
-    return family.nominal_kernel()
 
 
 def _self_check(family, case_set, seed: int, batch_index: int) -> None:

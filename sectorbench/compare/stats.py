@@ -274,7 +274,8 @@ class Interval:
     achieved_confidence: float
 
 
-def _check_confidence(confidence: float) -> float:
+def check_confidence(confidence: float) -> float:
+    """The two-sided tail of a confidence level; ValueError unless it is in (0, 1)."""
     if not 0.0 < confidence < 1.0:
         raise ValueError("confidence must be in (0, 1)")
     return (1.0 - confidence) / 2.0  # two-sided: split evenly between tails
@@ -309,7 +310,7 @@ def ratio_interval(base: Sequence[float], current: Sequence[float], confidence: 
     distribution-free (Moses) interval from Mann-Whitney's null distribution.
     Working on logs makes swapping base and current give the reciprocal.
     """
-    tail = _check_confidence(confidence)
+    tail = check_confidence(confidence)
     lb = np.log(_as_positive_array(base, "base"))
     lc = np.log(_as_positive_array(current, "current"))
     diffs = np.sort((lc[None, :] - lb[:, None]).ravel())
@@ -344,7 +345,7 @@ def paired_ratio_interval(a: Sequence[float], b: Sequence[float], confidence: fl
     reciprocal). Interval: exact binomial order-statistic interval for the
     median ratio, which assumes only that rounds are independent.
     """
-    tail = _check_confidence(confidence)
+    tail = check_confidence(confidence)
     aa = _as_positive_array(a, "a")
     ba = _as_positive_array(b, "b")
     if aa.size != ba.size:
@@ -515,7 +516,7 @@ def median_interval(samples: Sequence[float], confidence: float = 0.95) -> Inter
     the requested confidence (n < 6 at 95 %) it is min..max and
     achieved_confidence says what that covers.
     """
-    tail = _check_confidence(confidence)
+    tail = check_confidence(confidence)
     x = np.sort(np.asarray(samples, dtype=float).ravel())
     if x.size == 0:
         raise ValueError("samples is empty")

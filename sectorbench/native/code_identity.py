@@ -42,7 +42,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .machine_code import _strip_prefixes, disassemble
+from .machine_code import disassemble, strip_prefixes
 
 __all__ = ["CACHE_VERSION", "code_fingerprints", "normalized_code"]
 
@@ -184,7 +184,7 @@ def _normalized_lines(library: _Library, name: str, callees: list[str]) -> list[
     """One function's instructions, normalised (see the module doc); other functions it
     refers to are appended to `callees`."""
     instructions = [
-        i for i in library.code[name] if not _PADDING.match(_strip_prefixes(re.sub(r"\s+", " ", i.text.strip())))
+        i for i in library.code[name] if not _PADDING.match(strip_prefixes(re.sub(r"\s+", " ", i.text.strip())))
     ]
     addresses = [i.address for i in instructions]
     first, last = (addresses[0], addresses[-1]) if addresses else (0, -1)

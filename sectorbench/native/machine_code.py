@@ -80,7 +80,7 @@ class _Instruction:
 
     @property
     def mnemonic(self) -> str:
-        return _strip_prefixes(self.text).split(" ", 1)[0]
+        return strip_prefixes(self.text).split(" ", 1)[0]
 
 
 @dataclass
@@ -91,7 +91,8 @@ class _Loop:
     innermost: bool = True
 
 
-def _strip_prefixes(text: str) -> str:
+def strip_prefixes(text: str) -> str:
+    """An instruction's text without its prefixes (notrack, rep, a segment override, ...: _PREFIXES)."""
     while text.startswith(_PREFIXES):
         text = text.split(" ", 1)[1]
     return text
@@ -116,7 +117,7 @@ def _loops(code: list[_Instruction]) -> list[_Loop]:
     """Backward branches; a loop is innermost when no other lies strictly inside it."""
     loops = []
     for instruction in code:
-        m = _JUMP.match(_strip_prefixes(instruction.text))
+        m = _JUMP.match(strip_prefixes(instruction.text))
         if m and code[0].address <= int(m.group(2), 16) <= instruction.address:
             head = int(m.group(2), 16)
             body = [i for i in code if head <= i.address <= instruction.address]
@@ -152,11 +153,11 @@ def hot_loop(code: list[_Instruction]) -> _Loop | None:
     """The innermost bottom-tested loop with the widest, then most, FP arithmetic."""
 
     def bottom_tested(loop):  # a conditional latch, no return inside
-        latch = _JUMP.match(_strip_prefixes(loop.body[-1].text))
+        latch = _JUMP.match(strip_prefixes(loop.body[-1].text))
         return latch and latch.group(1) != "jmp" and not any(i.mnemonic.startswith("ret") for i in loop.body)
 
     def contiguous(loop):  # no branch leaves it: one loop, not blocks of an epilogue
-        jumps = (_JUMP.match(_strip_prefixes(i.text)) for i in loop.body[:-1])
+        jumps = (_JUMP.match(strip_prefixes(i.text)) for i in loop.body[:-1])
         return all(not m or loop.head <= int(m.group(2), 16) <= loop.tail for m in jumps)
 
     candidates = [loop for loop in _loops(code) if loop.innermost and bottom_tested(loop)]
@@ -179,10 +180,10 @@ def points_per_iteration(loop: _Loop) -> int | None:
     largest such step is taken (gcc keeps one induction variable per loop, sometimes a
     second for a tail).
     """
-    text = "\n".join(_strip_prefixes(i.text) for i in loop.body)
+    text = "\n".join(strip_prefixes(i.text) for i in loop.body)
     steps = []
     for instruction in loop.body:
-        line = _strip_prefixes(instruction.text)
+        line = strip_prefixes(instruction.text)
         if m := re.match(r"(?:add|sub)\s+\$(-?0x[0-9a-f]+|-?\d+),%(r\w+)$", line):
             step, register = abs(int(m.group(1), 0)), m.group(2)
         elif m := re.match(r"inc\s+%(r\w+)$", line):
@@ -200,7 +201,7 @@ def to_mca(loop: _Loop) -> str:
     """The loop as assembly llvm-mca reads: a label at the head, the latch retargeted to it."""
     lines = [".text", "L_head:"]
     for instruction in loop.body:
-        text = re.sub(r"\s*#.*$", "", _strip_prefixes(instruction.text))
+        text = re.sub(r"\s*#.*$", "", strip_prefixes(instruction.text))
         if m := _JUMP.match(text):
             text = f"{m.group(1)} " + ("L_head" if int(m.group(2), 16) == loop.head else "L_out")
         text = re.sub(r"^call\s+[0-9a-f]+\s+<[^>]+>$", "call L_out", text)
@@ -334,7 +335,7 @@ def _read_loops_cache(cache: Path) -> dict:
 def _folded(code: list[_Instruction], functions: dict) -> list[_Instruction]:
     """A function gcc folded into an identical one (its body a lone jmp): the other's code."""
     for _ in range(4):
-        m = _JUMP.match(_strip_prefixes(code[0].text)) if len(code) <= 2 else None
+        m = _JUMP.match(strip_prefixes(code[0].text)) if len(code) <= 2 else None
         target = re.search(r"<([^>+]+)>", code[0].text) if m and m.group(1) == "jmp" else None
         if not target or target.group(1) not in functions:
             break

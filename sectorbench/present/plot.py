@@ -43,7 +43,7 @@ import numpy as np
 
 from ..compare.answers import differing
 from ..compare.gate import check_usable
-from ..compare.stats import _check_confidence, median_interval
+from ..compare.stats import check_confidence, median_interval
 from ..errors import SectorbenchError
 from ..model.results import (
     MAX_RESULT_BYTES,
@@ -367,7 +367,7 @@ def bar_chart(result: RunResult, out: Path, confidence: float = 0.95, overwrite:
     Size: 1000 px wide, 100 + 35 px per bar high. Returns `out`.
     """
     Figure, _ = _matplotlib()
-    _check_confidence(confidence)
+    check_confidence(confidence)
     rows = [(r, p) for r in result.results if (p := _point(r, confidence)) is not None]
     if not rows:
         raise SectorbenchError("no measured kernels to plot (every row is skipped, crashed or has no net time)")
@@ -564,7 +564,7 @@ def trend_chart(
     result) wide, 500 px high. Returns `out`.
     """
     Figure, _ = _matplotlib()
-    _check_confidence(confidence)
+    check_confidence(confidence)
     if not results:
         raise SectorbenchError("no results to plot")
     ordered = _by_created(results)
