@@ -232,47 +232,9 @@ def run_command(
     )
     config = resolve(config)  # an unknown or mismatched scene is refused here, before any work
     check_default_kernels_time(config)
-    baseline_result = None
-    if baseline:
-        from ..compare.gate import check_power, check_scene, check_selection
-        from ..measure.runner import build_row
-
-        baseline_result = load_plain(baseline)
-        check_scene(baseline_result, describe_scene(config.scene, sectors, points, seed, config.scene_options))
-        builds = [build_row(build)[::-1] for build in config.builds]  # (cc, flags), as a row's key
-        check_selection(baseline_result, builds, config.modes, config.threads)
-        from dataclasses import replace
-
-        from ..measure.instructions import unavailable
-
-        if metric == "instructions" and not unavailable():
-            # Rows the baseline counted may be gated on counts, which need no rounds: known after
-            # counting (ab.count_revision); those it did not count are gated on time, surely
-            uncounted = [row for row in baseline_result.results if row.instructions is None]
-            if uncounted:
-                check_power(replace(baseline_result, results=uncounted), repeat, gate_config.alpha)
-        else:
-            check_power(baseline_result, repeat, gate_config.alpha)
+    baseline_result = checked_baseline(baseline, config, gate_config, metric) if baseline else None
     if against or against_source:
-        from ..compare.gate import check_ab_rounds
-        from ..measure.instructions import unavailable
-
-        # Counts need no rounds, but every row valgrind cannot count is gated on time: without
-        # valgrind that is every row, so refused now; one that cannot be counted (AVX-512 code,
-        # valgrind failing on it) is known after counting, and refused then (ab.count_revision).
-        uncountable = unavailable() if metric == "instructions" else None
-        if metric == "time" or uncountable:
-            try:
-                check_ab_rounds(repeat, gate_config.alpha)
-            except SectorbenchError as exc:
-                if uncountable is None:
-                    raise
-                # said with why counts do not spare the rounds here: a --metric instructions run
-                # with few rounds on purpose read only "--repeat 3: ... cannot reach alpha"
-                raise SectorbenchError(
-                    f"--metric instructions: no row can be counted, each is gated on time ({uncountable}); and {exc}"
-                ) from None
-    if against or against_source:
+        check_ab_rounds(config, gate_config, metric)
         run_ab(
             config,
             against,
@@ -309,6 +271,55 @@ def run_command(
             rescue=result_json(result),
             revise=revise,
         )
+
+
+def checked_baseline(baseline, config: RunConfig, gate_config, metric: str):
+    """run --baseline's result, refused before any work when this run cannot be gated on it:
+    another scene, builds or rows it lacks, or too few rounds for a time gate to reach alpha."""
+    from dataclasses import replace
+
+    from ..compare.gate import check_power, check_scene, check_selection
+    from ..measure.instructions import unavailable
+    from ..measure.runner import build_row
+
+    baseline_result = load_plain(baseline)
+    check_scene(
+        baseline_result, describe_scene(config.scene, config.sectors, config.points, config.seed, config.scene_options)
+    )
+    builds = [build_row(build)[::-1] for build in config.builds]  # (cc, flags), as a row's key
+    check_selection(baseline_result, builds, config.modes, config.threads)
+    repeat = config.timing.repeat
+    if metric == "instructions" and not unavailable():
+        # Rows the baseline counted may be gated on counts, which need no rounds: known after
+        # counting (ab.count_revision); those it did not count are gated on time, surely
+        uncounted = [row for row in baseline_result.results if row.instructions is None]
+        if uncounted:
+            check_power(replace(baseline_result, results=uncounted), repeat, gate_config.alpha)
+    else:
+        check_power(baseline_result, repeat, gate_config.alpha)
+    return baseline_result
+
+
+def check_ab_rounds(config: RunConfig, gate_config, metric: str) -> None:
+    """run --against's rounds, refused before any build when a time gate cannot reach alpha
+    with them.  Counts need no rounds, but every row valgrind cannot count is gated on time:
+    without valgrind that is every row, so refused now; one that cannot be counted (AVX-512
+    code, valgrind failing on it) is known after counting, and refused then (ab.count_revision)."""
+    from ..compare import gate
+    from ..measure.instructions import unavailable
+
+    uncountable = unavailable() if metric == "instructions" else None
+    if metric == "time" or uncountable:
+        try:
+            gate.check_ab_rounds(config.timing.repeat, gate_config.alpha)
+        except SectorbenchError as exc:
+            if uncountable is None:
+                raise
+            # said with why counts do not spare the rounds here: a --metric instructions run
+            # with few rounds on purpose read only "--repeat 3: ... cannot reach alpha"
+            raise SectorbenchError(
+                f"--metric instructions: no row can be counted, each is gated on time ({uncountable}); and {exc}"
+            ) from None
 
 
 def check_default_kernels_time(config: RunConfig) -> None:

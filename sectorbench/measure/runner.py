@@ -329,39 +329,7 @@ def _measure(
     clock_build: BuildSession,
 ) -> RunResult:
     family = families.get(scene.family)
-    plan = []  # (session, kernel, mode, threads)
-    series: dict[tuple, Series] = {}
-    kernels_per_build = 0
-    for session in sessions:
-        chosen = names[session.peers]
-        if session.side == "base" and chosen and chosen != [None]:
-            # The base may predate a named kernel: it is new in the head, not an error.
-            chosen = [name for name in chosen if name in {k.name for k in session.kernels}] or [None]
-        selected = [] if chosen == [None] else select(session.kernels, chosen, scene.family)
-        kernels_per_build = max(kernels_per_build, len(selected))
-        by_name = {k.name: k for k in session.kernels}
-        selected += [by_name[name] for name in config.broadphases if name != "none" and name in by_name]
-        for kernel in selected:
-            for mode in config.modes:
-                for threads in config.threads:
-                    plan.append((session, kernel, mode, threads))
-                    if kernel.runnable and not _missing_mode(kernel, mode):
-                        # The NoOperation twin of the first kernel of each loop shape stands for all of them.
-                        for noop in (True, False) if kernel.noop_reason is None else (False,):
-                            name = kernel.overhead_key if noop else kernel.name
-                            series.setdefault(
-                                (session.config, name, mode, threads, session.peers),
-                                _series(session, kernel, mode, threads, config.timing, noop),
-                            )
-
-    if not plan:  # a family with no default kernel (one whose kernels come with --source): an empty table, exit 0
-        raise SectorbenchError(
-            f"no kernel could be timed: the {scene.family} family has no default kernels; "
-            "give the file of its kernels with --source, or name some with --kernels"
-        )
-    if not series:  # every row would be skipped: a table of nothing measured, exit 0, as verify refuses
-        why = (f"{k.name} [{s.config.label}]: {k.skip_reason or _missing_mode(k, mode)}" for s, k, mode, _ in plan)
-        raise SectorbenchError(f"no kernel could be timed: {'; '.join(dict.fromkeys(why))}")
+    plan, series, kernels_per_build = _planned(config, scene, sessions, names)
     noops = {key for key in series if key[1] not in {kernel.name for _, kernel, _, _ in plan}}
     # A broadphase row's own model: its cost grows with the shapes and points it indexes, not N x M.
     indexed = {(s.config, k.name, m, t) for s, k, m, t in plan if k.noop_reason is not None}
@@ -480,6 +448,47 @@ def _measure(
         count_allowance_sample=allowance and allowance[1],
     )
     return replace(result, results=answers.judged(result))
+
+
+def _planned(
+    config: RunConfig, scene: scenes.Scene, sessions: list[BuildSession], names: dict[bool, list[str]]
+) -> tuple[list[tuple[BuildSession, Kernel, str, int]], dict[tuple, Series], int]:
+    """Every row of the run in order, (session, kernel, mode, threads); the series that time
+    them by key (a runnable row's kernel, and the NoOperation twin its loop shape shares); and
+    the most kernels any build selected.  SectorbenchError when rows there are, but none can be timed."""
+    plan = []
+    series: dict[tuple, Series] = {}
+    kernels_per_build = 0
+    for session in sessions:
+        chosen = names[session.peers]
+        if session.side == "base" and chosen and chosen != [None]:
+            # The base may predate a named kernel: it is new in the head, not an error.
+            chosen = [name for name in chosen if name in {k.name for k in session.kernels}] or [None]
+        selected = [] if chosen == [None] else select(session.kernels, chosen, scene.family)
+        kernels_per_build = max(kernels_per_build, len(selected))
+        by_name = {k.name: k for k in session.kernels}
+        selected += [by_name[name] for name in config.broadphases if name != "none" and name in by_name]
+        for kernel in selected:
+            for mode in config.modes:
+                for threads in config.threads:
+                    plan.append((session, kernel, mode, threads))
+                    if kernel.runnable and not _missing_mode(kernel, mode):
+                        # The NoOperation twin of the first kernel of each loop shape stands for all of them.
+                        for noop in (True, False) if kernel.noop_reason is None else (False,):
+                            name = kernel.overhead_key if noop else kernel.name
+                            series.setdefault(
+                                (session.config, name, mode, threads, session.peers),
+                                _series(session, kernel, mode, threads, config.timing, noop),
+                            )
+    if not plan:  # a family with no default kernel (one whose kernels come with --source): an empty table, exit 0
+        raise SectorbenchError(
+            f"no kernel could be timed: the {scene.family} family has no default kernels; "
+            "give the file of its kernels with --source, or name some with --kernels"
+        )
+    if not series:  # every row would be skipped: a table of nothing measured, exit 0, as verify refuses
+        why = (f"{k.name} [{s.config.label}]: {k.skip_reason or _missing_mode(k, mode)}" for s, k, mode, _ in plan)
+        raise SectorbenchError(f"no kernel could be timed: {'; '.join(dict.fromkeys(why))}")
+    return plan, series, kernels_per_build
 
 
 def _missing_mode(kernel: Kernel, mode: str) -> str | None:
