@@ -455,7 +455,7 @@ def _planned(
 ) -> tuple[list[tuple[BuildSession, Kernel, str, int]], dict[tuple, Series], int]:
     """Every row of the run in order, (session, kernel, mode, threads); the series that time
     them by key (a runnable row's kernel, and the NoOperation twin its loop shape shares); and
-    the most kernels any build selected.  SectorbenchError when rows there are, but none can be timed."""
+    the most kernels any build selected.  SectorbenchError when there is no row, or none can be timed."""
     plan = []
     series: dict[tuple, Series] = {}
     kernels_per_build = 0
