@@ -16,6 +16,7 @@ after is saved with the figures.  Writes results/gate-power-<UTC>.json.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -86,6 +87,10 @@ def trial(kind: str, old: Path, new: Path, scratch: Path, index: int, options: l
 
 
 def main() -> int:
+    # no options: --help says what it does and how long it takes before any hog starts
+    argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], epilog="It takes about 3 minutes and loads every core meanwhile."
+    ).parse_args()
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     cores = os.cpu_count() or 1
     SOURCES_DIR.mkdir(parents=True, exist_ok=True)
