@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from conftest import DATA, USER_KERNEL
 
 from sectorbench.cli import main
-from sectorbench.compare.gate import GateRow
+from sectorbench.compare.gate import GateRow, count_row
 from sectorbench.errors import SectorbenchError
 from sectorbench.families import scene_kinds as scenes
 from sectorbench.measure import instructions
@@ -239,10 +239,10 @@ def _gate_row(threshold: float = 0.1) -> GateRow:
 
 def test_count_gate_has_no_statistics():
     row = _gate_row()
-    assert instructions.count_row(row, 100.0, 111.0).verdict == "regression"
-    assert instructions.count_row(row, 100.0, 109.0).verdict == "unchanged"
-    assert instructions.count_row(row, 100.0, 90.0).verdict == "improvement"
-    flagged = instructions.count_row(row, 100.0, 111.0)
+    assert count_row(row, 100.0, 111.0).verdict == "regression"
+    assert count_row(row, 100.0, 109.0).verdict == "unchanged"
+    assert count_row(row, 100.0, 90.0).verdict == "improvement"
+    flagged = count_row(row, 100.0, 111.0)
     assert flagged.low == flagged.high == flagged.ratio and math.isnan(flagged.p_slower)
 
 

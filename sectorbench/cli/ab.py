@@ -80,11 +80,11 @@ def count_revision(baseline, current, report, gate_config, check_rounds: int | N
         UNCHANGED_CODE,
         check_ab_rounds,
         check_power,
+        gate_counts,
         uncounted_line,
         uncounted_rows,
         with_counts_noted,
     )
-    from ..measure.instructions import gate_counts
     from ..present.report import COUNTS_COMPARED
 
     report = gate_counts(baseline, current, report)

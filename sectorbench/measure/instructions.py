@@ -15,7 +15,6 @@ fast-math build against a strict one (docs/ci.md).
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import re
 import shutil
@@ -27,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compare.gate import GateReport, GateRow
 from ..errors import SectorbenchError
 from ..interrupts import kill_session, scratch_directory, signals_held
 from ..model.results import KernelResult, RunResult
@@ -351,53 +349,3 @@ def _counted(
 def _with_reason(result: RunResult, reason: Callable[[KernelResult], str]) -> RunResult:
     rows = [replace(r, instructions_reason=reason(r)) if r.status == "ok" else r for r in result.results]
     return replace(result, results=rows)
-
-
-def compared_counts(before: KernelResult, after: KernelResult) -> tuple[float, float] | None:
-    """The two rows' gated quantities, like for like: net instructions per test on both sides,
-    or gross on both where either net is not above 0 (a kernel whose loop is no longer than
-    its NoOperation's).  Net on one side against gross on the other had called a kernel that
-    fell to its NoOperation's count a regression.  None where a side was not counted."""
-    nets = before.net_instructions_per_test, after.net_instructions_per_test
-    if None in nets:
-        return None
-    if min(nets) > 0:
-        return nets
-    return before.instructions / before.instructions_tests, after.instructions / after.instructions_tests
-
-
-def gate_counts(baseline: RunResult, current: RunResult, report: GateReport) -> GateReport:
-    """The report with the verdict of every row counted on both sides taken from the counts.
-
-    Counts are deterministic, so there is no statistics: a ratio above 1 + threshold is a
-    regression, below 1 / (1 + threshold) an improvement, else unchanged.  ratio, low and
-    high are the count ratio; p is NaN (no test was made)."""
-    base = {r.key: r for r in baseline.results}
-    cur = {r.key: r for r in current.results}
-    rows = []
-    for row in report.rows:
-        a, b = base.get(row.key), cur.get(row.key)
-        counts = compared_counts(a, b) if a and b else None
-        if counts is None or counts[0] <= 0:
-            rows.append(row)
-            continue
-        rows.append(count_row(row, *counts))
-    return replace(report, rows=tuple(rows))
-
-
-def count_row(row: GateRow, before: float, after: float) -> GateRow:
-    ratio = after / before
-    limit = 1 + row.threshold
-    verdict = "regression" if ratio > limit else "improvement" if ratio < 1 / limit else "unchanged"
-    return replace(
-        row,
-        ratio=ratio,
-        low=ratio,
-        high=ratio,
-        p_slower=math.nan,
-        p_faster=math.nan,
-        verdict=verdict,
-        baseline_compared=before,
-        current_compared=after,
-        counted=True,
-    )

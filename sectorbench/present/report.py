@@ -816,7 +816,7 @@ RATIO_NOTE = (
 )
 
 
-#: What a counted row compares (instructions.compared_counts).
+#: What a counted row compares (gate.compared_counts).
 COUNTS_COMPARED = (
     "each kernel's net instructions per test under valgrind (--metric instructions; gross on both sides "
     "where either net is not above 0)"
