@@ -206,6 +206,31 @@ def test_run_with_baseline_refuses_rounds_that_cannot_reach_alpha(saved_runs, tm
     assert not cache.exists()  # refused before anything was built
 
 
+def test_run_with_baseline_refuses_a_row_this_machine_cannot_run_before_timing(saved_runs, tmp_path):
+    """The baseline's sse2 row measured, this runner without SSE2 (--disable-isa): the run timed
+    every other row, then failed the gate on it ("FAILED: skipped", exit 1) as if the code had
+    broken it.  Refused now, exit 2, once the build lists its kernels and before any timing
+    (the --json a timed run writes before its gate is not written)."""
+    out = tmp_path / "current.json"
+    result = invoke(
+        "run",
+        *SMALL,
+        "--flags",
+        "-O2",
+        "--disable-isa",
+        "sse2",
+        "--baseline",
+        str(saved_runs["o2"]),
+        "--json",
+        str(out),
+    )
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert "sse2 [-O2, inline] is measured in BASELINE but cannot be timed here (needs sse2, disabled by" in lines[-1]
+    assert "record the baseline where this job runs" in lines[-1]
+    assert not out.exists() and "round" not in result.stderr
+
+
 def test_regress_refuses_saved_rounds_that_cannot_reach_alpha(saved_runs, tmp_path):
     """A baseline of 2 rounds against 8: no p below 0.01 is possible, so a threefold slowdown
     read "inconclusive" and regress exited 0; run --baseline refuses such rounds before timing."""

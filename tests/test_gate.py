@@ -304,6 +304,26 @@ def test_a_kernel_ok_in_the_baseline_that_stopped_working_fails_the_gate(status)
     assert any(line.startswith("| sse2 |") and f"FAILED: {status} (SIGSEGV)" in line for line in markdown.splitlines())
 
 
+def test_a_row_the_current_machine_cannot_run_is_refused_not_failed():
+    """A baseline from a CPU with AVX-512 against a run on one without: its AVX-512 row is
+    skipped there, which says what the machine is, not what the code does.  It failed the gate
+    (exit 1, "FAILED: skipped") as a kernel that stopped working; now it is refused (exit 2),
+    saying why and what to do.  A row skipped for anything else still fails."""
+    from sectorbench.model.kernels import skip_reason
+
+    for reason in (
+        skip_reason(("avx512f",), {"avx512f": False}, frozenset()),
+        skip_reason(("avx512f",), {"avx512f": True}, frozenset({"avx512f"})),
+    ):
+        current = replace_row(make_run(37), "avx512", status="skipped", reason=reason, samples_s=[])
+        said = r"avx512 \[-O2, inline\] is measured in BASELINE but cannot"
+        with pytest.raises(IncompatibleResults, match=said) as exc:
+            gate(make_run(36), current, GateConfig())
+        assert reason in str(exc.value) and "record the baseline where this job runs" in str(exc.value)
+    other = replace_row(make_run(37), "avx512", status="skipped", reason="needs avx512f", samples_s=[])
+    assert [f.status for f in gate(make_run(36), other, GateConfig()).failures] == ["skipped"]
+
+
 def test_an_empty_or_unmeasured_baseline_is_refused():
     empty = dataclasses.replace(make_run(32), results=[])
     with pytest.raises(IncompatibleResults, match="BASELINE has no rows"):

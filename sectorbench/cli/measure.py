@@ -377,7 +377,7 @@ def measure(config: RunConfig, baseline=None, gate_config=None, against_label=No
         if baseline is not None:
             from ..compare.gate import check_rows
 
-            check_rows(baseline, plan.rows, gate_config.normalize)
+            check_rows(baseline, plan.rows, gate_config.normalize, plan.unrunnable)
         if config.base_builds:
             from ..compare.against import check_common
 

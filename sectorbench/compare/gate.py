@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import SectorbenchError
+from ..model.kernels import lacks_cpu_feature
 from ..model.results import PEER_CC, SCHEMA_VERSION, KernelResult, RowKey, RunResult, read_input, shows_cc
 from ..native.build import build_label
 from ..native.environment import compare_fingerprints
@@ -343,18 +344,25 @@ def check_scene(baseline: RunResult, scene: dict, schema: int = SCHEMA_VERSION) 
         raise IncompatibleResults("different scene: " + "; ".join(differ))
 
 
-def check_rows(baseline: RunResult, rows: Iterable[RowKey], normalize: str | None = None) -> None:
+def check_rows(
+    baseline: RunResult,
+    rows: Iterable[RowKey],
+    normalize: str | None = None,
+    unrunnable: Iterable[tuple[RowKey, str]] = (),
+) -> None:
     """A run of these rows (a Plan's) can be gated against `baseline`.
 
     Every row ok in the baseline must be among them, and so must the rows --normalize
-    divides by.  Raises IncompatibleResults; the CLI calls it once a run's kernels are
-    known, before they are timed, and gate() checks the same on the results.
+    divides by; none of them may be one this machine cannot run (`unrunnable`, with the
+    reasons: Plan.unrunnable).  Raises IncompatibleResults; the CLI calls it once a run's
+    kernels are known, before they are timed, and gate() checks the same on the results.
     """
     current = set(rows)
     show_cc = shows_cc([*(r.key for r in baseline.results), *current])
     base_rows = _index(baseline, _BASE, show_cc)
     # Before timing, a row missing is one the run's options leave out, not one that failed.
     _check_missing(base_rows, current, show_cc, selection=True)
+    _check_runnable(base_rows, dict(unrunnable), show_cc)
     if normalize not in (None, OVERHEAD):
         for key, row in base_rows.items():
             reference = key.with_kernel(normalize)
@@ -396,6 +404,23 @@ def _check_missing(
             options = "--kernels, --cc, --flags, --mode, --threads"
             said += f": this run does not select {'them' if more else 'it'} (see its {options})"
         raise IncompatibleResults(said)
+
+
+def _check_runnable(
+    base_rows: dict[RowKey, KernelResult], unrunnable: dict[RowKey, str], show_cc: bool, where: str = "here"
+) -> None:
+    """Refuse when a row ok in the baseline cannot run on this machine (its reason in
+    `unrunnable`): a baseline recorded on a CPU with AVX-512 and gated on one without had its
+    AVX-512 rows fail the gate, exit 1 after every other row was timed, as if the code had
+    broken them; the baseline describes another machine, which no gate of this one can settle."""
+    lost = [(key, unrunnable[key]) for key, row in base_rows.items() if row.status == "ok" and key in unrunnable]
+    if lost:
+        (key, reason), more = lost[0], f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
+        raise IncompatibleResults(
+            f"{row_label(key, show_cc)}{more} is measured in {_BASE} but cannot be timed {where} ({reason}), so it "
+            f"cannot be gated: record the baseline where this job runs (the same CPU features, --disable-isa "
+            "and packages), or gate in the same job (run --against REF)"
+        )
 
 
 def _environment_warnings(baseline: RunResult, current: RunResult, used_ccs: set[str]) -> list[str]:
@@ -498,6 +523,14 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
         # setup, e.g. -O2 against -O3 without --across-builds), not a run that lost kernels.
         raise IncompatibleResults(f"no row in common: {_nothing_in_common(base_rows, cur_rows, show_cc)}")
 
+    # A row skipped for a CPU feature the current machine lacks says what that machine is, not
+    # what the code does: refused as run --baseline refuses it before timing (check_rows).
+    _check_runnable(
+        base_rows,
+        {key: row.reason for key, row in cur_rows.items() if row.status == "skipped" and lacks_cpu_feature(row.reason)},
+        show_cc,
+        f"in {_CURRENT}",
+    )
     rows: list[GateRow] = []
     failures: list[GateFailure] = []
     row_warnings: list[str] = []

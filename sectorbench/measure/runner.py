@@ -163,6 +163,9 @@ class Plan:
     sides: tuple[str | None, ...] = ()  # each row's A/B side (RunConfig.base_builds), None outside one
     ns_per_test: float = families.Family.typical_ns_per_test  # what a test is assumed to cost: its family's
     ns_note: str = ""  # the family's typical_ns_note
+    #: Rows skipped before timing because this machine cannot run their kernel (a CPU feature it
+    #: lacks or --disable-isa masks, a peer's missing package), each with the reason.
+    unrunnable: tuple[tuple[RowKey, str], ...] = ()
 
     def describe(self) -> str:
         def plural(count: int, word: str) -> str:
@@ -360,6 +363,11 @@ def _measure(
             ns_note=family.typical_ns_note,
             broadphase_series=len(indexed),
             sides=tuple(session.side for session, _, _, _ in plan),
+            unrunnable=tuple(
+                (_row(session, kernel, mode, threads), kernel.skip_reason)
+                for session, kernel, mode, threads in plan
+                if not kernel.runnable and kernel.unrun_status == "skipped"
+            ),
         )
     )
 

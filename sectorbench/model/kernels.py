@@ -100,11 +100,23 @@ def disabled_features(extra: tuple[str, ...] = ()) -> frozenset[str]:
     return frozenset(f.strip() for f in (*from_env.split(","), *extra) if f.strip())
 
 
+#: How skip_reason's two sentences end: the kernel needs a feature this run's CPU lacks, or that
+#: --disable-isa masks.  A row skipped so says what the machine is, not what its code does.
+_LACKS_CPU = ", which this CPU lacks"
+_DISABLED = f", disabled by --disable-isa/${DISABLE_ISA_ENV}"
+
+
 def skip_reason(isa: tuple[str, ...], cpu_has: dict[str, bool], disabled: frozenset[str]) -> str | None:
     masked = [f for f in isa if f in disabled]
     if masked:
-        return f"needs {', '.join(masked)}, disabled by --disable-isa/${DISABLE_ISA_ENV}"
+        return f"needs {', '.join(masked)}{_DISABLED}"
     missing = [f for f in isa if not cpu_has.get(f, False)]
     if missing:
-        return f"needs {', '.join(missing)}, which this CPU lacks"
+        return f"needs {', '.join(missing)}{_LACKS_CPU}"
     return None
+
+
+def lacks_cpu_feature(reason: str | None) -> bool:
+    """Whether a skipped row's reason is skip_reason's: the machine (or --disable-isa) lacks a
+    feature the kernel needs."""
+    return bool(reason) and reason.startswith("needs ") and reason.endswith((_LACKS_CPU, _DISABLED))
