@@ -6,6 +6,7 @@ import json
 import math
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -331,13 +332,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _saved_run(path: Path, instructions: int | None, reason: str | None = None, overhead: int = 1000) -> Path:
+def _saved_run(
+    path: Path, instructions: int | None, reason: str | None = None, overhead: int = 1000, **row_and_env
+) -> Path:
     """A saved run of one kernel, its samples the same every time: only its counts (net
     instructions per test = (instructions - overhead) / 1000) tell two of them apart."""
     from sectorbench.model.results import KernelResult, RunResult, save
 
     samples = [1e-3 * (1 + 0.001 * i) for i in range(12)]
-    row = KernelResult(
+    fields = dict(
         kernel="basic",
         family="sector",
         flags="-O2",
@@ -353,8 +356,38 @@ def _saved_run(path: Path, instructions: int | None, reason: str | None = None, 
         instructions_tests=None if instructions is None else 1000,
         instructions_reason=reason,
     )
+    row = KernelResult(**{**fields, **{k: v for k, v in row_and_env.items() if k != "env"}})
     scene = {"kind": "uniform", "family": "sector", "seed": 0, "sectors": 10, "points": 100}
-    return save(RunResult(scene=scene, env={}, config={"repeat": 12}, results=[row]), path)
+    env = row_and_env.get("env", {})
+    return save(RunResult(scene=scene, env=env, config={"repeat": 12}, results=[row]), path)
+
+
+def test_counts_of_two_compilers_or_builds_are_gated_on_time(tmp_path):
+    """A count weighs every instruction alike, so two compilers' code differs in count by their
+    scheduling, not by the change (docs/ci.md: never rank compilers by count).  A baseline from
+    clang gated where `cc` became gcc failed on counts, ratio 3.5 with no statistics; the same
+    timings here read "regression" at three times the count.  Such rows are gated on time, and
+    one line says why; so are the counts of two builds paired by --across-builds."""
+    clang = {"compilers": {"cc": {"version_line": "Debian clang version 19.1.7"}}}
+    gcc = {"compilers": {"cc": {"version_line": "cc (Debian 12.2.0-14) 12.2.0"}}}
+    base = _saved_run(tmp_path / "a.json", 2000, env=clang, code_sha256="a" * 64)
+    head = _saved_run(tmp_path / "b.json", 4000, env=gcc, code_sha256="b" * 64)
+    result = CliRunner().invoke(main, ["regress", str(base), str(head)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "0 regression(s)" in said and "gated on valgrind's counts" not in said, said
+    assert (
+        "all 1 on time: counted with cc (Debian 12.2.0-14) 12.2.0, BASELINE with Debian clang version 19.1.7: "
+        "counts compare the code of one compiler and flag set only (basic)" in said
+    ), said
+    # the same compiler: the counts decide, as before
+    same = _saved_run(tmp_path / "c.json", 4000, env=clang, code_sha256="b" * 64)
+    assert CliRunner().invoke(main, ["regress", str(base), str(same)]).exit_code == 1
+    # two builds paired by --across-builds: -O3's count is not -O2's either
+    o3 = _saved_run(tmp_path / "d.json", 4000, env=clang, code_sha256="b" * 64, flags="-O3")
+    across = CliRunner().invoke(main, ["regress", "--across-builds", str(base), str(o3)], env={"COLUMNS": "300"})
+    assert across.exit_code == 0, across.output
+    assert "counted in CURRENT's build cc -O3, BASELINE's cc -O2" in " ".join(across.output.split()), across.output
 
 
 def test_regress_gates_the_counts_both_files_carry(tmp_path):
@@ -460,6 +493,39 @@ def test_run_baseline_gated_on_counts_needs_no_rounds_until_a_row_is_left_to_tim
     )
     assert refused.exit_code == 2 and "cannot reach alpha" in refused.output, refused.output
     assert len(refused.output.strip().splitlines()) == 1, refused.output  # before timing: no table
+
+
+@needs_valgrind
+@pytest.mark.skipif(shutil.which("clang-19") is None, reason="clang-19 is not installed")
+def test_run_baseline_counted_by_another_compiler_is_gated_on_time(tmp_path):
+    """The baseline counted with gcc as `cc`, this runner's `cc` is clang: the rows are gated on
+    time, so too few rounds are refused before timing, saying why the counts do not spare them
+    (it gated clang's counts against gcc's: 3.0 against 10.5 net instructions a test, an
+    "improvement" with no statistics, and the reverse a "regression", exit 1)."""
+    base = tmp_path / "base.json"
+    args = ["run", "-n", "32", "-m", "1000", "--min-time", "0.001", "--flags", "-O2", "--kernels", "basic"]
+    saved = CliRunner().invoke(main, [*args, "--repeat", "5", "--metric", "instructions", "--json", str(base)])
+    assert saved.exit_code == 0, saved.output
+    clang_as_cc = tmp_path / "bin"
+    clang_as_cc.mkdir()
+    (clang_as_cc / "cc").symlink_to(shutil.which("clang-19"))
+    env = {**os.environ, "PATH": f"{clang_as_cc}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "300"}
+    env.pop("CC", None)
+    metric = ["--metric", "instructions", "--baseline", str(base)]
+
+    def runner(*more):  # a process of its own, as a CI job is: this one has met gcc as cc
+        command = [sys.executable, "-m", "sectorbench", *args, *more, *metric]
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+
+    refused = runner("--repeat", "3")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    (line,) = refused.stderr.strip().splitlines()  # before timing: no plan, no table
+    assert line.startswith("sectorbench: error: --metric instructions: BASELINE counted basic with cc "), line
+    assert "this run's cc is Debian clang version 19" in line and "5 vs 3 samples cannot reach alpha" in line, line
+    gated = runner("--repeat", "5")
+    assert gated.returncode in (0, 1), gated.stdout + gated.stderr
+    said = " ".join((gated.stdout + gated.stderr).split())
+    assert "gated on valgrind's counts" not in said and "all 1 on time: counted with Debian clang" in said, said
 
 
 @needs_valgrind

@@ -80,6 +80,7 @@ def count_revision(baseline, current, report, gate_config, check_rounds: int | N
         UNCHANGED_CODE,
         check_ab_rounds,
         check_power,
+        comparable_counts,
         gate_counts,
         uncounted_line,
         uncounted_rows,
@@ -87,6 +88,7 @@ def count_revision(baseline, current, report, gate_config, check_rounds: int | N
     )
     from ..present.report import COUNTS_COMPARED
 
+    current = comparable_counts(baseline, current)  # counts of another compiler: gated on time
     report = gate_counts(baseline, current, report)
     counted = sum(1 for r in report.rows if r.counted)
     if counted:

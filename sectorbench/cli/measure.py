@@ -278,9 +278,11 @@ def checked_baseline(baseline, config: RunConfig, gate_config, metric: str):
     another scene, builds or rows it lacks, or too few rounds for a time gate to reach alpha."""
     from dataclasses import replace
 
-    from ..compare.gate import check_power, check_scene, check_selection
+    from ..compare.gate import COUNTS_OF_ONE_BUILD, check_power, check_scene, check_selection, compiler_versions
     from ..measure.instructions import unavailable
     from ..measure.runner import build_row
+    from ..model.results import PEER_CC
+    from ..native.environment import compiler_fingerprint
 
     baseline_result = load_plain(baseline)
     check_scene(
@@ -289,14 +291,37 @@ def checked_baseline(baseline, config: RunConfig, gate_config, metric: str):
     builds = [build_row(build)[::-1] for build in config.builds]  # (cc, flags), as a row's key
     check_selection(baseline_result, builds, config.modes, config.threads)
     repeat = config.timing.repeat
-    if metric == "instructions" and not unavailable():
-        # Rows the baseline counted may be gated on counts, which need no rounds: known after
-        # counting (ab.count_revision); those it did not count are gated on time, surely
-        uncounted = [row for row in baseline_result.results if row.instructions is None]
-        if uncounted:
-            check_power(replace(baseline_result, results=uncounted), repeat, gate_config.alpha)
-    else:
+    if metric != "instructions":
         check_power(baseline_result, repeat, gate_config.alpha)
+        return baseline_result
+    if (missing := unavailable()) is not None:
+        timed, why = baseline_result.results, f"no row can be counted, each is gated on time ({missing})"
+    else:
+        # Rows the baseline counted may be gated on counts, which need no rounds: known after
+        # counting (ab.count_revision); those it did not count, or counted with another compiler
+        # than this run's (gate.comparable_counts), are gated on time, surely
+        versions = compiler_versions(baseline_result)
+
+        def other_compiler(row) -> str | None:
+            if row.cc == PEER_CC or row.cc not in versions or row.instructions is None:
+                return None
+            line = compiler_fingerprint(row.cc).get("version_line")
+            return line if line not in (None, versions[row.cc]) else None
+
+        timed = [row for row in baseline_result.results if row.instructions is None or other_compiler(row)]
+        other = next((row for row in timed if other_compiler(row)), None)
+        why = other and (
+            f"BASELINE counted {other.kernel} with {versions[other.cc]}, this run's {other.cc} is "
+            f"{other_compiler(other)}: {COUNTS_OF_ONE_BUILD}, and such rows are gated on time"
+        )
+    try:
+        if timed:
+            check_power(replace(baseline_result, results=timed), repeat, gate_config.alpha)
+    except SectorbenchError as exc:
+        if not why:
+            raise
+        # said with why counts do not spare the rounds, as check_ab_rounds says it
+        raise SectorbenchError(f"--metric instructions: {why}; and {exc}") from None
     return baseline_result
 
 

@@ -39,7 +39,7 @@ def regress_command(baseline, current, alpha, threshold, thresholds, normalize, 
 
     A row with valgrind's instruction counts in both files (saved by a run with --metric
     instructions) is gated on the counts, as that run's gate was."""
-    from ..compare.gate import as_baseline_build, check_saved_power
+    from ..compare.gate import as_baseline_build, check_saved_power, comparable_counts
 
     check_outputs(force, markdown_path, inputs=(baseline, current, thresholds))
     config = make_gate_config(alpha, threshold, thresholds, normalize)
@@ -47,6 +47,8 @@ def regress_command(baseline, current, alpha, threshold, thresholds, normalize, 
     paired = None
     if across_builds:
         current_result, paired = as_baseline_build(current_result, baseline_result)
+    # counts of another compiler are gated on time, so their rounds must reach alpha too
+    current_result = comparable_counts(baseline_result, current_result)
     check_saved_power(baseline_result, current_result, config.alpha)
     counted = any(r.instructions is not None for r in (*baseline_result.results, *current_result.results))
 

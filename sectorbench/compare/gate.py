@@ -678,6 +678,42 @@ def with_counts_noted(report: GateReport, baseline: RunResult, current: RunResul
     return replace(report, warnings=tuple(warnings))
 
 
+#: Why a row whose counts come from two compilers or flag sets is gated on time (docs/ci.md,
+#: "Never rank compilers or fast-math builds by instruction count").
+COUNTS_OF_ONE_BUILD = "counts compare the code of one compiler and flag set only"
+
+
+def compiler_versions(run: RunResult) -> dict[str, str]:
+    """Each compiler's `--version` first line in `run`'s environment, by the name rows give it."""
+    compilers = (run.env or {}).get("compilers") or {}
+    return {cc: line for cc, entry in compilers.items() if isinstance(line := entry.get("version_line"), str)}
+
+
+def without_counts(row: KernelResult, reason: str) -> KernelResult:
+    """`row` with its valgrind counts withdrawn, and why in its instructions_reason."""
+    withdrawn = dict(instructions=None, overhead_instructions=None, instructions_tests=None)
+    return replace(row, **withdrawn, instructions_reason=reason)
+
+
+def comparable_counts(baseline: RunResult, current: RunResult) -> RunResult:
+    """`current` with the counts withdrawn from every row whose compiler (`--version` line) is
+    not the baseline row's: a count weighs every instruction alike, so clang's code and gcc's
+    differ in count by their scheduling, not by the change (basic 3.0 against 10.5 net
+    instructions a test: a baseline from clang, gated where `cc` became gcc, failed with
+    "regression", ratio 3.5, no statistics and no --confirm).  Those rows are gated on time,
+    and the gate's instructions line says why.  Where either side's version is unknown, as it is
+    in an older file, the counts stay."""
+    before, after = compiler_versions(baseline), compiler_versions(current)
+    counted = {row.key for row in baseline.results if row.instructions is not None}
+    rows = []
+    for row in current.results:
+        a, b = before.get(row.cc), after.get(row.cc)
+        if row.key in counted and row.instructions is not None and a and b and a != b:
+            row = without_counts(row, f"counted with {b}, {_BASE} with {a}: {COUNTS_OF_ONE_BUILD}")
+        rows.append(row)
+    return replace(current, results=rows)
+
+
 def _toolchain_drift(base: KernelResult, cur: KernelResult, baseline: RunResult, current: RunResult) -> str | None:
     """'toolchain drift: ...' when the kernel's source and flags are the same but its code is not."""
     if not (base.code_sha256 and cur.code_sha256 and base.source_sha256):
@@ -769,7 +805,15 @@ def as_baseline_build(current: RunResult, baseline: RunResult) -> tuple[RunResul
             raise IncompatibleResults(f"--across-builds needs one build per run; {side} has {len(found)}")
     ((cc, flags),) = builds["BASELINE"]
     ((current_cc, current_flags),) = builds["CURRENT"]
-    relabelled = [r if r.cc == PEER_CC else replace(r, cc=cc, flags=flags) for r in current.results]
+    # Counts of two builds are not compared (COUNTS_OF_ONE_BUILD): those rows are gated on time.
+    other = (current_cc, current_flags) != (cc, flags)
+    why = f"counted in {_CURRENT}'s build {current_cc} {current_flags}, {_BASE}'s {cc} {flags}: {COUNTS_OF_ONE_BUILD}"
+    relabelled = [
+        r
+        if r.cc == PEER_CC
+        else replace(without_counts(r, why) if other and r.instructions is not None else r, cc=cc, flags=flags)
+        for r in current.results
+    ]
     paired = (
         f"--across-builds: BASELINE's build {cc} {flags} against CURRENT's {current_cc} {current_flags}, "
         "rows paired by kernel and mode (the flags column names BASELINE's)"
