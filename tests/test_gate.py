@@ -9,7 +9,15 @@ import json
 import numpy as np
 import pytest
 
-from sectorbench.compare.gate import GateConfig, GateReport, IncompatibleResults, RowKey, gate, load_thresholds
+from sectorbench.compare.gate import (
+    OTHER_MACHINE_ADVICE,
+    GateConfig,
+    GateReport,
+    IncompatibleResults,
+    RowKey,
+    gate,
+    load_thresholds,
+)
 from sectorbench.errors import SectorbenchError
 from sectorbench.model import results
 from sectorbench.model.results import KernelResult, RunResult
@@ -489,6 +497,20 @@ def test_markdown_summary_table_and_warnings():
     assert "**regression**" in sse2 and "| -O2 | inline |" in sse2
     assert any(line.startswith("- machine: critical: cpu.model_name") for line in lines)
     assert text.index("Warnings:") > text.index("| sse2 ")
+
+
+def test_times_of_two_machines_get_one_line_of_advice():
+    """A runner that changed hardware gated its times against the baseline's with only the
+    fingerprint's differences listed: one line now says what to do; none where the times are
+    normalised in their own rounds, or where the machine is the same."""
+    other = {"machine": machine("AMD EPYC 7R13 Processor"), "compilers": {"cc": compiler()}}
+    advice = [
+        w for w in gate(make_run(30), make_run(31, env=other), GateConfig()).warnings if "different machines" in w
+    ]
+    assert advice == [OTHER_MACHINE_ADVICE] and "run --against REF" in advice[0]
+    normalized = gate(make_run(30), make_run(31, env=other), GateConfig(normalize="overhead"))
+    assert not any("different machines" in w for w in normalized.warnings)
+    assert not any("different machines" in w for w in gate(make_run(30), make_run(31), GateConfig()).warnings)
 
 
 def test_markdown_singular_and_normalize_note():

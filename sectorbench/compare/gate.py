@@ -423,12 +423,27 @@ def _check_runnable(
         )
 
 
-def _environment_warnings(baseline: RunResult, current: RunResult, used_ccs: set[str]) -> list[str]:
+#: Said once under a machine's critical differences when times are gated as they are: a CI user
+#: whose runner changed hardware saw "machine: critical: ... differs" lines above a verdict on
+#: times of two machines, and no word on what to do.
+OTHER_MACHINE_ADVICE = (
+    "machine: the times compared come from different machines: gate in one job (run --against REF), "
+    "or divide by a reference timed in the same rounds (--normalize overhead, or --normalize KERNEL), "
+    "or record the baseline where this job runs"
+)
+
+
+def _environment_warnings(
+    baseline: RunResult, current: RunResult, used_ccs: set[str], normalize: str | None = None
+) -> list[str]:
     warnings: list[str] = []
     env_a, env_b = baseline.env or {}, current.env or {}
     machine_a, machine_b = env_a.get("machine"), env_b.get("machine")
     if machine_a and machine_b:
-        warnings += [f"machine: {line}" for line in compare_fingerprints(machine_a, machine_b)]
+        differences = compare_fingerprints(machine_a, machine_b)
+        warnings += [f"machine: {line}" for line in differences]
+        if normalize is None and any(line.startswith("critical: ") for line in differences):
+            warnings.append(OTHER_MACHINE_ADVICE)
     elif machine_a or machine_b:
         warnings.append(f"machine: no fingerprint in {_CURRENT if machine_a else _BASE}")
     cc_a, cc_b = env_a.get("compilers") or {}, env_b.get("compilers") or {}
@@ -611,7 +626,7 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
         warnings=tuple(
             [
                 *power_warnings,
-                *_environment_warnings(baseline, current, used_ccs),
+                *_environment_warnings(baseline, current, used_ccs, config.normalize),
                 *row_warnings,
                 *threshold_warnings,
             ]
