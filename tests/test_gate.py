@@ -284,7 +284,7 @@ def test_an_older_schema_loads_but_is_never_compared_with_a_newer_one():
     its net times measured another thing, so the gate refuses to compare across schemas."""
     old = RunResult.from_dict({**make_run(21).to_dict(), "schema": 1})
     assert old.schema == 1
-    with pytest.raises(IncompatibleResults, match="different results schema: 1 .* 2"):
+    with pytest.raises(IncompatibleResults, match="different results schema: 1 .* 2.*record BASELINE again"):
         gate(old, make_run(22), GateConfig())
     with pytest.raises(SectorbenchError, match="unsupported results schema 99 .*reads schemas 1, 2"):
         RunResult.from_dict({**make_run(23).to_dict(), "schema": 99})

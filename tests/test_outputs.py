@@ -174,17 +174,21 @@ def test_baseline_missing_a_kernel_is_refused_before_timing(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("options", "label"),
+    ("options", "label", "builds"),
     [
-        (["--flags", "-O3"], "basic [-O2, inline]"),
-        (["--flags", "-O2", "--cc", "gcc"], "basic [cc -O2, inline]"),
-        (["--flags", "-O2", "--mode", "call"], "basic [-O2, inline]"),
-        (["--flags", "-O2", "--threads", "2"], "basic [-O2, inline]"),
+        (["--flags", "-O3"], "basic [-O2, inline]", "BASELINE was built with cc -O2, this run builds cc -O3"),
+        (["--flags", "-O2", "--cc", "gcc"], "basic [cc -O2, inline]", "built with cc -O2, this run builds gcc -O2"),
+        (["--flags", "-O2", "--mode", "call"], "basic [-O2, inline]", None),
+        (["--flags", "-O2", "--threads", "2"], "basic [-O2, inline]", None),
     ],
 )
-def test_a_baseline_of_other_builds_modes_or_threads_is_refused_before_building(tmp_path, empty_cache, options, label):
+def test_a_baseline_of_other_builds_modes_or_threads_is_refused_before_building(
+    tmp_path, empty_cache, options, label, builds
+):
     """The baseline's builds, modes and thread counts are known before any build: a run that
-    selects none of its rows' is refused then, not after compiling (seconds to minutes)."""
+    selects none of its rows' is refused then, not after compiling (seconds to minutes); where
+    the build differs, the line names both (a gcc baseline gated with --cc clang-19 was told
+    only "see its --cc")."""
     row = {"kernel": "basic", "family": "sector", "flags": "-O2", "cc": "cc", "mode": "inline", "status": "ok"}
     row["samples_s"] = [1e-3, 1.1e-3, 1.05e-3, 0.98e-3, 1.02e-3]
     scene = {"kind": "uniform", "family": "sector", "seed": 0, "sectors": 20, "points": 500}
@@ -194,7 +198,8 @@ def test_a_baseline_of_other_builds_modes_or_threads_is_refused_before_building(
     )
     scene_and_rounds = ["-n", "20", "-m", "500", "--repeat", "5", "--min-time", "0.001"]
     result = invoke("run", *scene_and_rounds, *options, "--kernels", "basic", "--baseline", baseline)
-    one_line_error(result, f"missing kernel {label}", "this run does not select it", "--cc, --flags")
+    line = one_line_error(result, f"missing kernel {label}", "this run does not select it", "--cc, --flags")
+    assert (builds in line) if builds else ("was built with" not in line), line
     assert not built(empty_cache)
 
 

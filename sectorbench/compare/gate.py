@@ -332,7 +332,11 @@ def check_scene(baseline: RunResult, scene: dict, schema: int = SCHEMA_VERSION) 
         label = row_label(unsampled.key, shows_cc(r.key for r in baseline.results))
         raise IncompatibleResults(f"{label} is ok but has no samples in {_BASE}")
     if baseline.schema != schema:
-        raise IncompatibleResults(f"different results schema: {baseline.schema!r} in {_BASE}, {schema!r} in {_CURRENT}")
+        older = _BASE if isinstance(baseline.schema, int) and baseline.schema < schema else _CURRENT
+        raise IncompatibleResults(
+            f"different results schema: {baseline.schema!r} in {_BASE}, {schema!r} in {_CURRENT}: their times "
+            f"measure different things; record {older} again with one version of sectorbench"
+        )
     a, b = baseline.scene or {}, scene or {}
     names = [*a, *(name for name in b if name not in a)]
     differ = [
@@ -387,14 +391,19 @@ def check_selection(
         if ((key.cc, key.flags) in builds or key.cc == PEER_CC) and key.mode in modes and key.threads in threads
     ]
     compilers = {key.cc for key in base_rows if key.cc != PEER_CC} | {cc for cc, _ in builds}
-    _check_missing(base_rows, selectable, len(compilers) > 1, selection=True)
+    _check_missing(base_rows, selectable, len(compilers) > 1, selection=True, builds=builds)
 
 
 def _check_missing(
-    base_rows: dict[RowKey, KernelResult], current: Iterable[RowKey], show_cc: bool, selection: bool = False
+    base_rows: dict[RowKey, KernelResult],
+    current: Iterable[RowKey],
+    show_cc: bool,
+    selection: bool = False,
+    builds: Iterable[tuple[str, str]] | None = None,
 ) -> None:
     """Refuse when a row ok in the baseline is not among `current`: a `selection` (the rows a
-    run is about to time) that leaves it out, or two results with no row in common."""
+    run is about to time, of its `builds`: (cc, flags), by default those of `current`) that
+    leaves it out, or two results with no row in common."""
     current = set(current)
     missing = [key for key, row in base_rows.items() if row.status == "ok" and key not in current]
     if missing:
@@ -403,6 +412,12 @@ def _check_missing(
         if selection:
             options = "--kernels, --cc, --flags, --mode, --threads"
             said += f": this run does not select {'them' if more else 'it'} (see its {options})"
+            builds = {(key.cc, key.flags) for key in current} if builds is None else set(builds)
+            builds = {(cc, flags) for cc, flags in builds if cc != PEER_CC}
+            first = missing[0]
+            if builds and (first.cc, first.flags) not in builds:  # say the builds, not only "see --cc"
+                ours = ", ".join(build_label(cc, flags, True) for cc, flags in sorted(builds))
+                said += f"; {_BASE} was built with {build_label(first.cc, first.flags, True)}, this run builds {ours}"
         raise IncompatibleResults(said)
 
 
