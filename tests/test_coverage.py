@@ -121,6 +121,24 @@ def test_apexes_far_from_the_origin_are_checked():
     assert "|c| >= 2^20 (1e6)" in sector_cases.offset_labels()
 
 
+def test_aabr_polygons_far_from_unit_scale_are_checked():
+    """Polygons at 2^-40 and 2^60 (and ties at 2^-40, 2^-20, 2^20, 2^60), not only from 1e-6 to
+    ~1e8: a kernel taking a polygon below 1e-12 for a point, and one taking a polygon beyond
+    1e12 for a parked object, passed verify at every seed; both now fail as logic bugs, the
+    shipped kernels still pass, and the coverage table has a radius dimension that shows it."""
+    build = BuildConfig.parse("-O2", extra_sources=(DATA / "aabr_far_scales.c",))
+    kernels = ("tiny_is_a_point", "huge_is_parked", "scan", "hill", "bcs_search")
+    result = verify(VerifyConfig(family="aabr", kernels=kernels, builds=(build,), cases=CASES, seed=3))
+    verdicts = {k.kernel: k for k in result.kernels}
+    for mutant in kernels[:2]:
+        assert verdicts[mutant].verdict == "FAIL" and verdicts[mutant].mismatches["logic-bug"] > 0, mutant
+    assert all(verdicts[name].verdict != "FAIL" for name in kernels[2:])
+    cells = {(c.piece, c.region): c for c in coverage("aabr", CASES, seed=3).cells}
+    for piece in ("record key ±2 ulp", "special angle ±1 ulp"):
+        for region in ("radius in [2^-64, 2^-32)", "radius in [2^32, 2^64)"):
+            assert cells[(piece, region)].first > 0 and cells[(piece, region)].second > 0, (piece, region)
+
+
 def test_verify_coverage_prints_the_table_without_building(tmp_path):
     cache = tmp_path / "cache"
     out = tmp_path / "coverage.json"

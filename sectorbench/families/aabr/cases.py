@@ -146,6 +146,19 @@ def _needle(rng, i):
     return ellipse_polygon(rng, SIZES[i % 9], 1e6, (1e-12, 1e-11), rotate=False)
 
 
+#: Far scales, as exact powers of two (scaling keeps exact ties).  2^-40 and 2^60 are the
+#: ends: hill takes cross products of two edges, which overflow beyond edges of 2^64 and turn
+#: subnormal below edges of 2^-63, flushed to 0 in a fast-math build (hill was wrong by logic
+#: on polygons at 2^100, at 2^-100, and on a 64-gon at 2^-60 under -ffast-math); at 2^-40 a
+#: 1024-gon's edges (> 2^-50) keep those products normal, as the triangle's constructions stop
+#: at 2^-40 for its orientations.
+FAR_SCALES = (2.0**-40, 2.0**-20, 2.0**20, 2.0**60)
+
+
+def _far_regular(rng, i):
+    return scaled(regular_polygon(SIZES[i % len(SIZES)], 1.0, 1), FAR_SCALES[i % len(FAR_SCALES)])
+
+
 #: (group, rows it aims at per --cases row, polygon(rng, i), angles(rng, x, y))
 GROUPS = (
     ("ellipse random", 1.0, _sized, lambda r, x, y: random_angles(r, ROTATIONS)),
@@ -162,11 +175,17 @@ GROUPS = (
     # one regular polygon of every size with two vertices mirror images across the x axis
     # (phase 1): exact ties at angle 0 at every size, whatever --cases (the coverage cells)
     ("regular ties, every size", None, lambda r, i: regular_polygon(SIZES[i % len(SIZES)], 1.0, 1), _special),
+    # polygons from 2^-40 to 2^60 (the groups above stop at 1e+-6 and 2^20 x 100: a kernel
+    # wrong only below 1e-12 or beyond 1e12 passed), and ties at each far scale
+    ("huge 2^60", 0.1, lambda r, i: scaled(_sized(r, i), 2.0**60), _mixed),
+    ("tiny 2^-40", 0.1, lambda r, i: scaled(_sized(r, i), 2.0**-40), _mixed),
+    ("regular ties, every scale", None, _far_regular, _special),
 )
 
 
 def group_rows(count: int, share: float | None) -> int:
-    """Rows a group aims at: a share of --cases, or (share None) one polygon of each size."""
+    """Rows a group aims at: a share of --cases, or (share None) one polygon of each size
+    at the special angles."""
     if share is None:
         return len(SIZES) * len(special_angles()["angle"])
     return max(1, int(count * share))
@@ -222,6 +241,8 @@ PIECES = ("record key ±2 ulp", "special angle ±1 ulp")
 #: Vertex-count bins (upper bounds, inclusive) of the polygon sizes (near-duplicate
 #: vertices take 1024 to 1028).
 SIZE_BOUNDS = (4, 8, 16, 64, 256, 2048)
+#: Binary exponents bounding the bins of a polygon's radius (its largest |vertex|).
+RADIUS_EXPONENTS = (-64, -32, -8, 8, 32, 64)
 #: The float32 angles where regular polygons' extremes tie exactly (0 and multiples of π/4).
 SPECIAL = np.array([k * np.pi / 4 for k in range(8)], F32)
 
@@ -231,8 +252,12 @@ def size_labels() -> list[str]:
     return [f"{lo} .. {hi} vertices" for lo, hi in zip(lows, SIZE_BOUNDS)]
 
 
+def radius_labels() -> list[str]:
+    return [f"radius in [2^{lo}, 2^{hi})" for lo, hi in zip(RADIUS_EXPONENTS[:-1], RADIUS_EXPONENTS[1:])]
+
+
 def coverage_cells() -> tuple[tuple[str, str], ...]:
-    return tuple((piece, region) for piece in PIECES for region in size_labels())
+    return tuple((piece, region) for piece in PIECES for region in (*size_labels(), *radius_labels()))
 
 
 def coverage_rows(case_set) -> tuple:
@@ -241,6 +266,7 @@ def coverage_rows(case_set) -> tuple:
     Beside a record key (within 2 ulps): first side is before the key (angle < key).
     Beside a special angle (within 1 ulp): first side is a row with an exact tie (some
     side has two or more exact extremes), second one without.
+    Regions: the polygon's size, and its radius (largest |vertex|) by binary exponent.
     """
     from .oracle import extreme_sets, rotated
     from .polygons import record_keys, unpack
@@ -253,6 +279,7 @@ def coverage_rows(case_set) -> tuple:
     piece = np.full(rows, "", dtype=object)
     first = np.zeros(rows, dtype=bool)
     size = np.zeros(rows, dtype=np.int64)
+    radius = np.zeros(rows)
     near_special = np.zeros(rows, dtype=bool)
     for steps in (-1, 0, 1):
         near_special |= np.isin(angle, ulp_steps(SPECIAL, (steps,)))
@@ -260,6 +287,7 @@ def coverage_rows(case_set) -> tuple:
         mine = np.flatnonzero(index == p)
         x, y = polygons[p]
         size[mine] = len(x)
+        radius[mine] = np.hypot(x.astype(np.float64), y.astype(np.float64)).max(initial=0.0)
         keys = record_keys(x, y)
         if len(keys):
             at = np.clip(np.searchsorted(keys, angle[mine]), 0, len(keys) - 1)
@@ -279,7 +307,11 @@ def coverage_rows(case_set) -> tuple:
             first[special[unclaimed]] = tied[unclaimed]
     bins = np.searchsorted(np.asarray(SIZE_BOUNDS), size)
     labels = np.array([*size_labels(), ""], dtype=object)[np.where(size >= 3, bins, len(SIZE_BOUNDS))]
-    return piece, first, [labels], np.ones(rows, dtype=bool)
+    edges = 2.0 ** np.asarray(RADIUS_EXPONENTS, dtype=np.float64)
+    at = np.searchsorted(edges, radius, side="right") - 1
+    inside = (at >= 0) & (at < len(edges) - 1)
+    scale = np.array([*radius_labels(), ""], dtype=object)[np.where(inside, at, len(edges) - 1)]
+    return piece, first, [labels, scale], np.ones(rows, dtype=bool)
 
 
 def _within_ulps(a: np.ndarray, b: np.ndarray, ulps: int) -> np.ndarray:
