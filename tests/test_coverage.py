@@ -121,6 +121,22 @@ def test_apexes_far_from_the_origin_are_checked():
     assert "|c| >= 2^20 (1e6)" in sector_cases.offset_labels()
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_triangles_far_from_the_origin_are_checked(seed):
+    """Exact rows beside every edge and vertex with a at ~1.3e9 and ~1.4e18, not only up to 1e5:
+    a kernel taking the edges for inside beyond |a| = 2^30 failed on a few metamorphic rows
+    only, and one holding nothing beyond 1e16 passed verify at seeds 1 and 2; both now fail as
+    logic bugs, orient and recast_cross still pass."""
+    build = BuildConfig.parse("-O2", extra_sources=(DATA / "far_triangle.c",))
+    kernels = ("far_edge_inclusive", "far_parked", "orient", "recast_cross")
+    result = verify(VerifyConfig(family="triangle", kernels=kernels, builds=(build,), cases=CASES, seed=seed))
+    verdicts = {k.kernel: k for k in result.kernels}
+    for mutant in kernels[:2]:
+        assert verdicts[mutant].verdict == "FAIL" and verdicts[mutant].mismatches["logic-bug"] > 0, mutant
+    assert all(verdicts[name].verdict != "FAIL" for name in kernels[2:])
+    assert "|a| >= 2^20 (1e6)" in triangle_cases.offset_labels()
+
+
 def test_aabr_polygons_far_from_unit_scale_are_checked():
     """Polygons at 2^-40 and 2^60 (and ties at 2^-40, 2^-20, 2^20, 2^60), not only from 1e-6 to
     ~1e8: a kernel taking a polygon below 1e-12 for a point, and one taking a polygon beyond
@@ -158,10 +174,10 @@ def test_verify_coverage_prints_the_table_without_building(tmp_path):
     )
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "96/96 cells filled on both sides" in text and "vertex a" in text
+    assert "102/102 cells filled on both sides" in text and "vertex a" in text
     assert not cache.exists()  # nothing was compiled
     saved = json.loads(out.read_text())
-    assert saved["kind"] == "coverage" and len(saved["cells"]) == 96
+    assert saved["kind"] == "coverage" and len(saved["cells"]) == 102
     assert all(cell["inside"] > 0 and cell["outside"] > 0 for cell in saved["cells"])
 
 
@@ -185,7 +201,7 @@ def test_verify_coverage_exits_1_on_an_empty_cell(monkeypatch):
     monkeypatch.setattr(triangle_cases, "exact_cell_rows", lambda: {k: [] for k in names})
     result = CliRunner().invoke(main, ["verify", "--family", "triangle", "--coverage", "--cases", str(CASES)])
     assert result.exit_code == 1, result.output
-    assert "/96 cells filled on both sides" in " ".join(result.output.split())
+    assert "/102 cells filled on both sides" in " ".join(result.output.split())
 
 
 @pytest.mark.parametrize("region", ["θ < 0.01 (needle)", "θ > π − 0.01 (near π)"])

@@ -227,7 +227,10 @@ THIN_SHARE = 1 / 16
 #: Bins of the longest edge's binary exponent.
 SIZE_EXPONENTS = (-64, -32, -8, 8, 32, 64)
 #: Bins of max(|ax|, |ay|): where the triangle sits (float32 cancellation grows with it).
-OFFSET_EDGES = (0.0, 1.0, 32.0, 1024.0, 32768.0, np.inf)
+OFFSET_EDGES = (0.0, 1.0, 32.0, 1024.0, 32768.0, 2.0**20, np.inf)
+#: Where the constructed triangles sit: near the origin, then far from it (about 1.3e9 and
+#: 1.4e18), with a unit of one ulp of the offset there (_offset_unit).
+OFFSETS = (1.25, 40.5, 4000.5, 100000.0, 1.25 * 2.0**30, 1.25 * 2.0**60)
 #: A row lies just beside an edge when its distance from the edge's line is at most this
 #: share of the longest edge (a margin in roundings would not do: an axis-aligned edge's
 #: orientation has one term, so every point off it is 2^24 roundings away), and beside a
@@ -243,10 +246,19 @@ def size_labels() -> list[str]:
 
 
 def offset_labels() -> list[str]:
+    def name(edge: float) -> str:
+        return f"2^{int(np.log2(edge))}" if edge > 32768 else f"{edge:g}"
+
     return [
-        f"|a| in [{lo:g}, {hi:g})" if np.isfinite(hi) else f"|a| >= {lo:g} (1e5)"
+        f"|a| in [{name(lo)}, {name(hi)})" if np.isfinite(hi) else f"|a| >= {name(lo)} (1e6)"
         for lo, hi in zip(OFFSET_EDGES[:-1], OFFSET_EDGES[1:])
     ]
+
+
+def _offset_unit(offset: float) -> float:
+    """The lattice unit of the triangles at an offset: 2^-6, or one ulp of the offset where that
+    is coarser (2^(k−23) for an offset in [2^k, 2^(k+1))), so every coordinate is a float32."""
+    return max(2.0**-6, 2.0 ** (int(np.floor(np.log2(offset))) - 23))
 
 
 def coverage_cells() -> tuple[tuple[str, str], ...]:
@@ -291,8 +303,8 @@ def exact_cell_rows() -> dict:
             # -ffast-math's flush-to-zero would otherwise turn into wrong answers.
             for size in (-40, -20, 0, 20, 50):
                 _triangle_rows(rows, winding, 2.0 ** (size - 16), 0.0)
-            for offset in (1.25, 40.5, 4000.5, 100000.0):
-                _triangle_rows(rows, winding, 2.0**-6, offset)
+            for offset in OFFSETS:
+                _triangle_rows(rows, winding, _offset_unit(offset), offset)
     return rows
 
 
