@@ -108,16 +108,17 @@ def test_the_constructions_alone_catch_the_boundary_mutants(family, mutant, corr
 
 
 def test_apexes_far_from_the_origin_are_checked():
-    """Exact rows beside every piece with the apex at ~1.3e9 and ~1.4e18, not only up to 1e5: a
-    kernel taking the arc for inside beyond |c| = 2^20, and one that holds nothing beyond 1e16,
-    passed verify at seeds 0 and 3; both now fail as logic bugs, basic and nosqrt still pass."""
+    """Exact rows beside every piece with the apex at ~1.3e9, ~1.4e18 and ~9.4e22, not only up to
+    1e5: a kernel taking the arc for inside beyond |c| = 2^20, and one that holds nothing beyond
+    1e16, passed verify at seeds 0 and 3 (one holding nothing beyond 1e22 passed with the apexes
+    up to 1.4e18); all three now fail as logic bugs, basic and nosqrt still pass."""
     build = BuildConfig.parse("-O2", extra_sources=(DATA / "far_apex.c",))
-    kernels = ("far_arc_inclusive", "far_culled", "basic", "nosqrt")
+    kernels = ("far_arc_inclusive", "far_culled", "far_culled_1e22", "basic", "nosqrt")
     result = verify(VerifyConfig(family="sector", kernels=kernels, builds=(build,), cases=CASES, seed=3))
     verdicts = {k.kernel: k for k in result.kernels}
-    for mutant in kernels[:2]:
+    for mutant in kernels[:3]:
         assert verdicts[mutant].verdict == "FAIL" and verdicts[mutant].mismatches["logic-bug"] > 0, mutant
-    assert all(verdicts[name].verdict != "FAIL" for name in kernels[2:])
+    assert all(verdicts[name].verdict != "FAIL" for name in kernels[3:])
     assert "|c| >= 2^20 (1e6)" in sector_cases.offset_labels()
 
 

@@ -1,6 +1,7 @@
 /* Test-only: sector kernels wrong only where the apex lies far from the origin (|c| above
  * 2^20), where verify had no exact row (its constructed apexes stopped at 1e5) and no inside
- * row beyond ~1e16: both passed verify at every seed.  tests/test_coverage.py. */
+ * row beyond ~1e16: both passed verify at every seed; and one wrong only beyond 1e22, where the
+ * constructions (then stopping at 1.25 * 2^60) had no row.  tests/test_coverage.py. */
 #include "sb_common.h"
 
 static inline int far_right(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
@@ -24,3 +25,11 @@ static inline int far_culled(float cx, float cy, float ux, float uy, float r2, f
 }
 SB_KERNEL(far_culled, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .known_bad = 1,
           .summary = "sectors whose apex is beyond 1e16 hold nothing");
+
+static inline int far_culled_1e22(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {
+    if (fabsf(cx) > 1e22f || fabsf(cy) > 1e22f) /* "a sector that far out is a parked one" */
+        return 0;
+    return far_right(cx, cy, ux, uy, r2, k, px, py);
+}
+SB_KERNEL(far_culled_1e22, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .known_bad = 1,
+          .summary = "sectors whose apex is beyond 1e22 hold nothing");

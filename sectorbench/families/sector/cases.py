@@ -340,9 +340,10 @@ R2_EXPONENTS = (-126, -80, -40, -8, 8, 40, 80, 128)
 #: a sector still holds points: beyond |c| ~ 2^87 every D ≠ 0 is at least an ulp of c, and its
 #: |D|² overflows float32.
 OFFSET_EDGES = (0.0, 1.0, 32.0, 1024.0, 32768.0, 2.0**20, np.inf)
-#: The apexes of the constructed rows: near the origin, then far from it (about 1.3e9 and
-#: 1.4e18), where D must be longer to be exact (_offset_exponent).
-OFFSETS = (0.0, 1.25, 40.5, 4000.5, 100000.0, 1.25 * 2.0**30, 1.25 * 2.0**60)
+#: The apexes of the constructed rows: near the origin, then far from it (about 1.3e9, 1.4e18
+#: and 9.4e22), where D must be longer to be exact (_offset_exponent).  At 1.25·2^76 the largest
+#: r² is ~5.6e37, below float32's maximum; much further, r² = 4|D|² overflows.
+OFFSETS = (0.0, 1.25, 40.5, 4000.5, 100000.0, 1.25 * 2.0**30, 1.25 * 2.0**60, 1.25 * 2.0**76)
 #: A row lies "just beside" a piece when its constraint's margin is at most this many
 #: float32 roundings (2^-7 relative): the nearest exact rows off an edge ray sit ~2^15 away.
 NEAR_MARGIN = 2.0**17
