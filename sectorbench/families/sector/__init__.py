@@ -149,13 +149,16 @@ class SectorFamily(BooleanFamily):
         return sector_inside(*(columns[name] for name in self.oracle_arrays))
 
     def subnormal_intermediates(self, columns):
-        """|D|² = (px - cx)² + (py - cy)², exactly from the float32 inputs, in float32's
-        subnormal range: FTZ makes it 0, the apex (the "subnormal lengths" rows)."""
+        """D = p - c, its squares and |D|² = dx² + dy², exactly from the float32 inputs (float64
+        holds each exactly), any of them in float32's subnormal range: FTZ makes it 0 (the
+        "subnormal lengths" rows; and a "scale 2^8" copy whose |D|² is normal but whose dx² is
+        not: FTZ zeroed both squares, and naive, polar and lut failed it as a logic bug under
+        -ffast-math at seed 3)."""
         dx = columns["px"].astype(np.float64) - columns["cx"].astype(np.float64)
         dy = columns["py"].astype(np.float64) - columns["cy"].astype(np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
-            s = dx * dx + dy * dy
-        return (s > 0) & (s < np.finfo(np.float32).tiny)
+            parts = (dx, dy, dx * dx, dy * dy, dx * dx + dy * dy)
+            return np.logical_or.reduce([(v != 0) & (np.abs(v) < np.finfo(np.float32).tiny) for v in parts])
 
     def applicable(self, kernel, case_set):
         """Rows on which a kernel can be judged against the (r2, cos_theta) oracle.
