@@ -545,3 +545,21 @@ def test_run_baseline_refuses_too_few_rounds_after_counting_when_a_row_cannot_be
     said = " ".join(result.output.split())
     assert "all 1 on time: needs avx512f, avx512dq, which valgrind cannot run (avx512_nosqrt)" in said, said
     assert "and --repeat 3: 5 vs 3 samples cannot reach alpha" in said, said
+
+
+def test_valgrind_without_its_headers_is_told_apart_from_no_valgrind(tmp_path, monkeypatch):
+    """A valgrind whose headers are not where the drivers' compiler looks (one built into a
+    prefix of its own) was told "valgrind is not installed"."""
+    from sectorbench.native import build as build_module
+
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    monkeypatch.setenv("PATH", str(tools))
+    assert instructions.unavailable() == instructions.INSTALL_HINT
+    (tools / "valgrind").write_text("#!/bin/sh\nexit 0\n")
+    (tools / "valgrind").chmod(0o755)
+    monkeypatch.setattr(build_module, "VALGRIND_INCLUDE_DIRS", (tmp_path / "include",))
+    assert instructions.unavailable() == instructions.HEADERS_HINT
+    (tmp_path / "include" / "valgrind").mkdir(parents=True)
+    (tmp_path / "include" / "valgrind" / "callgrind.h").write_text("")
+    assert instructions.unavailable() is None

@@ -35,8 +35,14 @@ from .deadlines import DEFAULT_DEADLINES, NO_BUDGET, Budget, Deadlines
 #: The metrics --metric takes: time is always measured; instructions adds valgrind's counts.
 METRICS = ("time", "instructions")
 VALGRIND = "valgrind"
-#: Said once when valgrind or its headers are missing (Debian's valgrind package has both).
+#: Said once when valgrind is missing (Debian's valgrind package has its headers too).
 INSTALL_HINT = "valgrind is not installed: apt-get install valgrind (it brings the headers too)"
+#: Said once when valgrind runs but its headers are not where a compiler looks: a valgrind built
+#: from source into a prefix of its own was told "not installed".
+HEADERS_HINT = (
+    "valgrind's headers (valgrind/callgrind.h) are not in /usr/include or /usr/local/include: "
+    "install them with valgrind (apt-get install valgrind, or its source's make install)"
+)
 #: Under callgrind a loop runs 20 to 100 times slower: counting stops at about this many tests
 #: (whole shapes, a multiple of SHAPE_BLOCK), about 10 s a loop; per test it is the same loop.
 MAX_COUNTED_TESTS = 20_000_000
@@ -52,8 +58,10 @@ NATIVE_FLAGS = ("-march=native", "-mcpu=native", "-mtune=native")
 
 def unavailable() -> str | None:
     """Why instructions cannot be counted here (one line), or None."""
-    if shutil.which(VALGRIND) is None or valgrind_include_dir() is None:
+    if shutil.which(VALGRIND) is None:
         return INSTALL_HINT
+    if valgrind_include_dir() is None:
+        return HEADERS_HINT
     return None
 
 
