@@ -165,6 +165,8 @@ def test_refusals_are_one_line(user_repo, tmp_path, monkeypatch):
     source = user_repo / "kernels" / "mine.c"
     result = invoke("run", *SMALL, "--source", str(source), "--against", "no-such-ref")
     assert_one_line_error(result, "no-such-ref", "unknown ref")
+    result = invoke("run", *SMALL, "--source", str(source), "--against", "HEAD^{tree}")  # was "unknown ref"
+    assert_one_line_error(result, "--against HEAD^{tree}: names a tree, not a commit")
     loose = tmp_path / "loose.c"
     loose.write_text(USER_KERNEL)
     result = invoke("run", *SMALL, "--source", str(loose), "--against", "HEAD")

@@ -83,6 +83,10 @@ def resolve(ref: str, root: Path) -> str:
             if shallow
             else ""
         )
+        named = _git(["rev-parse", "--verify", "--quiet", ref], root)
+        if named.returncode == 0 and named.stdout.strip():  # a tree or a blob: a ref, not a commit
+            kind = _git(["cat-file", "-t", named.stdout.strip()], root).stdout.strip() or "object"
+            raise SectorbenchError(f"--against {ref}: names a {kind}, not a commit, in the git repository {root}")
         raise SectorbenchError(f"--against {ref}: unknown ref in the git repository {root}{hint}")
     return done.stdout.strip()
 
