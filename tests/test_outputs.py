@@ -244,3 +244,21 @@ def test_results_of_schema_1_still_load(tmp_path):
     (tmp_path / "future.json").write_text(json.dumps({"schema": 99, "results": []}))
     with pytest.raises(SectorbenchError, match="reads schemas 1, 2"):
         load(tmp_path / "future.json")
+
+
+def test_an_interrupted_write_leaves_no_folder_it_created(tmp_path):
+    """An interrupted --save had left an empty results/: the folder a write creates goes with
+    the half-written file; one that was there, or holds something else, stays."""
+    from sectorbench.model.results import write_atomic
+
+    def interrupted(stream):
+        stream.write(b"{")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(tmp_path / "results" / "run.json", interrupted)
+    assert not (tmp_path / "results").exists()
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(tmp_path / "kept" / "run.json", interrupted)
+    assert (tmp_path / "kept").is_dir() and list((tmp_path / "kept").iterdir()) == []

@@ -312,6 +312,7 @@ def _refuse_redirected(path: Path) -> None:
 def _write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: bool) -> Path:
     _refuse_redirected(path)
     named, path = path, check_output(path, overwrite, create_dir=True)
+    created = not path.parent.exists()  # --save's results/: gone again if nothing is written into it
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, partial = tempfile.mkstemp(prefix=_partial_prefix(path.name), dir=path.parent)
@@ -336,14 +337,22 @@ def _write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: bo
         os.unlink(partial)
         raise SectorbenchError(f"{path} exists; choose another path or pass --force to replace it") from None
     except OSError as exc:  # the disk filled up, the directory went away, ...
-        if os.path.exists(partial):
-            os.unlink(partial)
+        _discard(partial, path.parent if created else None)
         raise SectorbenchError(f"{path}: cannot write ({exc.strerror or exc})") from None
     except BaseException:
-        if os.path.exists(partial):
-            os.unlink(partial)
+        _discard(partial, path.parent if created else None)
         raise
     return path
+
+
+def _discard(partial: str, created: Path | None) -> None:
+    """The half-written file, and the folder the write created for it if nothing else is in it
+    (an interrupted --save had left an empty results/)."""
+    if os.path.exists(partial):
+        os.unlink(partial)
+    if created is not None:
+        with contextlib.suppress(OSError):  # not empty, or gone: left as it is
+            created.rmdir()
 
 
 def _partial_prefix(name: str) -> str:
