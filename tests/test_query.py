@@ -279,6 +279,25 @@ def test_the_callers_own_fp_settings_are_its_own(game):
     assert np.float32(1e-45) * np.float32(1.0) != 0
 
 
+def test_a_subnormal_r2_under_the_callers_denormals_are_zero_is_named(game):
+    """Under a caller's DAZ a positive subnormal r2 compares as 0 and was refused as "0.0 is not
+    > 0"; the refusal stands (the narrow phase would read 0 too), and now says what it is."""
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    sectors = {**{k: game[k] for k in ("cx", "cy", "ux", "uy", "cos_theta")}, "r2": game["r2"].copy()}
+    sectors["r2"][3] = np.float32(1e-40)
+    env = ctypes.create_string_buffer(64)
+    libm.fegetenv(env)
+    try:
+        daz = ctypes.create_string_buffer(env.raw)
+        daz[28:32] = (int.from_bytes(daz.raw[28:32], "little") | 0x0040).to_bytes(4, "little")
+        libm.fesetenv(daz)
+        with pytest.raises(ValueError, match=r"sectors\['r2'\]\[3\] = .* is not > 0 \(0x000116c2: a subnormal"):
+            sectorbench.query(sectors, game)
+    finally:
+        libm.fesetenv(env)
+    sectorbench.query(sectors, game)  # honoured, a subnormal r2 is a sector
+
+
 def test_radii_whose_squares_leave_float32_are_refused_as_r2_would_be(game):
     for r, why in ((1e30, "inf"), (1e-30, "0.0")):
         sectors = {**{k: game[k] for k in ("cx", "cy", "ux", "uy", "theta")}, "r": game["r"].copy()}

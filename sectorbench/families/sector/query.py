@@ -144,6 +144,17 @@ def _inexact(array: np.ndarray, converted: np.ndarray) -> np.ndarray:
     return lossy
 
 
+def _not_positive(name: str, values: np.ndarray, i: int) -> str:
+    """Why values[i] is refused: not above 0 as this thread's floating-point mode reads it.  A
+    positive subnormal under the caller's denormals-are-zero mode compares as 0 and printed as
+    "0.0 is not > 0"; its bits say what it is."""
+    said = f"sectors[{name!r}][{i}] = {values[i]} is not > 0"
+    bits = int(values[i : i + 1].view(np.uint32)[0])
+    if bits and bits < 0x00800000:  # positive, below float32's smallest normal
+        said += f" (0x{bits:08x}: a subnormal, which this thread's denormals-are-zero mode reads as 0)"
+    return said
+
+
 def _first(mask: np.ndarray) -> int:
     return int(np.argmax(mask))
 
@@ -162,14 +173,14 @@ def sector_columns(sectors) -> dict[str, np.ndarray]:
         columns["r2"] = float32_column(r2, "sectors['r2']")
         columns["cos_theta"] = float32_column(cos_theta, "sectors['cos_theta']")
         if (bad := ~(columns["r2"] > 0)).any():
-            raise ValueError(f"sectors['r2'][{_first(bad)}] = {columns['r2'][_first(bad)]} is not > 0")
+            raise ValueError(_not_positive("r2", columns["r2"], _first(bad)))
         k = columns["cos_theta"]
         if (bad := ~((k >= -1) & (k <= 1))).any():
             raise ValueError(f"sectors['cos_theta'][{_first(bad)}] = {k[_first(bad)]} is outside [-1, 1]")
     elif r is not None and theta is not None:
         r32, theta32 = float32_column(r, "sectors['r']"), float32_column(theta, "sectors['theta']")
         if (bad := ~(r32 > 0)).any():
-            raise ValueError(f"sectors['r'][{_first(bad)}] = {r32[_first(bad)]} is not > 0")
+            raise ValueError(_not_positive("r", r32, _first(bad)))
         if (bad := ~((theta32 > 0) & (theta32.astype(np.float64) < np.pi))).any():
             raise ValueError(f"sectors['theta'][{_first(bad)}] = {theta32[_first(bad)]} is outside (0, pi)")
         with np.errstate(over="ignore", under="ignore"):
