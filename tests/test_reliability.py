@@ -355,6 +355,8 @@ SHAPES = {
     "samples past a float": lambda d: d["results"][0].update(samples_s=[10**400, 1e-3]),
     "samples of 1e300 s": lambda d: d["results"][0].update(samples_s=[1e300, 1e300]),
     "samples subnormal": lambda d: d["results"][0].update(samples_s=[1e-320, 1e-3]),
+    # the gate pairs every sample with every other: 10^5 a row on both sides asked for 80 GB
+    "too many samples": lambda d: d["results"][0].update(samples_s=[1e-3] * 10_001),
     "tests past a float": lambda d: d["results"][0].update(tests=10**400),
     "tests 0": lambda d: d["results"][0].update(tests=0),
     "threads 0": lambda d: d["results"][0].update(threads=0),

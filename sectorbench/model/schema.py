@@ -34,6 +34,10 @@ SAMPLE_RULES = {
 MIN_TIME_S = 1e-15
 #: The longest: 30 years (1e300 s passed every check and overflowed the exports' ns).
 MAX_TIME_S = 1e9
+#: The most samples a list of them may hold: ten times --repeat's limit (1 000) and its re-measured
+#: rounds.  The gate pairs every baseline sample with every current one (a Hodges-Lehmann
+#: ratio), so a hand-made file of 10^5 samples a row would have asked for 80 GB.
+MAX_SAMPLES = 10_000
 #: Counts that are at least 1 when present (a pass of 0 tests; -5 tests gave negative ns a test).
 AT_LEAST_ONE = ("tests", "threads", "instructions_tests")
 #: Instruction counts, never below 0 when present: a count of -5 was gated as an improvement
@@ -129,6 +133,11 @@ def _check_numbers(name: str, value, place: str) -> None:
     where SAMPLE_RULES says so, counts of AT_LEAST_ONE at least 1."""
     rule = SAMPLE_RULES.get(name)
     if rule is not None:
+        if len(value) > MAX_SAMPLES:
+            raise SectorbenchError(
+                f"{place} holds {len(value)} samples, more than the {MAX_SAMPLES} a row may have "
+                "(sectorbench records at most 1 000 rounds)"
+            )
         for i, item in enumerate(value):
             if not _finite(item) or abs(item) > MAX_TIME_S or (rule == "positive" and item < MIN_TIME_S):
                 wanted = f"a time from {MIN_TIME_S:g} to {MAX_TIME_S:g} s" if rule == "positive" else "a finite time"
