@@ -1187,10 +1187,12 @@ def test_an_output_that_appears_during_the_run_leaves_it_and_rescues_the_results
 
 
 @contextlib.contextmanager
-def _tmpfs(where: Path, size: str):
+def _tmpfs(where: Path, size: str, options: str = ""):
     """A real tmpfs of `size` at `where` while the block runs (needs root, as this VM's tests run)."""
     where.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}{options}", "tmpfs", str(where)], capture_output=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     try:
@@ -1248,6 +1250,18 @@ def test_a_full_cache_is_one_line_naming_it(full_disk):
     line = one_line(sectorbench("kernels", "--flags", "-O1", env={"SECTORBENCH_CACHE": cache}))
     assert f"build cache {cache} is unusable (No space left on device)" in line and "SECTORBENCH_CACHE" in line
     assert not list(cache.glob("*.build"))  # the private build directory went with the build
+
+
+@pytest.mark.parametrize("command", [("run", *TINY), ("query", "-n", "10", "-m", "100", "--out", "hits.npz")])
+def test_a_cache_on_a_noexec_filesystem_is_one_line_before_the_build(command, tmp_path):
+    """A CI runner's cache on a noexec mount: the library was built (15 s), then dlopen refused
+    it and the worker said "No usable temporary directory found" (cffi's fallback, under the
+    worker's write sandbox), and query said "internal error: OSError"."""
+    with _tmpfs(tmp_path / "noexec", "64m", ",noexec") as where:
+        cache = where / "cache"
+        line = one_line(sectorbench(*command, cwd=tmp_path, env={"SECTORBENCH_CACHE": cache}))
+        assert f"build cache {cache} is unusable" in line and "noexec" in line and "SECTORBENCH_CACHE" in line
+        assert not list(cache.glob("*.so")) and not list(cache.glob("*.build"))  # refused before compiling
 
 
 def test_a_tmpdir_too_full_for_verifys_scenes_stops_it_before_its_builds(tmp_path):

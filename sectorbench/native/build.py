@@ -1013,6 +1013,13 @@ def _usable_cache(cache_dir: Path) -> None:
         raise CacheError(
             f"build cache {cache_dir} is unusable (not writable): set SECTORBENCH_CACHE to a writable directory"
         )
+    if hasattr(os, "ST_NOEXEC") and os.statvfs(cache_dir).f_flag & os.ST_NOEXEC:
+        # Its libraries would be built, then refused by dlopen ("failed to map segment"), which
+        # cffi's fallback hid behind "No usable temporary directory" in a worker, 15 s later.
+        raise CacheError(
+            f"build cache {cache_dir} is unusable (its filesystem is mounted noexec: libraries there cannot be"
+            " loaded): set SECTORBENCH_CACHE to a directory on another filesystem"
+        )
 
 
 def _sha256(path: Path) -> str:
