@@ -341,6 +341,49 @@ def test_a_scratch_file_past_the_machines_limits_is_one_line_not_an_internal_err
     assert not list(tmp_path.rglob("*.npz*")), "a partial scene or answer was left behind"
 
 
+def no_new_threads(tmp_path: Path):
+    """A child that can start no thread and no process: a container's pids limit of one (root,
+    whom RLIMIT_NPROC does not bind) or ulimit -u 0 (anyone else).  None where neither can be made."""
+    import resource
+
+    if os.geteuid() != 0:
+        return lambda: resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    group = Path(f"/sys/fs/cgroup/pids/sectorbench-test-{os.getpid()}-{tmp_path.name}")
+    try:
+        group.mkdir()
+        (group / "pids.max").write_text("1")
+    except OSError:
+        return None
+    return group
+
+
+@pytest.mark.parametrize("command", [["query", "-n", "10", "-m", "100", "--out", "hits.npz"], ["run", *TINY]])
+def test_a_limit_on_threads_and_processes_is_one_line_not_an_interrupt(tmp_path, command):
+    """numpy's OpenBLAS starts a thread per core as it is imported; where it could not, it raised
+    SIGINT, and every command ended "interrupted; scratch files removed", status 130."""
+    limit = no_new_threads(tmp_path)
+    if limit is None:
+        pytest.skip("neither a pids cgroup (v1, /sys/fs/cgroup/pids) nor RLIMIT_NPROC can limit a child here")
+    group = limit if isinstance(limit, Path) else None
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "sectorbench", *command],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env={key: value for key, value in os.environ.items() if not key.endswith("_NUM_THREADS")},
+            preexec_fn=(lambda: (group / "cgroup.procs").write_text(str(os.getpid()))) if group else limit,
+            timeout=120,
+        )
+    finally:
+        if group is not None:
+            group.rmdir()
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = [line for line in result.stderr.strip().splitlines() if not line.startswith("OpenBLAS")]
+    assert len(lines) == 1 and "Resource temporarily unavailable" in lines[0], result.stderr
+    assert "interrupted" not in result.stderr and not (tmp_path / "hits.npz").exists()
+
+
 @pytest.mark.parametrize("name", ["sector/scalar.c", "harness/new.json"])
 def test_no_output_replaces_or_joins_the_c_sources_the_command_builds(name):
     from sectorbench.native.build import KERNELS_DIR
