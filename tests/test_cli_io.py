@@ -594,6 +594,25 @@ def test_a_scene_that_cannot_fit_is_refused_before_it_is_made(tmp_path, command)
     assert not list(tmp_path.iterdir()), "nothing was written"
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "-n", "1", "-m", "1", "--flags", "-O2", "--kernels", "basic", "--json", "o.json"],
+        ["query", "-n", "1", "-m", "1", "--out", "o.npz"],
+    ],
+)
+def test_a_limit_below_what_any_size_needs_does_not_advise_smaller_sizes(tmp_path, command):
+    """ulimit -v below sectorbench's own needs: `run -n 1 -m 1` was told "a scene of N=1 x M=1
+    needs about 0.3 GiB ... use a smaller -n/-m", which cannot help."""
+    from sectorbench.model.scenes import PEAK_BASE_BYTES
+
+    result = within_memory(PEAK_BASE_BYTES - (8 << 20), *command, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "whatever the scene's size" in lines[0] and "raise ulimit -v" in lines[0], lines
+    assert "-n/-m" not in lines[0] and not list(tmp_path.iterdir())
+
+
 def test_running_out_of_memory_is_one_line_not_an_internal_error(tmp_path):
     # the broadphase's hits (up to --max-hits of them) could not be allocated in 1 GiB:
     # "internal error: BroadphaseError: the broadphase query ran out of memory"

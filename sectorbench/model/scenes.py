@@ -266,6 +266,13 @@ def check_size(
             f"more than half of this machine's {available / 2**30:.1f} GiB: use a smaller -n/-m"
         )
     limit = address_space_limit()
+    if limit is not None and PEAK_BASE_BYTES > limit:
+        # The sizes are not the cause: `run -n 1 -m 1` and verify (which has no -n/-m) were
+        # told that "a scene of N=1 x M=1 needs about 0.3 GiB" and to "use a smaller -n/-m".
+        raise SectorbenchError(
+            f"sectorbench needs about {PEAK_BASE_BYTES >> 20} MiB of memory whatever the scene's size, "
+            f"more than this process may use ({limit >> 20} MiB, ulimit -v {limit >> 10}): raise ulimit -v"
+        )
     if limit is not None and needed > limit:
         raise SectorbenchError(
             f"a scene of N={n:,} x M={m:,} needs about {needed / 2**30:.1f} GiB of memory at its peak, "
