@@ -220,6 +220,25 @@ def test_a_narrow_terminal_still_shows_the_table(saved, columns):
     assert "naive" in result.stdout and "basic" in result.stdout, result.stdout
 
 
+@pytest.mark.parametrize("command", [["regress", "{saved}", "{saved}"], ["kernels"]])
+def test_a_locale_that_cannot_encode_the_tables_still_shows_them(saved, command):
+    """Under an ASCII (or Latin-1) locale without Python's UTF-8 mode, the gate's alpha and the
+    kernels list's en dash were "internal error: UnicodeEncodeError" (regress: after its gate
+    was decided, its verdict lost); they are written as escapes, as Python writes them to stderr."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("LC_", "LANG", "PYTHONIO"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "sectorbench", *[part.format(saved=saved) for part in command]],
+        capture_output=True,
+        env={**env, "LC_ALL": "C", "PYTHONUTF8": "0"},
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert b"Traceback" not in result.stderr and b"internal error" not in result.stderr, result.stderr
+    assert result.stdout.isascii() and b"\\u" in result.stdout, result.stdout
+    if command[0] == "regress":
+        assert b"\\u03b1 = 0.01" in result.stdout and b"naive" in result.stdout, result.stdout
+
+
 # -- 8. names from users and saved files are shown as written, never read as rich markup ---------
 
 #: rich's MarkupError (a traceback), a bold "x", a warning sign, a backslash doubled by rich's escape().

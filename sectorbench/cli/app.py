@@ -184,6 +184,15 @@ def fill_closed_standard_descriptors() -> None:
                 os.close(opened)
 
 
+def escape_what_stdout_cannot_encode(stream) -> None:
+    """Characters stdout's encoding lacks are written as escapes (\\u03b1), as Python writes them
+    to stderr: under a Latin-1 or ASCII locale the gate's table (alpha, the en dash of Hodges-Lehmann)
+    was "internal error: UnicodeEncodeError" after all the rounds, its verdict lost."""
+    if stream is not None and getattr(stream, "errors", None) in ("strict", "surrogateescape"):
+        with contextlib.suppress(AttributeError, ValueError, OSError):  # not a TextIOWrapper (a test's)
+            stream.reconfigure(errors="backslashreplace")
+
+
 def stdout_failure(failure: OSError) -> tuple[str, int]:
     """The line and exit status for a stdout that failed during a command that otherwise succeeded."""
     if failure.errno == errno.EPIPE:
@@ -210,6 +219,7 @@ class OneLineErrors(click.Group):
     def main(self, args=None, prog_name="sectorbench", complete_var=None, standalone_mode=True, **extra):
         fill_closed_standard_descriptors()
         given = sys.stdout, sys.stderr  # None where closed as the process started
+        escape_what_stdout_cannot_encode(given[0])
         out, err = (GuardedStream(stream if stream is not None else ClosedStream()) for stream in given)
         sys.stdout, sys.stderr = out, err
         # args None: the process's own command line (the console script, python -m sectorbench),
