@@ -95,27 +95,45 @@ def run_in_own_session(
     """One short command, output captured as text, in a session of its own: no terminal it
     could open, and on timeout (subprocess.TimeoutExpired) or when this process is interrupted
     it goes with every process it started (a `--cc` wrapper's children, what a kernel run
-    under valgrind forked).  OSError if it does not run."""
+    under valgrind forked).  OSError if it does not run.
+
+    Its output goes to memory files, not pipes, and the command is done when it exits: a
+    wrapper that leaves a helper holding what it inherited (an sccache-like server started on
+    first use) had `cc --version` wait for the helper's end, 60 s and then "does not run", and
+    for ever where the helper had left the session, out of reach of the kill."""
     process = None
-    try:
-        with signals_held():
-            process = subprocess.Popen(
-                command,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                errors="replace",
-                start_new_session=True,
-            )
-        stdout, stderr = process.communicate(timeout=timeout)
-    except BaseException:
-        if process is not None:
-            kill_session(process)
-        raise
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    with _capture_file() as out, _capture_file() as err:
+        try:
+            with signals_held():
+                process = subprocess.Popen(
+                    command,
+                    cwd=cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
+            process.wait(timeout=timeout)
+        except BaseException:
+            if process is not None:
+                kill_session(process)
+            raise
+        said = [_read_back(stream) for stream in (out, err)]
+    return subprocess.CompletedProcess(command, process.returncode, *said)
+
+
+def _capture_file():
+    """An anonymous file for a command's output: in memory where Linux offers it (a full or
+    read-only TMPDIR is then no concern), else in TMPDIR."""
+    if hasattr(os, "memfd_create"):
+        return os.fdopen(os.memfd_create("sectorbench-output", os.MFD_CLOEXEC), "w+b")
+    return tempfile.TemporaryFile()
+
+
+def _read_back(stream) -> str:
+    stream.seek(0)
+    return stream.read().decode(errors="replace")
 
 
 def kill_session(process: subprocess.Popen) -> None:

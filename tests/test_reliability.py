@@ -296,6 +296,26 @@ def test_a_compiler_may_take_at_most_half_the_machines_memory(tmp_path):
     assert set(limits.read_text().split()) == {str(expected_kib)}
 
 
+def test_a_compiler_wrapper_that_leaves_a_helper_running_is_not_waited_for(tmp_path):
+    """An sccache- or distcc-pump-like wrapper starts a helper that keeps the descriptors it
+    inherited and leaves the session: `cc --version` waited for the helper's end, 60 s and then
+    "compiler ... does not run: ... timed out", and the kill that followed could not reach it, so
+    sectorbench waited on until the helper ended (for ever for a server)."""
+    helpers = tmp_path / "helpers"
+    cc = tmp_path / "wrapcc"
+    cc.write_text(f"#!/bin/sh\nsetsid sh -c 'echo $$ >> {helpers}; exec sleep 75' &\nexec cc \"$@\"\n")
+    cc.chmod(0o755)
+    started = time.monotonic()
+    try:
+        library = build(BuildConfig.parse("-O0", cc=str(cc)), tmp_path / "cache")
+        took = time.monotonic() - started
+    finally:
+        for pid in helpers.read_text().split() if helpers.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    assert library.exists() and took < 45, took
+
+
 def test_the_compiler_runs_in_a_private_directory_that_is_removed(tmp_path, monkeypatch):
     """Files a compiler drops in its working directory or $TMPDIR land in the private build
     directory and go with it; the library is moved into the cache, with its checksum and what
