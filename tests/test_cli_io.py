@@ -403,6 +403,32 @@ def test_a_limit_on_threads_and_processes_is_one_line_not_an_interrupt(tmp_path,
     assert "interrupted" not in result.stderr and not (tmp_path / "hits.npz").exists()
 
 
+def test_a_run_under_a_cpu_quota_below_its_threads_says_so(tmp_path):
+    """docker --cpus 0.2: every timed loop waited for the quota (basic 18.7 ns a test for 2.9, sse2's
+    speedup 12.9x for 8.1x, spread 1 %), and nothing said so."""
+    group = Path(f"/sys/fs/cgroup/cpu/sectorbench-test-{os.getpid()}-{tmp_path.name}")
+    try:
+        group.mkdir()
+        (group / "cpu.cfs_quota_us").write_text("50000")  # 0.5 CPUs
+    except OSError as exc:
+        pytest.skip(f"cannot make a cgroup (v1) with a CPU quota here: {exc}")
+    out = tmp_path / "r.json"
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "sectorbench", "run", *TINY, "--kernels", "basic", "--json", out],
+            capture_output=True,
+            text=True,
+            preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())),
+            timeout=300,
+        )
+    finally:
+        group.rmdir()
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert "CPU quota: this process's cgroup may use 0.5 CPUs" in said and "fewer than the 1 thread timed" in said, said
+    assert json.loads(out.read_text())["env"]["machine"]["cpu"]["quota_cores"] == 0.5
+
+
 @pytest.mark.parametrize("name", ["sector/scalar.c", "harness/new.json"])
 def test_no_output_replaces_or_joins_the_c_sources_the_command_builds(name):
     from sectorbench.native.build import KERNELS_DIR

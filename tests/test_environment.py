@@ -58,6 +58,28 @@ def test_cpu_section():
         assert "sse2" in cpu["isa"]  # baseline of every x86-64 CPU
 
 
+@pytest.mark.parametrize(
+    ("cgroup", "files", "expected"),
+    [
+        ("0::/ci/job\n", {"ci/cpu.max": "150000 100000", "cpu.max": "max 100000"}, 1.5),  # pure v2
+        ("0::/job\n", {"unified/cpu.max": "50000 100000"}, 0.5),  # hybrid: v2 under unified/
+        ("3:cpu,cpuacct:/a/b\n", {"cpu,cpuacct/a/cpu.cfs_quota_us": "20000", "cpu,cpuacct/a/b/cpu.cfs_quota_us": "-1",
+                                   "cpu,cpuacct/a/cpu.cfs_period_us": "100000",
+                                   "cpu,cpuacct/a/b/cpu.cfs_period_us": "100000"}, 0.2),
+        ("1:cpu:/\n", {"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000"}, None),  # no quota
+        ("0::/\n", {"cpu.max": "max 100000"}, None),
+    ],
+)  # fmt: skip
+def test_a_cgroups_cpu_quota_is_read_as_cpus(tmp_path, cgroup, files, expected):
+    """The smallest quota over the process's cgroup and its ancestors (an ancestor's 0.2 CPUs
+    binds a child group without a quota of its own)."""
+    (tmp_path / "cgroup").write_text(cgroup)
+    for name, text in files.items():
+        (tmp_path / "fs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "fs" / name).write_text(text + "\n")
+    assert environment_module.cpu_quota_cores(tmp_path / "cgroup", tmp_path / "fs") == expected
+
+
 def test_project_git_fields_are_consistent():
     git = machine_fingerprint()["sectorbench"]
     assert git["dirty"] in (True, False, None)

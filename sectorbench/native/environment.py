@@ -202,12 +202,49 @@ def _cpu(info: dict[str, str]) -> dict:
         "logical_cores": os.cpu_count(),
         # Differs from logical_cores under taskset/cgroup CPU pinning.
         "available_cores": available,
+        # CPU time a period this process's cgroup may use, in CPUs (docker --cpus, a CI runner's
+        # limit); None: no quota.  Pinning leaves the cores, a quota makes a loop wait.
+        "quota_cores": cpu_quota_cores(),
         "nominal_mhz": round(float(mhz), 1) if mhz else None,
         "measured_mhz": None,  # filled in by the caller (measured in C)
         "governor": _read_text(_CPU_SYSFS / "cpu0/cpufreq/scaling_governor"),
         "boost": _boost(),
         "caches": cpu_caches(),
     }
+
+
+def cpu_quota_cores(proc_cgroup: str = "/proc/self/cgroup", root: Path | str = "/sys/fs/cgroup") -> float | None:
+    """The smallest CPU quota over this process's cgroup and its ancestors, in CPUs (cgroup v2
+    cpu.max "quota period", v1 cpu.cfs_quota_us / cpu.cfs_period_us); None where there is none
+    or it cannot be read (not Linux)."""
+    text = _read_text(proc_cgroup)
+    if not text:
+        return None
+    quotas = []
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if controllers == "":  # v2: one hierarchy, at root (pure v2) or root/unified (hybrid)
+            places = [Path(root) / "unified", Path(root)]
+        elif "cpu" in controllers.split(","):
+            places = [Path(root) / controllers, Path(root) / "cpu"]
+        else:
+            continue
+        for place in places:
+            group = place / path.lstrip("/")
+            while True:
+                if controllers == "":
+                    quota, _, period = (_read_text(group / "cpu.max") or "").partition(" ")
+                else:
+                    quota, period = _read_text(group / "cpu.cfs_quota_us"), _read_text(group / "cpu.cfs_period_us")
+                if quota and period and quota.isdigit() and period.isdigit() and int(period) > 0:
+                    quotas.append(int(quota) / int(period))
+                if group == place:
+                    break
+                group = group.parent
+    return round(min(quotas), 3) if quotas else None
 
 
 def _cache_size_bytes(text: str | None) -> int | None:

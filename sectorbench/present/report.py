@@ -68,6 +68,16 @@ def run_notes(run: RunResult) -> list[str]:
             notes.append("bound – with more than 1 thread: the bound is one core's (cyc/test there is the whole run's)")
     elif unbound:
         notes.append(f"bound: {NONE_DERIVED} ({'; '.join(unbound)})")
+    threads = max((r.threads for r in run.results if r.status == "ok"), default=1)
+    if (quota := cpu.get("quota_cores")) is not None and quota < threads:
+        # A quota below the threads timed stops the loop for part of every period: the times
+        # (4-6x at 0.2 CPUs) and the speedups between them were shown as any others, spread 1 %.
+        notes.append(
+            f"CPU quota: this process's cgroup may use {quota:g} CPUs (docker --cpus, a runner's limit), "
+            f"fewer than the {threads} thread{'s' if threads > 1 else ''} timed: the loops waited for "
+            "the quota and their times include the waits; give the run more CPUs"
+            + (" or fewer --threads" if threads > 1 else "")
+        )
     counters = run.env.get("counters") or {}
     if counters and not counters.get("available"):
         notes.append(f"counters: unavailable ({counters.get('reason')})")
