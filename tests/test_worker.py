@@ -10,6 +10,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -529,6 +530,27 @@ def test_a_constructor_that_fails_costs_its_own_rows_not_the_build(private_cache
     verdicts = {v.kernel: v for v in checked.kernels}
     assert (verdicts["never_reached"].status, verdicts["never_reached"].verdict) == (status, "FAIL")
     assert verdicts["basic"].status == "ok" and verdicts["basic"].verdict != "FAIL"
+
+
+def test_a_library_the_loader_refuses_is_said_in_the_loaders_words(private_cache, monkeypatch, tmp_path):
+    """A --source kernel calling a function nothing defines: the build links (-shared), the
+    loader refuses it (RTLD_NOW), and cffi's fallback, ctypes.util.find_library, then failed on
+    the worker's write sandbox: the row said "No usable temporary directory found"."""
+    import sectorbench.measure.worker as worker_module
+
+    monkeypatch.setattr(worker_module, "FAILED_LOADS", {})
+    source = tmp_path / "undefined.c"
+    source.write_text(
+        '#include "sb_common.h"\n#include "basic_predicate.h"\nfloat nowhere_defined(void);\n'
+        "static inline int undefined(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {\n"
+        "    return basic_predicate(cx, cy, ux, uy, r2 * nowhere_defined(), k, px, py);\n}\n"
+        'SB_KERNEL(undefined, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "x");\n'
+    )
+    shutil.copy(DATA / "basic_predicate.h", tmp_path)
+    result = run(small_run(BuildConfig.parse("-O2", extra_sources=(source,)), ("undefined", "basic")))
+    rows = {r.kernel: r for r in result.results}
+    assert "undefined symbol: nowhere_defined" in rows["undefined"].reason, rows["undefined"].reason
+    assert "temporary directory" not in rows["undefined"].reason and rows["basic"].status == "ok"
 
 
 def test_a_constructor_that_hangs_past_max_minutes_leaves_rows_that_say_so(private_cache, monkeypatch):

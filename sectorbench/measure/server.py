@@ -216,6 +216,18 @@ def refuse_file_writes() -> str | None:
     return None
 
 
+def _dlopen(ffi, path: str, flags: int):
+    """ffi.dlopen, failing in the dynamic loader's words ("undefined symbol: lib_scale"): where
+    the loader refuses a library, cffi asks ctypes.util.find_library, which writes scratch files
+    that the worker's sandbox refuses, and every failed load was said as "No usable temporary
+    directory found"."""
+    try:
+        return ffi.dlopen(path, flags)
+    except OSError:
+        ctypes.CDLL(path, mode=flags)  # the loader's own error (nothing was loaded: none again)
+        raise
+
+
 class Server:
     """One build's timed loops (its C rows and its families' broadphases), or, with peers=True,
     the families' peers (the library then only serves the clock and counters: a plain -O2
@@ -236,12 +248,12 @@ class Server:
             # library's crtfastmath constructor sets FTZ/DAZ), read from the same build without
             # the --source files: their constructors run in the library's dlopen, before any
             # kernel, and cannot be told apart from crtfastmath's there.
-            probe = self.ffi.dlopen(reference, self.ffi.RTLD_NOW)
+            probe = _dlopen(self.ffi, reference, self.ffi.RTLD_NOW)
             probe.sb_fpenv_save(self.fpenv)
             self.ffi.dlclose(probe)
         before = process_state.snapshot() if reference is not None else None
         # never unmapped, not even at exit: the broadphase keeps threads parked in it (Engine)
-        self.lib = self.ffi.dlopen(library, self.ffi.RTLD_NOW | self.ffi.RTLD_NODELETE)
+        self.lib = _dlopen(self.ffi, library, self.ffi.RTLD_NOW | self.ffi.RTLD_NODELETE)
         if before is not None:
             _refuse_a_changed_process(before)
         if reference is None:  # no --source file: whatever the library left at load is the build's
