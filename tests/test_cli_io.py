@@ -671,18 +671,19 @@ def test_running_out_of_memory_is_one_line_not_an_internal_error(tmp_path):
 
 
 def test_out_of_memory_in_a_command_without_sizes_advises_smaller_files(tmp_path):
-    """regress pairs every round of one file with every round of the other: 30 000 samples a side
-    is 9e8 ratios, past 1.5 GiB.  It was told to use "a smaller -n/-m", which it has not."""
+    """regress pairs every round of one file with every round of the other: 10 000 samples a side
+    (the most a saved row may hold) is 1e8 ratios, 0.8 GB, past 768 MiB.  It was told to use "a
+    smaller -n/-m", which it has not."""
     from sectorbench.model.results import KernelResult, RunResult, save
 
-    samples = [1e-3 * (1 + 1e-6 * i) for i in range(30_000)]
+    samples = [1e-3 * (1 + 1e-6 * i) for i in range(10_000)]
     row = KernelResult(
         kernel="basic", family="sector", flags="-O2", cc="cc", mode="inline", status="ok",
-        hits=10, tests=1000, samples_s=samples, median_s=samples[15_000],
+        hits=10, tests=1000, samples_s=samples, median_s=samples[5_000],
     )  # fmt: skip
     scene = {"kind": "uniform", "family": "sector", "seed": 0, "sectors": 10, "points": 100}
-    result_file = save(RunResult(scene=scene, env={}, config={"repeat": 30_000}, results=[row]), tmp_path / "r.json")
-    result = within_memory(3 << 29, "regress", result_file, result_file)
+    result_file = save(RunResult(scene=scene, env={}, config={"repeat": 10_000}, results=[row]), tmp_path / "r.json")
+    result = within_memory(3 << 28, "regress", result_file, result_file)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("sectorbench: error: out of memory: "), result.stderr
