@@ -551,6 +551,7 @@ def test_a_library_the_loader_refuses_is_said_in_the_loaders_words(private_cache
     rows = {r.kernel: r for r in result.results}
     assert "undefined symbol: nowhere_defined" in rows["undefined"].reason, rows["undefined"].reason
     assert "temporary directory" not in rows["undefined"].reason and rows["basic"].status == "ok"
+    assert "a constructor in" not in rows["undefined"].reason  # the loader said why: no guess
 
 
 def test_a_constructor_that_hangs_past_max_minutes_leaves_rows_that_say_so(private_cache, monkeypatch):

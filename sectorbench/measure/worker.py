@@ -460,7 +460,9 @@ class BuildSession:
                 raise type(exc)(f"{exc} while loading the {self.config.label} build{without}") from None
             # Only the --source files' constructors can tell the two loads apart: their rows pay for it.
             sources = ", ".join(Path(s).name for s in self.config.extra_sources)
-            why = f"{exc} while loading the {self.config.label} build (a constructor in {sources}?)"
+            why = f"{exc} while loading the {self.config.label} build"
+            if "undefined symbol" not in str(exc):  # else the loader said why, and no constructor ran
+                why += f" (a constructor in {sources}?)"
             FAILED_LOADS[self.library] = ("timed-out" if isinstance(exc, WorkerTimedOut) else "crashed", why)
             self._loaded_without_sources(*FAILED_LOADS[self.library])
             self.restart()
