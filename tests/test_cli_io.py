@@ -400,6 +400,7 @@ def test_a_limit_on_threads_and_processes_is_one_line_not_an_interrupt(tmp_path,
     assert result.returncode == 2, (result.returncode, result.stderr)
     lines = [line for line in result.stderr.strip().splitlines() if not line.startswith("OpenBLAS")]
     assert len(lines) == 1 and "Resource temporarily unavailable" in lines[0], result.stderr
+    assert "a limit on processes" in lines[0], lines[0]  # the errno alone named neither cause nor limit
     assert "interrupted" not in result.stderr and not (tmp_path / "hits.npz").exists()
 
 

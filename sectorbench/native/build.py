@@ -235,8 +235,16 @@ def compiler_identity(cc: str) -> tuple[str, str]:
     try:
         version = run_compiler([path, "--version"], timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise BuildError(f"compiler {cc!r} does not run: {exc}") from None
+        raise BuildError(f"compiler {cc!r} does not run: {exc}{_no_process_hint(exc)}") from None
     return path, version
+
+
+def _no_process_hint(exc: BaseException) -> str:
+    """Where starting a process failed for want of processes (EAGAIN from fork), what limits
+    them: "[Errno 11] Resource temporarily unavailable" named neither (a container's probe)."""
+    if isinstance(exc, OSError) and exc.errno == errno.EAGAIN:
+        return " (no process may start: a limit on processes, ulimit -u or a container's pids limit)"
+    return ""
 
 
 def cache_key(config: BuildConfig) -> str:
@@ -900,7 +908,8 @@ def _run_compilers(commands: list[list[str]], private: Path, config: BuildConfig
                         )
                         running.append((process, log))
                 except OSError as exc:
-                    raise BuildError(f"compiler {config.cc!r} does not run: {exc.strerror or exc}") from None
+                    said = f"{exc.strerror or exc}{_no_process_hint(exc)}"
+                    raise BuildError(f"compiler {config.cc!r} does not run: {said}") from None
             done = [(process, log) for process, log in running if process.poll() is not None]
             if not done:
                 if time.monotonic() > deadline:
