@@ -112,14 +112,20 @@ def test_apexes_far_from_the_origin_are_checked():
     1e5: a kernel taking the arc for inside beyond |c| = 2^20, and one that holds nothing beyond
     1e16, passed verify at seeds 0 and 3 (one holding nothing beyond 1e22 passed with the apexes
     up to 1.4e18); all three now fail as logic bugs, basic and nosqrt still pass."""
-    build = BuildConfig.parse("-O2", extra_sources=(DATA / "far_apex.c",))
-    kernels = ("far_arc_inclusive", "far_culled", "far_culled_1e22", "basic", "nosqrt")
-    result = verify(VerifyConfig(family="sector", kernels=kernels, builds=(build,), cases=CASES, seed=3))
-    verdicts = {k.kernel: k for k in result.kernels}
-    for mutant in kernels[:3]:
-        assert verdicts[mutant].verdict == "FAIL" and verdicts[mutant].mismatches["logic-bug"] > 0, mutant
-    assert all(verdicts[name].verdict != "FAIL" for name in kernels[3:])
+    mutants = ("far_arc_inclusive", "far_culled", "far_culled_1e22")
+    _mutants_fail_correct_pass("sector", "far_apex.c", mutants, ("basic", "nosqrt"), seed=3)
     assert "|c| >= 2^20 (1e6)" in sector_cases.offset_labels()
+
+
+def _mutants_fail_correct_pass(family: str, source: str, mutants: tuple, correct: tuple, seed: int) -> None:
+    """verify of tests/data/SOURCE's `mutants` beside shipped `correct` kernels, at -O2: each
+    mutant FAILs with logic bugs, no correct kernel FAILs."""
+    build = BuildConfig.parse("-O2", extra_sources=(DATA / source,))
+    config = VerifyConfig(family=family, kernels=mutants + correct, builds=(build,), cases=CASES, seed=seed)
+    verdicts = {k.kernel: k for k in verify(config).kernels}
+    for mutant in mutants:
+        assert verdicts[mutant].verdict == "FAIL" and verdicts[mutant].mismatches["logic-bug"] > 0, mutant
+    assert all(verdicts[name].verdict != "FAIL" for name in correct)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -128,13 +134,8 @@ def test_triangles_far_from_the_origin_are_checked(seed):
     a kernel taking the edges for inside beyond |a| = 2^30 failed on a few metamorphic rows
     only, and one holding nothing beyond 1e16 passed verify at seeds 1 and 2; both now fail as
     logic bugs, orient and recast_cross still pass."""
-    build = BuildConfig.parse("-O2", extra_sources=(DATA / "far_triangle.c",))
-    kernels = ("far_edge_inclusive", "far_parked", "orient", "recast_cross")
-    result = verify(VerifyConfig(family="triangle", kernels=kernels, builds=(build,), cases=CASES, seed=seed))
-    verdicts = {k.kernel: k for k in result.kernels}
-    for mutant in kernels[:2]:
-        assert verdicts[mutant].verdict == "FAIL" and verdicts[mutant].mismatches["logic-bug"] > 0, mutant
-    assert all(verdicts[name].verdict != "FAIL" for name in kernels[2:])
+    mutants = ("far_edge_inclusive", "far_parked")
+    _mutants_fail_correct_pass("triangle", "far_triangle.c", mutants, ("orient", "recast_cross"), seed=seed)
     assert "|a| >= 2^20 (1e6)" in triangle_cases.offset_labels()
 
 
@@ -143,13 +144,8 @@ def test_aabr_polygons_far_from_unit_scale_are_checked():
     ~1e8: a kernel taking a polygon below 1e-12 for a point, and one taking a polygon beyond
     1e12 for a parked object, passed verify at every seed; both now fail as logic bugs, the
     shipped kernels still pass, and the coverage table has a radius dimension that shows it."""
-    build = BuildConfig.parse("-O2", extra_sources=(DATA / "aabr_far_scales.c",))
-    kernels = ("tiny_is_a_point", "huge_is_parked", "scan", "hill", "bcs_search")
-    result = verify(VerifyConfig(family="aabr", kernels=kernels, builds=(build,), cases=CASES, seed=3))
-    verdicts = {k.kernel: k for k in result.kernels}
-    for mutant in kernels[:2]:
-        assert verdicts[mutant].verdict == "FAIL" and verdicts[mutant].mismatches["logic-bug"] > 0, mutant
-    assert all(verdicts[name].verdict != "FAIL" for name in kernels[2:])
+    mutants = ("tiny_is_a_point", "huge_is_parked")
+    _mutants_fail_correct_pass("aabr", "aabr_far_scales.c", mutants, ("scan", "hill", "bcs_search"), seed=3)
     cells = {(c.piece, c.region): c for c in coverage("aabr", CASES, seed=3).cells}
     for piece in ("record key ±2 ulp", "special angle ±1 ulp"):
         for region in ("radius in [2^-64, 2^-32)", "radius in [2^32, 2^64)"):
