@@ -278,7 +278,14 @@ def checked_baseline(baseline, config: RunConfig, gate_config, metric: str):
     another scene, builds or rows it lacks, or too few rounds for a time gate to reach alpha."""
     from dataclasses import replace
 
-    from ..compare.gate import COUNTS_OF_ONE_BUILD, check_power, check_scene, check_selection, compiler_versions
+    from ..compare.gate import (
+        COUNTS_OF_ONE_BUILD,
+        check_power,
+        check_scene,
+        check_selection,
+        compiler_versions,
+        other_compiler,
+    )
     from ..measure.instructions import unavailable
     from ..measure.runner import build_row
     from ..model.results import PEER_CC
@@ -301,18 +308,14 @@ def checked_baseline(baseline, config: RunConfig, gate_config, metric: str):
         # counting (ab.count_revision); those it did not count, or counted with another compiler
         # than this run's (gate.comparable_counts), are gated on time, surely
         versions = compiler_versions(baseline_result)
-
-        def other_compiler(row) -> str | None:
-            if row.cc == PEER_CC or row.cc not in versions or row.instructions is None:
-                return None
-            line = compiler_fingerprint(row.cc).get("version_line")
-            return line if line not in (None, versions[row.cc]) else None
-
-        timed = [row for row in baseline_result.results if row.instructions is None or other_compiler(row)]
-        other = next((row for row in timed if other_compiler(row)), None)
+        now = {cc: compiler_fingerprint(cc).get("version_line") for cc in versions if cc != PEER_CC}
+        timed = [
+            row for row in baseline_result.results if row.instructions is None or other_compiler(row.cc, versions, now)
+        ]
+        other = next((row for row in timed if row.instructions is not None), None)
         why = other and (
             f"BASELINE counted {other.kernel} with {versions[other.cc]}, this run's {other.cc} is "
-            f"{other_compiler(other)}: {COUNTS_OF_ONE_BUILD}, and such rows are gated on time"
+            f"{now[other.cc]}: {COUNTS_OF_ONE_BUILD}, and such rows are gated on time"
         )
     try:
         if timed:

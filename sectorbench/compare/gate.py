@@ -737,11 +737,17 @@ def comparable_counts(baseline: RunResult, current: RunResult) -> RunResult:
     counted = {row.key for row in baseline.results if row.instructions is not None}
     rows = []
     for row in current.results:
-        a, b = before.get(row.cc), after.get(row.cc)
-        if row.key in counted and row.instructions is not None and a and b and a != b:
-            row = without_counts(row, f"counted with {b}, {_BASE} with {a}: {COUNTS_OF_ONE_BUILD}")
+        if row.key in counted and row.instructions is not None and (now := other_compiler(row.cc, before, after)):
+            row = without_counts(row, f"counted with {now}, {_BASE} with {before[row.cc]}: {COUNTS_OF_ONE_BUILD}")
         rows.append(row)
     return replace(current, results=rows)
+
+
+def other_compiler(cc: str, before: dict[str, str], after: dict[str, str]) -> str | None:
+    """The version line `cc` has in `after` where it differs from the one in `before` (counts
+    of the two are not compared); None where they agree or either is unknown."""
+    a, b = before.get(cc), after.get(cc)
+    return b if a and b and a != b else None
 
 
 def _toolchain_drift(base: KernelResult, cur: KernelResult, baseline: RunResult, current: RunResult) -> str | None:
