@@ -232,19 +232,23 @@ def cpu_quota_cores(proc_cgroup: str = "/proc/self/cgroup", root: Path | str = "
             places = [Path(root) / controllers, Path(root) / "cpu"]
         else:
             continue
-        for place in places:
-            group = place / path.lstrip("/")
-            while True:
-                if controllers == "":
-                    quota, _, period = (_read_text(group / "cpu.max") or "").partition(" ")
-                else:
-                    quota, period = _read_text(group / "cpu.cfs_quota_us"), _read_text(group / "cpu.cfs_period_us")
-                if quota and period and quota.isdigit() and period.isdigit() and int(period) > 0:
-                    quotas.append(int(quota) / int(period))
-                if group == place:
-                    break
-                group = group.parent
+        steps = Path(path.lstrip("/")).parts
+        for place in places:  # the group and each ancestor up to the hierarchy's root
+            groups = (place.joinpath(*steps[:depth]) for depth in range(len(steps), -1, -1))
+            quotas += [q for group in groups if (q := _group_quota(group, v2=controllers == "")) is not None]
     return round(min(quotas), 3) if quotas else None
+
+
+def _group_quota(group: Path, v2: bool) -> float | None:
+    """One cgroup's CPU quota in CPUs (v2 cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us);
+    None where it has none ("max", -1) or none can be read."""
+    if v2:
+        quota, _, period = (_read_text(group / "cpu.max") or "").partition(" ")
+    else:
+        quota, period = _read_text(group / "cpu.cfs_quota_us"), _read_text(group / "cpu.cfs_period_us")
+    if quota and period and quota.isdigit() and period.isdigit() and int(period) > 0:
+        return int(quota) / int(period)
+    return None
 
 
 def _cache_size_bytes(text: str | None) -> int | None:
