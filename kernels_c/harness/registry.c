@@ -63,7 +63,8 @@ int sb_cpu_supports(const char *features) {
 }
 
 #define SB_COUNT_ROWS_MAX 64
-#define SB_COUNT_ROWS_SHAPES_MAX 17
+/* A whole block of the widest a row may declare (8: families/base.py's MAX_BLOCK), and one more. */
+#define SB_COUNT_ROWS_SHAPES_MAX 9
 
 /* A quiet NaN from its bits: the NAN macro is undefined behaviour to clang under -ffast-math
  * (-Wnan-infinity-disabled), and these buffers are padding a kernel's loop compares, never

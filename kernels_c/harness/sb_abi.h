@@ -70,13 +70,13 @@ int sb_cpu_supports(const char *features);
 const char *sb_cpu_features(void);
 
 /* verify: each row i of a pairs scene (shape i against point i) as a scene of its own,
- * `shapes` copies of shape i (at most 17: a blocked loop's whole block and a shape left over)
+ * `shapes` copies of shape i (at most 9: a blocked loop's whole block and a shape left over)
  * against `copies` copies of point i (at most 64: whole vectors and a tail), counted twice by
  * the row's count loop (count_call if `call`, else count_inline): out[i] the count, or -1 where
  * the two calls differ.  0, or EINVAL (shapes or copies out of range) or ENOSYS (no such
  * loop).  So a count loop, its blocked body included, is judged on the cases' boundary points
  * as eval_pairs is.  (This header is cffi's declarations too, which take no preprocessor
- * lines: the limits, 17 and 64, are registry.c's SB_COUNT_ROWS_SHAPES_MAX and SB_COUNT_ROWS_MAX.) */
+ * lines: the limits, 9 and 64, are registry.c's SB_COUNT_ROWS_SHAPES_MAX and SB_COUNT_ROWS_MAX.) */
 int sb_count_rows(const sb_kernel *row, int call, const sb_scene *pairs, int64_t shapes, int64_t copies,
                   int64_t *out);
 
