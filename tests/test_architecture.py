@@ -303,3 +303,14 @@ def test_a_folders_files_compile_as_one_unit_without_leaking_into_each_other():
                 assert not leaked & words, (
                     f"{source.name}'s macros {sorted(leaked & words)} reach {later} in unit {name}"
                 )
+
+
+def test_importing_the_package_loads_no_numpy():
+    """`import sectorbench` (and so `python -m sectorbench` before the CLI sets its environment)
+    loads no numpy: the CLI holds OpenBLAS to one thread before numpy's import, and a module
+    reached from the package's __init__ that imported numpy undid that (deadlines.py, once)."""
+    import subprocess
+
+    code = "import sys, sectorbench; assert 'numpy' not in sys.modules, 'numpy loaded'"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -13,8 +13,10 @@ from click.testing import CliRunner
 from sectorbench import families
 from sectorbench.check.verify import VerifyConfig, verify
 from sectorbench.cli import main
+from sectorbench.families.base import MAX_BLOCK
 from sectorbench.families.sector import oracle as sector_oracle
 from sectorbench.families.triangle.cases import ARTICLE_TRIANGLE
+from sectorbench.measure.deadlines import ROW_COUNT_SHAPES_MAX
 from sectorbench.model.cases import ulp_step
 from sectorbench.model.results import SCHEMA_VERSION
 from sectorbench.native.build import BuildConfig
@@ -254,6 +256,7 @@ def test_a_count_loops_blocked_body_is_judged_on_every_case_row(blind_result):
     assert wrong and all(row["oracle"] == "outside" and row["kernel"].startswith("outside;") for row in wrong), wrong
     # 5 shapes (a block of 4 and one left over) x 3 points: the 4-shape body's 12 tests inside
     assert any("counts 12 of 15 copies" in row["kernel"] for row in wrong), wrong
+    assert ROW_COUNT_SHAPES_MAX == MAX_BLOCK + 1  # the widest block a row may declare, and one more
 
 
 def test_a_count_loop_wrong_from_a_scenes_second_call_is_nondeterministic(blind_result):

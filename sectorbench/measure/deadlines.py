@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass
 
 from ..errors import SectorbenchError
-from ..families.base import MAX_BLOCK
 
 #: The floor of every deadline (--kernel-timeout): a minute is far beyond any default pass here
 #: (the slowest default kernel takes ~0.2 s a pass at N=1000, M=100000), short enough to wait.
@@ -33,9 +32,10 @@ CALIBRATION_PASSES = 4
 STARTUP_S = 120.0
 #: The most copies of a point verify counts a case row over (two vectors of 16 lanes and a tail).
 ROW_COUNT_COPIES_MAX = 33
-#: The most copies of its shape: a whole block of the widest a row may declare, and one left
-#: over (registry.c's SB_COUNT_ROWS_SHAPES_MAX is the same number).
-ROW_COUNT_SHAPES_MAX = MAX_BLOCK + 1
+#: The most copies of its shape: a whole block of the widest a row may declare (families/base.py's
+#: MAX_BLOCK, 8, not imported: `import sectorbench` reaches this module and must not load numpy)
+#: and one left over; registry.c's SB_COUNT_ROWS_SHAPES_MAX is the same number.
+ROW_COUNT_SHAPES_MAX = 9
 #: Listing the kernels of a library that holds none of the user's code (its constructors are
 #: ours: ~1 s here) is allowed this long past the run's --max-minutes.
 LISTING_PAST_BUDGET_S = 30.0
