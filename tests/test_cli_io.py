@@ -715,3 +715,45 @@ def test_a_compilers_one_line_is_said_once(tmp_path):
     result = sectorbench("run", *TINY, "--kernels", "basic", "--cc", fake, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("onelinecc: refused") == 1 and len(result.stderr.splitlines()) == 1, result.stderr
+
+
+# -- 14. a low limit on open files ----------------------------------------------------------------
+
+
+def within_open_files(soft: int, hard: int, *args, cwd=None) -> subprocess.CompletedProcess:
+    """A child under `ulimit -Sn soft -Hn hard`."""
+    import resource
+
+    return subprocess.run(
+        [sys.executable, "-m", "sectorbench", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)),
+        timeout=300,
+    )
+
+
+OPEN_FILES_RUN = ["run", "-n", "20", "-m", "500", "--repeat", "2", "--flags", "-O2", "--kernels", "naive,sse2"]
+
+
+def test_a_low_soft_limit_on_open_files_is_raised_by_the_command(tmp_path):
+    """A soft `ulimit -n 20` (a CI container's) ended `run --threads all` in whichever
+    descriptor came first ("Too many open files: .../unit-aabr.c"); the soft limit is the
+    process's to raise, up to the hard one."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 256:
+        pytest.skip(f"this process's hard limit on open files is {hard}")
+    result = within_open_files(20, hard, *OPEN_FILES_RUN, "--threads", "1", "--threads", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "sse2" in result.stdout
+
+
+def test_a_hard_limit_on_open_files_too_low_is_one_line_naming_it(tmp_path):
+    result = within_open_files(20, 20, *OPEN_FILES_RUN, "--threads", "1", "--threads", "2", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Too many open files" in lines[0], result.stderr
+    assert "ulimit -n" in lines[0], lines[0]  # the limit named, whichever descriptor met it

@@ -11,6 +11,7 @@ import errno
 import io
 import json
 import os
+import resource
 import signal
 import sys
 import threading
@@ -169,6 +170,29 @@ class ClosedStream(io.TextIOBase):
         return False
 
 
+#: The soft limit on open files a command raises itself to (never past the hard limit): a run
+#: holds a few descriptors a worker, compiler and scene file, and a soft `ulimit -n` of 20-24
+#: ended `run --threads all` in whichever of them came first ("Too many open files:
+#: .../unit-aabr.c", "compiler 'cc' does not run").  The soft limit is the process's to raise,
+#: as Go's runtime does for every program.
+OPEN_FILES_WANTED = 4096
+
+
+def raise_open_files_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = OPEN_FILES_WANTED if hard == resource.RLIM_INFINITY else min(OPEN_FILES_WANTED, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):  # a sandbox that forbids it: the limit stays
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+def open_files_hint() -> str:
+    """What limits open files, for a "Too many open files" that still happens (a hard limit
+    below what the command needs)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return f" (this process may open {soft} files, its hard limit {hard}: raise ulimit -n)"
+
+
 def fill_closed_standard_descriptors() -> None:
     """Put /dev/null on each of descriptors 0, 1 and 2 that is closed: else the next file
     opened (an output's temporary file, a scene's) takes its number, and whatever writes to
@@ -218,6 +242,7 @@ class OneLineErrors(click.Group):
 
     def main(self, args=None, prog_name="sectorbench", complete_var=None, standalone_mode=True, **extra):
         fill_closed_standard_descriptors()
+        raise_open_files_limit()
         given = sys.stdout, sys.stderr  # None where closed as the process started
         escape_what_stdout_cannot_encode(given[0])
         out, err = (GuardedStream(stream if stream is not None else ClosedStream()) for stream in given)
@@ -289,7 +314,8 @@ class OneLineErrors(click.Group):
                 # a write no named output made (a scratch file) hit the machine's limits: the
                 # user's to fix, not a bug of ours
                 where = f": {shown_line(os.fsdecode(exc.filename))}" if exc.filename is not None else ""
-                click.echo(f"sectorbench: error: {exc.strerror}{where}", err=True)
+                hint = open_files_hint() if exc.errno == errno.EMFILE else ""
+                click.echo(f"sectorbench: error: {exc.strerror}{where}{hint}", err=True)
             else:
                 click.echo(
                     f"sectorbench: internal error: {type(exc).__name__}: {shown_line(str(exc))} "

@@ -9,6 +9,7 @@ where it uses anything else).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import mmap
@@ -133,11 +134,16 @@ def read_only_copy(array: np.ndarray) -> np.ndarray:
         finally:
             os.close(descriptor)
     except OSError as exc:  # the machine's limits (a file-size limit counts a memory file too: ulimit -f)
+        limit = _LIMIT_OF.get(exc.errno)
         raise SectorbenchError(
             f"cannot hold a scene column ({array.nbytes:,} bytes) in a memory file: {exc.strerror or exc}"
+            + (f" ({limit})" if limit else "")
         ) from None
     return np.frombuffer(pages, dtype=array.dtype, count=array.size)
 
+
+#: The limit behind an errno a memory file can meet, as a shell sets it.
+_LIMIT_OF = {errno.EMFILE: "ulimit -n", errno.EFBIG: "ulimit -f"}
 
 #: linux/fcntl.h's F_SEAL_FUTURE_WRITE (Linux 5.1), which Python's fcntl does not name.
 F_SEAL_FUTURE_WRITE = 0x0010

@@ -240,10 +240,13 @@ def compiler_identity(cc: str) -> tuple[str, str]:
 
 
 def _no_process_hint(exc: BaseException) -> str:
-    """Where starting a process failed for want of processes (EAGAIN from fork), what limits
-    them: "[Errno 11] Resource temporarily unavailable" named neither (a container's probe)."""
+    """Where starting a process failed for want of processes (EAGAIN from fork) or of file
+    descriptors (its pipes), what limits them: "[Errno 11] Resource temporarily unavailable"
+    named neither (a container's probe)."""
     if isinstance(exc, OSError) and exc.errno == errno.EAGAIN:
         return " (no process may start: a limit on processes, ulimit -u or a container's pids limit)"
+    if isinstance(exc, OSError) and exc.errno == errno.EMFILE:
+        return " (the limit on open files, ulimit -n)"
     return ""
 
 
