@@ -864,3 +864,15 @@ def test_the_clock_is_read_in_an_O2_build_whatever_the_order_of_flags(private_ca
     result = run(replace(small_run(builds[0], ("basic",)), builds=builds))
     assert result.env["machine"]["cpu"]["clock_build"]["flags"] == ["-O2"]
     assert result.env["machine"]["cpu"]["measured_mhz"] > 0
+
+
+#: No x86 core ships with a clock above this (6.2 GHz at the most, 2024): a reading over it
+#: counts cycles the core did not run.
+PLAUSIBLE_MAX_MHZ = 6500
+
+
+def test_the_clock_reads_a_clock_a_core_can_run_at(o2_worker):
+    """A chain of `add $1` ran two iterations a cycle on a Sapphire Rapids-class Xeon (8162 MHz
+    read where the core ran at ~4.1 GHz), halving every cyc/test and % bound of a run there."""
+    readings = [o2_worker.clock_mhz() for _ in range(3)]
+    assert 100 < max(readings) < PLAUSIBLE_MAX_MHZ, readings

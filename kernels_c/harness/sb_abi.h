@@ -80,8 +80,9 @@ const char *sb_cpu_features(void);
 int sb_count_rows(const sb_kernel *row, int call, const sb_scene *pairs, int64_t shapes, int64_t copies,
                   int64_t *out);
 
-/* Runs `iterations` dependent integer additions (about one cycle each) to measure the clock. */
-uint64_t sb_dependent_adds(uint64_t iterations);
+/* Runs `iterations` dependent 32-bit integer multiplications (three cycles each on every x86-64
+ * core since Nehalem and Zen) to measure the clock; `iterations` a multiple of 8. */
+uint32_t sb_dependent_multiplies(uint64_t iterations);
 
 /* Hardware counters of the calling thread (Linux perf_event_open): 0 when the cycles and
  * instructions counters are open, else the errno that refused them. */

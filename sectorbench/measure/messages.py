@@ -87,7 +87,7 @@ class Evaluate:
 
 @dataclass(frozen=True)
 class Clock:
-    """The clock in MHz, from sb_dependent_adds."""
+    """The clock in MHz, from sb_dependent_multiplies."""
 
 
 @dataclass(frozen=True)

@@ -766,7 +766,7 @@ def _cycles(series: Series, clock_mhz: list[float], tests: int, loop, threads: i
     instructions where hardware counters work.
 
     Cycles are the median time times the fastest clock reading of the run: a shared or
-    virtual machine can only make the dependent-add loop look slower (it loses the CPU
+    virtual machine can only make the dependent-multiply loop look slower (it loses the CPU
     now and then), so its fastest reading is the closest to the true clock, and pairing a
     slow reading with a sample would claim cycles the core never ran.
     """
@@ -886,7 +886,7 @@ def _environment(sessions: list[BuildSession], clock_mhz: list[float], clock: Bu
     measured = [mhz for mhz in clock_mhz if mhz == mhz]
     machine["cpu"]["measured_mhz"] = round(max(measured), 1) if measured else None  # the fastest: see _cycles
     machine["cpu"]["measured_mhz_per_round"] = [round(mhz, 1) for mhz in measured]
-    if clock is not None:  # which library's sb_dependent_adds the clock was read from
+    if clock is not None:  # which library's sb_dependent_multiplies the clock was read from
         machine["cpu"]["clock_build"] = {"cc": clock.config.cc, "flags": list(clock.config.flags)}
     compilers = {s.config.cc: environment.compiler_fingerprint(s.config.cc) for s in sessions}
     builds = []

@@ -623,9 +623,10 @@ def reference_library(config) -> Path | None:
     return build(replace(config, extra_sources=()))
 
 
-#: The clock's reference loop (sb_dependent_adds) is read in a library built with these flags
-#: and the run's compiler, whatever builds the run measures: at -O0 that loop keeps its counter
-#: in memory and runs at ~0.4 adds a cycle (a "1424 MHz" clock where -O2 reads 3690).
+#: The clock's reference loop (sb_dependent_multiplies) is read in a library built with these
+#: flags and the run's compiler, whatever builds the run measures: at -O0 the loop of additions
+#: it replaced kept its counter in memory and ran at ~0.4 adds a cycle (a "1424 MHz" clock where
+#: -O2 read 3690).
 CLOCK_FLAGS = ("-O2",)
 
 
