@@ -659,6 +659,19 @@ def test_a_limit_below_what_any_size_needs_does_not_advise_smaller_sizes(tmp_pat
     assert "-n/-m" not in lines[0] and not list(tmp_path.iterdir())
 
 
+def test_a_scene_just_over_the_limit_says_two_different_amounts(tmp_path):
+    """ "needs about 0.4 GiB ... more than this process may use (0.4 GiB, ulimit -v)": amounts
+    that round alike are said in MiB."""
+    import re
+
+    command = ["run", "-n", "1400000", "-m", "30000", "--flags", "-O2", "--kernels", "naive"]
+    result = within_memory(440000 << 10, *command, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip()
+    needed, allowed = re.search(r"needs about (\S+ \S+) .*may use \((\S+ \S+), ulimit -v\)", line).groups()
+    assert needed != allowed, line
+
+
 def test_running_out_of_memory_is_one_line_not_an_internal_error(tmp_path):
     # the broadphase's hits (up to --max-hits of them) could not be allocated in 1 GiB:
     # "internal error: BroadphaseError: the broadphase query ran out of memory"

@@ -268,8 +268,8 @@ def check_size(
     available = physical_memory_bytes()
     if available and needed > available // 2:
         raise SectorbenchError(
-            f"a scene of N={n:,} x M={m:,} needs about {needed / 2**30:.1f} GiB of memory at its peak, "
-            f"more than half of this machine's {available / 2**30:.1f} GiB: use a smaller -n/-m"
+            f"a scene of N={n:,} x M={m:,} needs about {_amounts(needed, available // 2)[0]} of memory at its "
+            f"peak, more than half of this machine's {available / 2**30:.1f} GiB: use a smaller -n/-m"
         )
     limit = address_space_limit()
     if limit is not None and PEAK_BASE_BYTES > limit:
@@ -281,9 +281,17 @@ def check_size(
         )
     if limit is not None and needed > limit:
         raise SectorbenchError(
-            f"a scene of N={n:,} x M={m:,} needs about {needed / 2**30:.1f} GiB of memory at its peak, "
-            f"more than this process may use ({limit / 2**30:.1f} GiB, ulimit -v): use a smaller -n/-m"
+            f"a scene of N={n:,} x M={m:,} needs about {_amounts(needed, limit)[0]} of memory at its peak, "
+            f"more than this process may use ({_amounts(needed, limit)[1]}, ulimit -v): use a smaller -n/-m"
         )
+
+
+def _amounts(needed: int, allowed: int) -> tuple[str, str]:
+    """Two amounts of memory, in GiB to a tenth unless that shows them equal ("needs about 0.4
+    GiB ... (0.4 GiB, ulimit -v)"), then in MiB."""
+    if f"{needed / 2**30:.1f}" != f"{allowed / 2**30:.1f}":
+        return f"{needed / 2**30:.1f} GiB", f"{allowed / 2**30:.1f} GiB"
+    return f"{-(-needed >> 20):,} MiB", f"{allowed >> 20:,} MiB"
 
 
 def address_space_limit() -> int | None:
