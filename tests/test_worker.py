@@ -448,6 +448,34 @@ def test_two_kernels_of_one_name_in_files_of_one_name_are_told_apart(tmp_path):
     assert str(tmp_path / "a" / "k.c") in completed.stderr and str(tmp_path / "b" / "k.c") in completed.stderr
 
 
+@pytest.mark.parametrize(
+    "name, args, said",
+    [
+        # the broadphase row ran the C kernel grid, so the run (and its exports) held it twice
+        (
+            "grid",
+            ["run", "--scene", "game", "--kernels", "grid", "--broadphase", "none", "--broadphase", "grid"],
+            "the grid broadphase and ",
+        ),
+        # the numpy peer ran in the C kernel numpy's place, which never ran
+        ("numpy", ["run", "--kernels", "numpy"], "the numpy peer and "),
+        ("numpy", ["kernels"], "the numpy peer and "),
+    ],
+)
+def test_a_source_kernel_named_as_a_broadphase_or_a_peer_is_refused(tmp_path, name, args, said):
+    """A --source kernel named as a broadphase or a peer was silently taken for it, or it for the
+    kernel: the refusal a kernel named as a built-in one gets applies to them too."""
+    source = tmp_path / f"{name}.c"
+    source.write_text((DATA / "shadowing_kernel.c").read_text().replace("basic", name))
+    command = [sys.executable, "-m", "sectorbench", *args, "--flags", "-O2", "--source", str(source)]
+    if args[0] == "run":
+        command += ["-n", "50", "-m", "500", "--repeat", "3", "--min-time", "0.001"]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=PATIENCE_S, cwd=tmp_path)
+    assert completed.returncode == 2, completed.stdout + completed.stderr
+    assert f"two kernels are named {name} ({said}" in completed.stderr
+    assert completed.stderr.count("\n") == 1 and "Traceback" not in completed.stderr
+
+
 def test_workers_have_no_terminal_a_kernel_could_open(unruly_build, scratch):
     """A kernel that opened /dev/tty wrote into the user's terminal and left its echo off."""
     with Worker(build(unruly_build)) as worker:

@@ -84,4 +84,13 @@ def known_kernels(config) -> dict[str, str] | None:
     index = kernel_index(config)
     if index is None:
         return None
-    return {**index, **{peer.name: family.name for family in all_families() for peer in family.peers()}}
+    peers = {peer.name: family.name for family in all_families() for peer in family.peers()}
+    # --kernels sends a peer's name to the peers' worker: a C row of that name never ran, the
+    # peer ran in its place (and the build's worker refuses it too, when it is started at all)
+    taken = next((name for name in index if name in peers), None)
+    if taken is not None:
+        raise SectorbenchError(
+            f"two kernels are named {taken} (the {taken} peer and a row of your --source files): "
+            "each kernel needs a name of its own (rename yours)"
+        )
+    return {**index, **peers}

@@ -277,17 +277,26 @@ class Server:
             table = self.lib.sb_kernel_table(count)
             rows = sorted((table[i] for i in range(count[0])), key=lambda r: (self.ffi.string(r.source), r.line))
             defined_at: dict[str, str] = {}  # whole paths: two files of one name in two folders clash too
+            # A broadphase is found by name in self.loops (a C row of its name stood in for it: the
+            # broadphase row ran the C kernel), a peer by name in --kernels (the peer ran in the C
+            # row's place): their names are taken, as a built-in kernel's is.
+            for family in all_families():
+                for name in family.broadphases():
+                    if name != "none":
+                        defined_at[name] = f"the {name} broadphase"
+                for peer in family.peers():
+                    defined_at[peer.name] = f"the {peer.name} peer"
             for row in rows:
                 loop = CRowLoop(self, row)
                 here = f"{self.ffi.string(row.source).decode(errors='replace')}:{row.line}"
-                if loop.kernel.name in self.loops:  # a --source row named as another: said, not shadowed
+                if loop.kernel.name in defined_at:  # a --source row named as another: said, not shadowed
                     self.name_clashes.append(f"{loop.kernel.name} ({defined_at[loop.kernel.name]} and {here})")
                     continue
                 defined_at[loop.kernel.name] = here
                 self.loops[loop.kernel.name] = self._checked(loop)
             for family in all_families():
                 for name in family.broadphases():
-                    if name != "none" and name not in self.loops:
+                    if name != "none":
                         self.loops[name] = BroadphaseLoop(self, family, name)
         self.scene = None
         self._scene_pages: process_state.ScenePages | None = None
