@@ -355,6 +355,25 @@ def test_trend_labels_tell_a_dirty_checkout_and_runs_of_one_commit_apart(mpl, tm
     assert "1234567" in text and "06-02" not in text  # a commit of one run: its label alone
 
 
+def test_a_trend_goes_on_through_an_ab_runs_head_rows(mpl, tmp_path):
+    """An A/B run (run --against) is drawn by its head rows, the code as it was then, but they
+    kept side "head": the trend drew them as a series of their own ("-O2 · head" beside
+    "-O2 · -"), broken off from the plain runs before and after it."""
+    from dataclasses import replace
+
+    directory = tmp_path / "results"
+    directory.mkdir()
+    for day in (1, 3):
+        run = run_result(commit=f"{day:040x}", created=f"2024-06-0{day}T10:00:00+00:00", kernels=("k",))
+        results_mod.save(run, directory / f"plain-{day}.json")
+    ab = run_result(commit=f"{2:040x}", created="2024-06-02T10:00:00+00:00", kernels=("k",))
+    sides = [replace(r, side=side) for side in ("base", "head") for r in ab.results]
+    results_mod.save(replace(ab, results=sides), directory / "ab.json")
+    text = trend_chart(load_results_dir(directory), "k", tmp_path / "trend.svg").read_text()
+    assert "head" not in text
+    assert text.count("-O2 -ffast-math") == 1  # one legend entry a build: a line through all three runs
+
+
 def test_trend_chart_width_grows_with_runs(mpl, tmp_path):
     runs = [
         run_result(commit=f"{i:040x}", created=f"2024-06-{i + 1:02d}T00:00:00+00:00", kernels=("k",)) for i in range(10)

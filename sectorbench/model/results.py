@@ -230,10 +230,12 @@ BASE_SIDE, HEAD_SIDE = "base", "head"
 def head_rows(result: RunResult, name: str) -> tuple[RunResult, str | None]:
     """An A/B run's head rows as a plain run (the code as it was measured then: what a later
     gate compares with, and what a dashboard tracks), with a line saying so; any other run as
-    it is, with None.  Its base rows are the code it was compared against, in the same run."""
+    it is, with None.  Its base rows are the code it was compared against, in the same run.
+    The rows lose their side: a plain run's rows, they go on the series of the runs before
+    and after it (a trend drew them as a series of their own, "· head")."""
     if not any(row.side for row in result.results):
         return result, None
-    head = replace(result, results=[row for row in result.results if row.side == HEAD_SIDE])
+    head = replace(result, results=[replace(row, side=None) for row in result.results if row.side == HEAD_SIDE])
     return head, f"{name}: an A/B run (run --against): its head rows are taken, its base rows left out"
 
 
