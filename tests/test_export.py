@@ -202,3 +202,18 @@ def test_run_refuses_a_bad_export_before_measuring(tmp_path, export, message, mo
     result = invoke("run", *SMALL, "--json", same, "--export", export.replace("SAME", str(same)))
     assert result.exit_code == 2 and message in result.output, result.output
     assert not cache.exists()  # nothing was built
+
+
+def test_pyperf_stats_reads_the_export_of_a_result_whose_time_is_not_iso(runs, tmp_path):
+    """A saved result's `created` is any string: "yesterday" went into pyperf's `date`, and
+    `pyperf stats` (datetime.fromisoformat) stopped with a traceback."""
+    pytest.importorskip("pyperf")
+    data = json.loads(runs["a"]["json"].read_text())
+    path = tmp_path / "pyperf.json"
+    for created, date in (("yesterday", None), ("2024-05-01T10:00:00Z", "2024-05-01T10:00:00+00:00")):
+        data["created"] = created
+        (tmp_path / "r.json").write_text(json.dumps(data))
+        assert invoke("export", tmp_path / "r.json", "--format", "pyperf", "--out", path, "--force").exit_code == 0
+        assert json.loads(path.read_text())["metadata"].get("date") == date  # as any Python's fromisoformat reads it
+        stats = pyperf("stats", path)
+        assert stats.returncode == 0 and "Traceback" not in stats.stderr, stats.stderr

@@ -12,6 +12,7 @@ one value: rounds are independent, calibrated samples, as pyperf's worker proces
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 from ...model.results import RunResult
 
@@ -23,7 +24,10 @@ def render(result: RunResult) -> str:
     from . import exported_rows
 
     cpu = ((result.env or {}).get("machine") or {}).get("cpu") or {}
-    suite = {"date": result.created}
+    suite = {}
+    date = pyperf_date(result.created)
+    if date is not None:
+        suite["date"] = date
     if cpu.get("model_name"):
         suite["cpu_model_name"] = cpu["model_name"]
     if cpu.get("logical_cores"):
@@ -41,3 +45,14 @@ def render(result: RunResult) -> str:
         for name, row in exported_rows(result)
     ]
     return json.dumps({"version": PYPERF_JSON_VERSION, "metadata": suite, "benchmarks": benchmarks}, indent=1) + "\n"
+
+
+def pyperf_date(created) -> str | None:
+    """The run's time as pyperf reads it (datetime.fromisoformat, in `pyperf stats`), or None:
+    a saved result's `created` is any string, and one that is not an ISO time ("yesterday")
+    made `pyperf stats` stop with a traceback.  Written again by isoformat, so that a pyperf
+    on an older Python (whose fromisoformat reads only that form) reads it too."""
+    try:
+        return datetime.fromisoformat(created).isoformat()
+    except (TypeError, ValueError):
+        return None
