@@ -31,6 +31,14 @@ typedef struct sb_bp_index sb_bp_index;
 sb_bp_index *sb_bp_grid_build(const float *px, const float *py, int64_t m, double cell, int threads);
 /* cell: the finest cell's wanted side; pdep: -1 where the CPU's is fast, 0 never, 1 if it has BMI2. */
 sb_bp_index *sb_bp_morton_build(const float *px, const float *py, int64_t m, double cell, int pdep, int threads);
+/* The same builds, the index also stored in *into before they return.  Python raises a Ctrl-C
+ * that came during a build as soon as the call returns, before a returned pointer is held by
+ * anything that frees it (each such interrupt lost the index, 12 bytes a point); *into is memory
+ * the caller owns, with a finalizer, before the call. */
+sb_bp_index *sb_bp_grid_build_into(const float *px, const float *py, int64_t m, double cell, int threads,
+                                   sb_bp_index **into);
+sb_bp_index *sb_bp_morton_build_into(const float *px, const float *py, int64_t m, double cell, int pdep,
+                                     int threads, sb_bp_index **into);
 /* Bits per axis of a Morton index (0 for a grid). */
 int sb_bp_index_qbits(const sb_bp_index *index);
 void sb_bp_index_free(sb_bp_index *index);

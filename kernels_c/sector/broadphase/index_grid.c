@@ -128,6 +128,11 @@ sb_bp_index *sb_bp_grid_build(const float *px, const float *py, int64_t m, doubl
     return t;
 }
 
+sb_bp_index *sb_bp_grid_build_into(const float *px, const float *py, int64_t m, double cell, int threads,
+                                   sb_bp_index **into) {
+    return *into = sb_bp_grid_build(px, py, m, cell, threads);
+}
+
 void bp_grid_box_cells(const sb_bp_index *t, const double *b, int64_t *g) {
     g[0] = bp_cell_of(bp_to32(b[0]), t->x0, t->inv_x, t->nx);
     g[1] = bp_cell_of(bp_to32(b[1]), t->x0, t->inv_x, t->nx);

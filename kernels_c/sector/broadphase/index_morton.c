@@ -115,6 +115,11 @@ sb_bp_index *sb_bp_morton_build(const float *px, const float *py, int64_t m, dou
     return t;
 }
 
+sb_bp_index *sb_bp_morton_build_into(const float *px, const float *py, int64_t m, double cell, int pdep,
+                                     int threads, sb_bp_index **into) {
+    return *into = sb_bp_morton_build(px, py, m, cell, pdep, threads);
+}
+
 /* seed 003's MSB: smear the bits right, count them (checked against 31 - clz in the tests) */
 static inline int msb_smear(uint32_t v) {
     if (v == 0)
