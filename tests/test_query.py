@@ -279,6 +279,57 @@ def test_the_callers_own_fp_settings_are_its_own(game):
     assert np.float32(1e-45) * np.float32(1.0) != 0
 
 
+#: A caller with the overflow, invalid and divide-by-zero traps enabled (a game's debug build),
+#: in a process of its own: a trap in the call is a SIGFPE that kills it.
+_TRAPPED_QUERIES = r"""
+import ctypes, ctypes.util, json, sys
+import numpy as np
+import sectorbench
+
+libm = ctypes.CDLL(ctypes.util.find_library("m"))
+TRAPS = 0x1 | 0x4 | 0x8  # FE_INVALID, FE_DIVBYZERO, FE_OVERFLOW on x86-64
+rng = np.random.default_rng(1)
+points = rng.uniform(-3e38, 3e38, (2000, 2)).astype(np.float32)  # |p - c|^2 overflows float32
+angle = rng.uniform(0, 2 * np.pi, 50)
+apex = points[:50] / np.float32(1e20)
+sectors = {"cx": apex[:, 0], "cy": apex[:, 1], "ux": np.cos(angle).astype(np.float32),
+           "uy": np.sin(angle).astype(np.float32), "r2": np.full(50, 1e38, np.float32),
+           "cos_theta": np.where(np.arange(50) < 5, 0, 0.5).astype(np.float32)}  # inf * 0 is invalid
+points[50:100, 0] = sectors["cx"] + np.float32(1e18) * sectors["ux"]  # a hit in each sector
+points[50:100, 1] = sectors["cy"] + np.float32(1e18) * sectors["uy"]
+sectorbench.prepare()
+expected = {bp: sectorbench.query(sectors, points, broadphase=bp, threads=2) for bp in ("none", "grid")}
+if libm.feenableexcept(TRAPS) == -1:
+    print(json.dumps({"skip": "this machine's floating point has no traps"}))
+    sys.exit()
+same = {bp: sectorbench.query(sectors, points, broadphase=bp, threads=2).same_as(hits) for bp, hits in expected.items()}
+try:
+    too_far = {"r": np.full(50, 1e20, np.float32), "theta": np.full(50, 1.0)}
+    sectorbench.query({**sectors, "r2": None, "cos_theta": None, **too_far}, points)
+    refused = ""
+except ValueError as exc:
+    refused = str(exc)
+total = expected["grid"].total
+print(json.dumps({"same": same, "traps_after": libm.fegetexcept(), "refused": refused, "total": total}))
+"""
+
+
+def test_the_callers_traps_are_held_during_a_query():
+    """The kernels' float32 arithmetic overflows to infinity by design (points 1e38 apart), and
+    infinity times a cos_theta of 0 is an invalid operation: a caller with those traps enabled
+    (a game's debug build) died of SIGFPE in the call, in the kernels and in numpy's checks
+    (an r of 1e20, whose square is refused).  Now the call holds the traps, as feholdexcept
+    does, and puts them back after it."""
+    done = subprocess.run([sys.executable, "-c", _TRAPPED_QUERIES], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stderr)  # -8 was SIGFPE
+    said = json.loads(done.stdout)
+    if "skip" in said:
+        pytest.skip(said["skip"])
+    assert said["same"] == {"none": True, "grid": True} and said["total"] > 0
+    assert said["traps_after"] == 0x1 | 0x4 | 0x8  # the caller's traps are its own again
+    assert "sectors['r'][0]" in said["refused"] and "is not a float32 > 0" in said["refused"]
+
+
 def test_a_subnormal_r2_under_the_callers_denormals_are_zero_is_named(game):
     """Under a caller's DAZ a positive subnormal r2 compares as 0 and was refused as "0.0 is not
     > 0"; the refusal stands (the narrow phase would read 0 too), and now says what it is."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import dataclasses
@@ -303,8 +304,12 @@ def query(
     never with fast-math flags, so loading it cannot switch the process to flush-to-zero or
     denormals-are-zero (gcc's -ffast-math crtfastmath does that), and its kernels only read
     the arrays they are given.  The kernels run under the caller's floating-point environment
-    (its flush-to-zero, denormals-are-zero, rounding, traps): after the call its controls are
-    compared with those before it, RuntimeError if they changed.  The hits are the same for
+    (its flush-to-zero, denormals-are-zero, rounding), with its traps held: the call runs
+    non-stop, as C99's feholdexcept sets it, and the caller's environment, traps and flags,
+    is put back after it (the kernels' float32 arithmetic overflows to infinity by design, on
+    coordinates past ~1e19: a trap there killed the process with SIGFPE, where masked it
+    gives the IEEE result they are written for).  After the call its controls are compared
+    with those it ran under, RuntimeError if they changed.  The hits are the same for
     every thread count and broadphase in any rounding mode; in round-to-nearest they are the
     same for every kernel too (under a directed rounding, the kernels may differ on a pair
     within a rounding of the boundary: avx512_nosqrt rounds a*|a| where the others round
@@ -329,6 +334,12 @@ def query(
     threads = min(int(threads), MAX_THREADS)
     if not isinstance(max_hits, int | np.integer) or isinstance(max_hits, bool) or not 1 <= max_hits <= MAX_HITS_LIMIT:
         raise ValueError(f"max_hits must be an integer from 1 to 2^62 (got {max_hits!r})")
+    with _traps_held():  # numpy's checks too: r = 1e20 squared is refused, not trapped
+        return _answer(sectors, points, broadphase, kernel, threads, max_hits)
+
+
+def _answer(sectors, points, broadphase: str, kernel: str, threads: int, max_hits: int) -> Hits:
+    """query's work, its options checked."""
     fp_before = _fp_controls()
     columns = sector_columns(sectors)
     # An index counts the points' NaN and infinities while it reads them anyway: checked here
@@ -393,12 +404,30 @@ def query(
     return dataclasses.replace(_joined(parts, index_s), broadphase=broadphase)
 
 
+@contextlib.contextmanager
+def _traps_held():
+    """The block runs with the floating-point traps masked (feholdexcept: non-stop, flags
+    cleared) under the caller's rounding, flush-to-zero and denormals-are-zero; the caller's
+    environment is put back after it, whatever the block raised."""
+    libm = _libm()
+    saved = ctypes.create_string_buffer(FENV_BYTES)
+    if libm is None or libm.feholdexcept(saved) != 0:
+        yield
+        return
+    try:
+        yield
+    finally:
+        libm.fesetenv(saved)
+
+
 class _FEnv(ctypes.Structure):
     """glibc's fenv_t on x86-64: the x87 environment (its control word first), then MXCSR."""
 
     _fields_ = [("x87_control", ctypes.c_uint16), ("x87_rest", ctypes.c_uint8 * 26), ("mxcsr", ctypes.c_uint32)]
 
 
+#: Bytes enough for any libc's fenv_t (glibc: 32 on x86-64, 8 on AArch64).
+FENV_BYTES = 64
 #: MXCSR's exception flags: any float32 work sets some (inexact), so they are not compared.
 MXCSR_FLAGS = 0x3F
 
