@@ -357,6 +357,42 @@ def test_radii_whose_squares_leave_float32_are_refused_as_r2_would_be(game):
             sectorbench.query(sectors, game)
 
 
+_HUGE_INPUTS = r"""
+import json, resource
+import numpy as np
+import sectorbench
+
+sectorbench.prepare()
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # the copies below would need 8-16 GiB
+one = {"cx": [0.0], "cy": [0.0], "ux": [1.0], "uy": [0.0], "r2": [1.0], "cos_theta": [0.0]}
+said = {}
+for name, points in {
+    "array": np.broadcast_to(np.float32(0.5), (2**31, 2)),  # 16 GiB of points, in no memory
+    "columns": {"px": np.broadcast_to(np.float32(0.5), (2**31,)), "py": np.zeros(2, np.float32)},
+    "float64": {"px": np.broadcast_to(0.5, (2**29,)), "py": np.broadcast_to(0.5, (2**29,))},
+}.items():
+    try:
+        sectorbench.query(one, points)
+        said[name] = "answered"
+    except (ValueError, MemoryError) as exc:
+        said[name] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(said))
+"""
+
+
+def test_huge_point_counts_are_refused_naming_the_argument_before_they_are_copied():
+    """2^31 points (an int32 index holds 2^31 - 1) were refused only after their columns had been
+    converted, a broadcast array copied to 16 GiB first, and where that did not fit numpy's
+    MemoryError named a shape but no argument.  Now the count is read first, and a conversion
+    that does not fit names its argument.  In a process of its own, its address space limited."""
+    done = subprocess.run([sys.executable, "-c", _HUGE_INPUTS], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert said["array"] == "ValueError: points has 2,147,483,648 rows; at most 2^31 - 1 are indexed by int32"
+    assert said["columns"] == said["array"]
+    assert said["float64"].startswith("MemoryError: points['px']: no memory to convert its 536,870,912 values")
+
+
 def test_hits_compare_by_same_as_and_hash_by_identity(game):
     hits = sectorbench.query(game, game)
     again = sectorbench.query(game, game)

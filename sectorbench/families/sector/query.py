@@ -32,6 +32,8 @@ QUERY_BUILD = BuildConfig(("-O2",))
 MAX_HITS = 2**28
 #: The largest max_hits taken: the bound goes to C as an int64, and 2^62 hits are 16 EiB.
 MAX_HITS_LIMIT = 2**62
+#: The most points a query takes: hits are int32 indices.
+MAX_POINTS = 2**31 - 1
 #: The most threads a query splits into (the C side's BP_MAX_PARTS, bp_internal.h): more run as this many.
 MAX_THREADS = 64
 #: kernel= names: the narrow phase's predicate, as the brute-force kernels are named.
@@ -107,7 +109,27 @@ def _column(table, name: str, argument: str):
 def float32_column(values, argument: str, finite: bool = True) -> np.ndarray:
     """values as contiguous float32 (no copy if they already are); ValueError naming the
     argument and the first index that float32 cannot hold exactly, or (unless finite=False,
-    for a caller that counts them itself) a NaN or infinity."""
+    for a caller that counts them itself) a NaN or infinity; MemoryError naming it when its
+    copy or checks do not fit (numpy's own said only a shape: of which argument?)."""
+    try:
+        return _float32_column(values, argument, finite)
+    except MemoryError:
+        rows = _rows(values)
+        raise MemoryError(
+            f"{argument}: no memory to convert its {rows:,} values to float32 and check them "
+            f"({rows * 4 / 2**30:.1f} GiB a copy): give contiguous float32 columns, which are read in place"
+        ) from None
+
+
+def _rows(values) -> int:
+    """How many values a column or array holds, read without converting it (0 if unsized)."""
+    try:
+        return len(values)
+    except TypeError:
+        return 0
+
+
+def _float32_column(values, argument: str, finite: bool) -> np.ndarray:
     if isinstance(values, np.ma.MaskedArray):  # np.asarray would drop the mask, and the masked values count
         raise ValueError(f"{argument} is a masked array: fill or drop its masked values first")
     array = np.asarray(values)
@@ -266,15 +288,25 @@ def point_columns(points, finite: bool = True) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(points, np.ndarray) and points.dtype.names is None:
         if points.ndim != 2 or points.shape[1] != 2:
             raise ValueError(f"points as an array must have shape (M, 2) (got {points.shape})")
+        _check_point_count(len(points))
         px, py = points[:, 0], points[:, 1]
         return float32_column(px, "points[:, 0]", finite), float32_column(py, "points[:, 1]", finite)
     px, py = _column(points, "px", "points"), _column(points, "py", "points")
     if px is None or py is None:
         raise ValueError("points needs columns px and py (or pass an (M, 2) array)")
+    _check_point_count(max(_rows(px), _rows(py)))
     px, py = float32_column(px, "points['px']", finite), float32_column(py, "points['py']", finite)
     if len(px) != len(py):
         raise ValueError(f"points['px'] and points['py'] differ in length ({len(px)} != {len(py)})")
     return px, py
+
+
+def _check_point_count(m: int) -> None:
+    """ValueError past the points an int32 index holds, before their columns are converted: a
+    broadcast (2^31, 2) array was copied (16 GiB) before it was refused, or failed as numpy's
+    MemoryError naming no argument."""
+    if m > MAX_POINTS:
+        raise ValueError(f"points has {m:,} rows; at most 2^31 - 1 are indexed by int32")
 
 
 def query(
@@ -351,8 +383,6 @@ def _answer(sectors, points, broadphase: str, kernel: str, threads: int, max_hit
         if broadphase != "none":  # no index will count them: numpy does
             point_columns(points)
         return Hits(np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int32), broadphase=broadphase)
-    if m >= 2**31:
-        raise ValueError(f"points has {m} rows; at most 2^31 - 1 are indexed by int32")
     runner = engine()
     try:
         runner.narrow_phase(KERNELS[kernel])
