@@ -497,3 +497,29 @@ def test_an_unknown_ref_in_a_shallow_clone_says_to_fetch_the_history(user_repo, 
     result = invoke("run", *SMALL, "--source", str(user_repo / "kernels" / "mine.c"), "--against", "no-such-ref")
     assert_one_line_error(result, "unknown ref")
     assert "shallow" not in result.output  # a full clone: the ref is simply unknown
+
+
+def test_a_full_hash_absent_from_a_shallow_clone_is_an_unknown_ref_to_fetch(user_repo, tmp_path, monkeypatch):
+    """CI's `--against ${{ github.event.pull_request.base.sha }}` in a one-commit-deep checkout:
+    git takes any full hash without looking it up, and the line was "names a object, not a
+    commit", without the advice to fetch the history."""
+    base_sha = git(user_repo, "rev-parse", "HEAD~1").strip()
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", user_repo.as_uri(), str(shallow))
+    monkeypatch.chdir(shallow)
+    result = invoke("run", *SMALL, "--source", str(shallow / "kernels" / "mine.c"), "--against", base_sha)
+    assert_one_line_error(result, f"--against {base_sha}: unknown ref", "shallow", "fetch-depth: 0")
+
+
+def test_refs_in_any_of_gits_forms_name_their_commit(user_repo):
+    """A ":/text" ref (the newest commit whose message matches) and an annotated tag name a commit;
+    a blob is said to be one (":/wide" was "names a commit, not a commit": `^{commit}` appended
+    to it made it a search for another text)."""
+    wide = git(user_repo, "rev-parse", "HEAD~1").strip()
+    git(user_repo, "tag", "-a", "-m", "annotated", "v-wide", "HEAD~1")
+    assert against.resolve(":/wide", user_repo) == wide
+    assert against.resolve("v-wide", user_repo) == wide
+    with pytest.raises(against.SectorbenchError, match="names a blob, not a commit"):
+        against.resolve("HEAD:kernels/mine.c", user_repo)
+    with pytest.raises(against.SectorbenchError, match="--against --all: unknown ref"):
+        against.resolve("--all", user_repo)

@@ -74,8 +74,15 @@ def repository_root(path: Path) -> Path | None:
 
 def resolve(ref: str, root: Path) -> str:
     """The commit `ref` names in the repository at `root`; SectorbenchError if none."""
-    done = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], root)
-    if done.returncode != 0 or not done.stdout.strip():
+    # No ref or hash begins with "-": git would read it as one of its options.
+    named = None if ref.startswith("-") else _git(["rev-parse", "--verify", "--quiet", ref], root)
+    found = named.stdout.strip() if named is not None and named.returncode == 0 else ""
+    # What it names, tags peeled, looked up: rev-parse takes any full hash without looking it
+    # up, so a PR's base SHA absent from a one-commit-deep clone was "names a object, not a
+    # commit" (and ":/message", which `^{commit}` appended to turned into another search, was
+    # "names a commit, not a commit").
+    kind = _git(["cat-file", "-t", f"{found}^{{}}"], root).stdout.strip() if found else ""
+    if not kind:
         # CI's default checkout is one commit deep: the merge base or HEAD~1 is simply not there.
         shallow = _git(["rev-parse", "--is-shallow-repository"], root).stdout.strip() == "true"
         hint = (
@@ -83,12 +90,10 @@ def resolve(ref: str, root: Path) -> str:
             if shallow
             else ""
         )
-        named = _git(["rev-parse", "--verify", "--quiet", ref], root)
-        if named.returncode == 0 and named.stdout.strip():  # a tree or a blob: a ref, not a commit
-            kind = _git(["cat-file", "-t", named.stdout.strip()], root).stdout.strip() or "object"
-            raise SectorbenchError(f"--against {ref}: names a {kind}, not a commit, in the git repository {root}")
         raise SectorbenchError(f"--against {ref}: unknown ref in the git repository {root}{hint}")
-    return done.stdout.strip()
+    if kind != "commit":  # a tree or a blob: a ref, not a commit
+        raise SectorbenchError(f"--against {ref}: names a {kind}, not a commit, in the git repository {root}")
+    return _git(["rev-parse", "--verify", "--quiet", f"{found}^{{commit}}"], root).stdout.strip()
 
 
 def _show(commit: str, relative: str, root: Path) -> bytes | None:
