@@ -523,3 +523,18 @@ def test_refs_in_any_of_gits_forms_name_their_commit(user_repo):
         against.resolve("HEAD:kernels/mine.c", user_repo)
     with pytest.raises(against.SectorbenchError, match="--against --all: unknown ref"):
         against.resolve("--all", user_repo)
+
+
+def test_an_ambiguous_ref_is_refused_naming_what_it_could_be(user_repo):
+    """A branch and a tag named alike, or a tag named like the start of a hash: git takes one
+    with a warning on stderr, and the gate compared against it as if it were the one meant."""
+    git(user_repo, "branch", "dup", "HEAD~1")
+    git(user_repo, "tag", "dup", "HEAD")
+    with pytest.raises(against.SectorbenchError) as refused:
+        against.resolve("dup~1", user_repo)
+    assert "dup is ambiguous" in str(refused.value) and "refs/heads/dup and refs/tags/dup" in str(refused.value)
+    prefix = git(user_repo, "rev-parse", "--short=8", "HEAD~1").strip()
+    git(user_repo, "tag", prefix, "HEAD")
+    with pytest.raises(against.SectorbenchError, match=f"refs/tags/{prefix} and an object whose hash begins with"):
+        against.resolve(prefix, user_repo)
+    assert against.resolve("refs/heads/dup", user_repo) == git(user_repo, "rev-parse", "HEAD~1").strip()

@@ -29,6 +29,9 @@ from .gate import OVERHEAD, GateReport, row_label
 CHECKOUT_MARK = Path("kernels_c") / HARNESS_DIR.name / ABI_HEADER.name
 #: git commands here read a repository's objects: a minute is far beyond any of them.
 GIT_TIMEOUT_S = 60
+#: Where git looks for a ref written short (refs.c's ref_rev_parse_rules): a name found in two
+#: of them, or also the start of a hash, is ambiguous.
+REF_PLACES = ("refs/{}", "refs/tags/{}", "refs/heads/{}", "refs/remotes/{}", "refs/remotes/{}/HEAD")
 
 
 @dataclass(frozen=True)
@@ -42,9 +45,11 @@ class Against:
 
 
 def _git(args: list[str], cwd: Path, binary: bool = False) -> subprocess.CompletedProcess:
+    # LC_ALL=C: git's messages in the words this module looks for (and sectorbench's language)
+    env = dict(os.environ, LC_ALL="C")
     try:
         return subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=not binary, timeout=GIT_TIMEOUT_S, check=False
+            ["git", *args], cwd=cwd, capture_output=True, text=not binary, timeout=GIT_TIMEOUT_S, check=False, env=env
         )
     except FileNotFoundError:
         if not Path(cwd).is_dir():  # subprocess says the same when the folder to run in is gone
@@ -77,6 +82,8 @@ def resolve(ref: str, root: Path) -> str:
     # No ref or hash begins with "-": git would read it as one of its options.
     named = None if ref.startswith("-") else _git(["rev-parse", "--verify", "--quiet", ref], root)
     found = named.stdout.strip() if named is not None and named.returncode == 0 else ""
+    if found:
+        _refuse_ambiguous(ref, root)
     # What it names, tags peeled, looked up: rev-parse takes any full hash without looking it
     # up, so a PR's base SHA absent from a one-commit-deep clone was "names a object, not a
     # commit" (and ":/message", which `^{commit}` appended to turned into another search, was
@@ -94,6 +101,26 @@ def resolve(ref: str, root: Path) -> str:
     if kind != "commit":  # a tree or a blob: a ref, not a commit
         raise SectorbenchError(f"--against {ref}: names a {kind}, not a commit, in the git repository {root}")
     return _git(["rev-parse", "--verify", "--quiet", f"{found}^{{commit}}"], root).stdout.strip()
+
+
+def _refuse_ambiguous(ref: str, root: Path) -> None:
+    """SectorbenchError if `ref` names two things (a tag and a branch of that name, a ref and
+    the start of a hash): git takes one with a warning on stderr, which no one reads in CI, and
+    the gate compared against whichever it was."""
+    # rev-parse --verify keeps the warning to itself; cat-file says it
+    looked = _git(["-c", "core.warnAmbiguousRefs=true", "cat-file", "-t", ref], root)
+    warned = re.search(r"refname '(.+)' is ambiguous", looked.stderr)
+    if warned is None:
+        return
+    name = warned.group(1)  # the part of `ref` that is ambiguous: "dup" of "dup~1"
+    places = [place.format(name) for place in REF_PLACES]
+    meanings = _git(["for-each-ref", "--format=%(refname)", *places], root).stdout.split()
+    if len(meanings) < 2:
+        meanings.append(f"an object whose hash begins with {name}")
+    raise SectorbenchError(
+        f"--against {ref}: {name} is ambiguous in the git repository {root}: it names {' and '.join(meanings)}; "
+        "give one in full (refs/heads/..., refs/tags/..., or the whole hash)"
+    )
 
 
 def _show(commit: str, relative: str, root: Path) -> bytes | None:
