@@ -538,3 +538,40 @@ def test_an_ambiguous_ref_is_refused_naming_what_it_could_be(user_repo):
     with pytest.raises(against.SectorbenchError, match=f"refs/tags/{prefix} and an object whose hash begins with"):
         against.resolve(prefix, user_repo)
     assert against.resolve("refs/heads/dup", user_repo) == git(user_repo, "rev-parse", "HEAD~1").strip()
+
+
+def test_a_source_git_cannot_read_at_the_ref_is_refused_not_taken_for_new(user_repo, tmp_path, monkeypatch):
+    """A partial clone (actions/checkout's `filter: blob:none`) whose remote is out of reach has
+    the ref's trees but not its files: git show fails.  That was "kernels/mine.c is not in
+    HEAD~1: its kernels are new, not compared", and the gate passed, exit 0, comparing nothing."""
+    git(user_repo, "config", "uploadpack.allowfilter", "true")
+    partial = tmp_path / "partial"
+    git(tmp_path, "clone", "-q", "--filter=blob:none", user_repo.as_uri(), str(partial))
+    user_repo.rename(tmp_path / "out of reach")
+    monkeypatch.chdir(partial)
+    source = partial / "kernels" / "mine.c"
+    result = invoke("run", *SMALL, "--source", str(source), "--kernels", "mine,basic", "--against", "HEAD~1")
+    assert_one_line_error(result, "--against: git could not read kernels/mine.c at", "promisor remote")
+    assert "new, not compared" not in result.output
+    # a file that is not there at all is still new (listed from the trees the clone has)
+    newer = partial / "kernels" / "newer.c"
+    newer.write_text(USER_KERNEL.replace("mine", "newer"))
+    result = invoke("run", *SMALL, "--source", str(newer), "--kernels", "newer", "--against", "HEAD~1")
+    assert "kernels/newer.c is not in HEAD~1: its kernels are new" in result.output
+
+
+def test_kernels_c_git_cannot_read_at_the_ref_is_said_in_gits_words(tmp_path, monkeypatch):
+    """The same in a sectorbench checkout: kernels_c/ is there at the ref but its files are not
+    (it was "has no kernels_c/")."""
+    full = tmp_path / "full"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(full)], check=True, capture_output=True)
+    scalar = full / "kernels_c" / "sector" / "scalar.c"
+    scalar.write_text(scalar.read_text() + "\n/* edited in the head */\n")
+    commit_all(full, "edited")
+    git(full, "config", "uploadpack.allowfilter", "true")
+    partial = tmp_path / "partial"
+    git(tmp_path, "clone", "-q", "--filter=blob:none", full.as_uri(), str(partial))
+    full.rename(tmp_path / "out of reach")
+    monkeypatch.chdir(partial)
+    result = invoke("run", *SMALL, "--kernels", "basic", "--against", "HEAD~1")
+    assert_one_line_error(result, "--against: git could not read kernels_c/ at", "promisor remote")

@@ -123,17 +123,39 @@ def _refuse_ambiguous(ref: str, root: Path) -> None:
     )
 
 
+def _said(done: subprocess.CompletedProcess) -> str:
+    """What git said on stderr, on one line."""
+    text = done.stderr if isinstance(done.stderr, str) else done.stderr.decode(errors="replace")
+    return " ".join(line.strip() for line in text.splitlines() if line.strip()).removeprefix("fatal: ")
+
+
+def _absent(commit: str, relative: str, root: Path) -> bool:
+    """True if `commit` has nothing at `relative`: read from its trees alone (which a partial
+    clone holds), so a file that is there but unreadable is not taken for one that is not."""
+    listed = _git(["ls-tree", "-z", "--name-only", commit, "--", relative], root)
+    return listed.returncode == 0 and not listed.stdout
+
+
 def _show(commit: str, relative: str, root: Path) -> bytes | None:
     """The file at `relative` (from the repository's top) in `commit`, or None if absent there."""
     done = _git(["show", f"{commit}:{relative}"], root, binary=True)
-    return done.stdout if done.returncode == 0 else None
+    if done.returncode == 0:
+        return done.stdout
+    if _absent(commit, relative, root):
+        return None
+    # there but not readable: a partial clone (--filter=blob:none) whose remote cannot be
+    # reached, a damaged object.  It was "not in REF: its kernels are new, not compared", and
+    # the gate passed without comparing them.
+    raise SectorbenchError(f"--against: git could not read {relative} at {commit[:10]} in {root}: {_said(done)}")
 
 
 def _kernels_at(commit: str, root: Path, scratch: Path) -> Path:
     """kernels_c/ of `commit`, extracted under scratch (git archive: no work tree, no checkout)."""
     done = _git(["archive", "--format=tar", commit, "kernels_c"], root, binary=True)
     if done.returncode != 0:
-        raise SectorbenchError(f"--against: {commit[:12]} has no kernels_c/ in {root}")
+        if _absent(commit, "kernels_c", root):
+            raise SectorbenchError(f"--against: {commit[:12]} has no kernels_c/ in {root}")
+        raise SectorbenchError(f"--against: git could not read kernels_c/ at {commit[:10]} in {root}: {_said(done)}")
     target = scratch / "kernels"
     try:
         with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
