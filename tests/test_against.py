@@ -575,3 +575,33 @@ def test_kernels_c_git_cannot_read_at_the_ref_is_said_in_gits_words(tmp_path, mo
     monkeypatch.chdir(partial)
     result = invoke("run", *SMALL, "--kernels", "basic", "--against", "HEAD~1")
     assert_one_line_error(result, "--against: git could not read kernels_c/ at", "promisor remote")
+
+
+@pytest.mark.parametrize("location", ["GIT_DIR=.git", "GIT_DIR=<absolute>"])
+def test_git_dir_in_the_environment_is_read_from_where_sectorbench_runs(user_repo, tmp_path, monkeypatch, location):
+    """A pre-push hook sets GIT_DIR=.git; a CI job may set GIT_DIR alone.  git reads them from
+    the folder it runs in, and --against ran it in the --source file's folder: with GIT_DIR=.git
+    the file was "not in a git checkout"; with an absolute GIT_DIR that folder was the top of the
+    work tree, kernels/mine.c was mine.c, "not in HEAD~1: its kernels are new, not compared", and
+    the gate passed, exit 0, without comparing it."""
+    monkeypatch.setenv("GIT_DIR", ".git" if location == "GIT_DIR=.git" else str(user_repo / ".git"))
+    monkeypatch.delenv("GIT_WORK_TREE", raising=False)
+    out = tmp_path / "ab.json"
+    result = invoke("run", *SMALL, "--source", str(user_repo / "kernels" / "mine.c"), "--kernels", "mine",
+                    "--against", "HEAD~1", "--json", str(out), "--no-confirm")  # fmt: skip
+    assert result.exit_code in (0, 1), result.output
+    sides = rows_by_side(out, "mine")
+    assert sides["base"]["hits"] > sides["head"]["hits"] > 0
+
+
+def test_a_source_outside_the_work_tree_the_environment_names_is_refused(user_repo, tmp_path, monkeypatch):
+    """GIT_DIR and GIT_WORK_TREE name another repository: one line, not an internal error
+    (ValueError: the file is not in the subpath of the work tree)."""
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    git(other, "-c", "user.email=t@e", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "empty")
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(other))
+    result = invoke("run", *SMALL, "--source", str(user_repo / "kernels" / "mine.c"), "--against", "HEAD")
+    assert_one_line_error(result, "mine.c is outside the work tree", "GIT_DIR/GIT_WORK_TREE")

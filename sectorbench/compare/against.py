@@ -32,6 +32,8 @@ GIT_TIMEOUT_S = 60
 #: Where git looks for a ref written short (refs.c's ref_rev_parse_rules): a name found in two
 #: of them, or also the start of a hash, is ambiguous.
 REF_PLACES = ("refs/{}", "refs/tags/{}", "refs/heads/{}", "refs/remotes/{}", "refs/remotes/{}/HEAD")
+#: What tells git which repository to read, in place of the one above the folder it runs in.
+GIT_LOCATION = ("GIT_DIR", "GIT_WORK_TREE")
 
 
 @dataclass(frozen=True)
@@ -44,12 +46,17 @@ class Against:
     notes: tuple[str, ...] = ()
 
 
-def _git(args: list[str], cwd: Path, binary: bool = False) -> subprocess.CompletedProcess:
-    # LC_ALL=C: git's messages in the words this module looks for (and sectorbench's language)
-    env = dict(os.environ, LC_ALL="C")
+def _git(args: list[str], cwd: Path, binary: bool = False, env: dict[str, str] | None = None):
+    """git `args` run in `cwd`, with the environment git_environment made (C messages by default)."""
     try:
         return subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=not binary, timeout=GIT_TIMEOUT_S, check=False, env=env
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=not binary,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+            env=env if env is not None else git_environment(),
         )
     except FileNotFoundError:
         if not Path(cwd).is_dir():  # subprocess says the same when the folder to run in is gone
@@ -59,9 +66,30 @@ def _git(args: list[str], cwd: Path, binary: bool = False) -> subprocess.Complet
         raise SectorbenchError(f"git {' '.join(args)} took over {GIT_TIMEOUT_S} s in {cwd}") from None
 
 
-def repository_root(path: Path) -> Path | None:
+def git_environment(cwd: Path | None = None) -> dict[str, str]:
+    """The environment git runs in here: C messages, and GIT_DIR/GIT_WORK_TREE, where the
+    environment sets them (a hook's GIT_DIR=.git, a CI job's), made absolute as git reads them
+    from `cwd`, the folder the user ran sectorbench in.
+
+    git reads them relative to the folder it runs in, and these commands run in the folders of
+    the files compared: a relative GIT_DIR named nothing there ("not in a git checkout"), and a
+    GIT_DIR without GIT_WORK_TREE made that folder the top of the work tree (src/mine.c was
+    mine.c, "not in REF: its kernels are new, not compared", exit 0)."""
+    env = dict(os.environ, LC_ALL="C")
+    if cwd is None or not any(env.get(name) for name in GIT_LOCATION):
+        return env
+    done = _git(["rev-parse", "--absolute-git-dir", "--show-toplevel"], cwd, env=env)
+    found = done.stdout.removesuffix("\n").split("\n")
+    if done.returncode != 0 or len(found) != 2:
+        named = ", ".join(f"{name}={env[name]}" for name in GIT_LOCATION if env.get(name))
+        raise SectorbenchError(f"--against: git will not read the repository that {named} name: {_said(done)}")
+    env["GIT_DIR"], env["GIT_WORK_TREE"] = found
+    return env
+
+
+def repository_root(path: Path, env: dict[str, str] | None = None) -> Path | None:
     """The top of the git work tree holding `path` (a folder), or None."""
-    done = _git(["rev-parse", "--show-toplevel"], path)
+    done = _git(["rev-parse", "--show-toplevel"], path, env=env)
     if done.returncode == 0:
         # only git's newline taken off: a checkout at "/tmp/my repo " keeps its trailing space
         # (strip() made it a folder that does not exist, and every git command then "needed git")
@@ -77,21 +105,21 @@ def repository_root(path: Path) -> Path | None:
     )
 
 
-def resolve(ref: str, root: Path) -> str:
+def resolve(ref: str, root: Path, env: dict[str, str] | None = None) -> str:
     """The commit `ref` names in the repository at `root`; SectorbenchError if none."""
     # No ref or hash begins with "-": git would read it as one of its options.
-    named = None if ref.startswith("-") else _git(["rev-parse", "--verify", "--quiet", ref], root)
+    named = None if ref.startswith("-") else _git(["rev-parse", "--verify", "--quiet", ref], root, env=env)
     found = named.stdout.strip() if named is not None and named.returncode == 0 else ""
     if found:
-        _refuse_ambiguous(ref, root)
+        _refuse_ambiguous(ref, root, env)
     # What it names, tags peeled, looked up: rev-parse takes any full hash without looking it
     # up, so a PR's base SHA absent from a one-commit-deep clone was "names a object, not a
     # commit" (and ":/message", which `^{commit}` appended to turned into another search, was
     # "names a commit, not a commit").
-    kind = _git(["cat-file", "-t", f"{found}^{{}}"], root).stdout.strip() if found else ""
+    kind = _git(["cat-file", "-t", f"{found}^{{}}"], root, env=env).stdout.strip() if found else ""
     if not kind:
         # CI's default checkout is one commit deep: the merge base or HEAD~1 is simply not there.
-        shallow = _git(["rev-parse", "--is-shallow-repository"], root).stdout.strip() == "true"
+        shallow = _git(["rev-parse", "--is-shallow-repository"], root, env=env).stdout.strip() == "true"
         hint = (
             " (a shallow clone: fetch the history, `fetch-depth: 0` in actions/checkout or `git fetch --unshallow`)"
             if shallow
@@ -100,21 +128,21 @@ def resolve(ref: str, root: Path) -> str:
         raise SectorbenchError(f"--against {ref}: unknown ref in the git repository {root}{hint}")
     if kind != "commit":  # a tree or a blob: a ref, not a commit
         raise SectorbenchError(f"--against {ref}: names a {kind}, not a commit, in the git repository {root}")
-    return _git(["rev-parse", "--verify", "--quiet", f"{found}^{{commit}}"], root).stdout.strip()
+    return _git(["rev-parse", "--verify", "--quiet", f"{found}^{{commit}}"], root, env=env).stdout.strip()
 
 
-def _refuse_ambiguous(ref: str, root: Path) -> None:
+def _refuse_ambiguous(ref: str, root: Path, env: dict[str, str] | None) -> None:
     """SectorbenchError if `ref` names two things (a tag and a branch of that name, a ref and
     the start of a hash): git takes one with a warning on stderr, which no one reads in CI, and
     the gate compared against whichever it was."""
     # rev-parse --verify keeps the warning to itself; cat-file says it
-    looked = _git(["-c", "core.warnAmbiguousRefs=true", "cat-file", "-t", ref], root)
+    looked = _git(["-c", "core.warnAmbiguousRefs=true", "cat-file", "-t", ref], root, env=env)
     warned = re.search(r"refname '(.+)' is ambiguous", looked.stderr)
     if warned is None:
         return
     name = warned.group(1)  # the part of `ref` that is ambiguous: "dup" of "dup~1"
     places = [place.format(name) for place in REF_PLACES]
-    meanings = _git(["for-each-ref", "--format=%(refname)", *places], root).stdout.split()
+    meanings = _git(["for-each-ref", "--format=%(refname)", *places], root, env=env).stdout.split()
     if len(meanings) < 2:
         meanings.append(f"an object whose hash begins with {name}")
     raise SectorbenchError(
@@ -129,19 +157,19 @@ def _said(done: subprocess.CompletedProcess) -> str:
     return " ".join(line.strip() for line in text.splitlines() if line.strip()).removeprefix("fatal: ")
 
 
-def _absent(commit: str, relative: str, root: Path) -> bool:
+def _absent(commit: str, relative: str, root: Path, env: dict[str, str] | None) -> bool:
     """True if `commit` has nothing at `relative`: read from its trees alone (which a partial
     clone holds), so a file that is there but unreadable is not taken for one that is not."""
-    listed = _git(["ls-tree", "-z", "--name-only", commit, "--", relative], root)
+    listed = _git(["ls-tree", "-z", "--name-only", commit, "--", relative], root, env=env)
     return listed.returncode == 0 and not listed.stdout
 
 
-def _show(commit: str, relative: str, root: Path) -> bytes | None:
+def _show(commit: str, relative: str, root: Path, env: dict[str, str] | None = None) -> bytes | None:
     """The file at `relative` (from the repository's top) in `commit`, or None if absent there."""
-    done = _git(["show", f"{commit}:{relative}"], root, binary=True)
+    done = _git(["show", f"{commit}:{relative}"], root, binary=True, env=env)
     if done.returncode == 0:
         return done.stdout
-    if _absent(commit, relative, root):
+    if _absent(commit, relative, root, env):
         return None
     # there but not readable: a partial clone (--filter=blob:none) whose remote cannot be
     # reached, a damaged object.  It was "not in REF: its kernels are new, not compared", and
@@ -149,11 +177,11 @@ def _show(commit: str, relative: str, root: Path) -> bytes | None:
     raise SectorbenchError(f"--against: git could not read {relative} at {commit[:10]} in {root}: {_said(done)}")
 
 
-def _kernels_at(commit: str, root: Path, scratch: Path) -> Path:
+def _kernels_at(commit: str, root: Path, scratch: Path, env: dict[str, str] | None = None) -> Path:
     """kernels_c/ of `commit`, extracted under scratch (git archive: no work tree, no checkout)."""
-    done = _git(["archive", "--format=tar", commit, "kernels_c"], root, binary=True)
+    done = _git(["archive", "--format=tar", commit, "kernels_c"], root, binary=True, env=env)
     if done.returncode != 0:
-        if _absent(commit, "kernels_c", root):
+        if _absent(commit, "kernels_c", root, env):
             raise SectorbenchError(f"--against: {commit[:12]} has no kernels_c/ in {root}")
         raise SectorbenchError(f"--against: git could not read kernels_c/ at {commit[:10]} in {root}: {_said(done)}")
     target = scratch / "kernels"
@@ -213,11 +241,12 @@ def against_ref(ref: str, head_builds: tuple[BuildConfig, ...], sources: tuple[P
     own repository), and, when `cwd` is in a sectorbench checkout, that checkout's kernels_c/ at
     REF against its working tree's.  Refuses (SectorbenchError, one line) what cannot be compared."""
     notes: list[str] = []
-    checkout = repository_root(cwd)
+    env = git_environment(cwd)
+    checkout = repository_root(cwd, env)
     if checkout is not None and not (checkout / CHECKOUT_MARK).is_file():
         checkout = None
     if not sources and checkout is None:
-        if repository_root(cwd) is None:
+        if repository_root(cwd, env) is None:
             raise SectorbenchError(f"--against {ref}: {cwd} is not a git checkout")
         raise SectorbenchError(
             f"--against {ref}: nothing to compare: give --source files tracked by git, or run in a sectorbench checkout"
@@ -225,9 +254,9 @@ def against_ref(ref: str, head_builds: tuple[BuildConfig, ...], sources: tuple[P
     head_kernels = base_kernels = None
     label = ref
     if checkout is not None:
-        commit = resolve(ref, checkout)
+        commit = resolve(ref, checkout, env)
         label = f"{ref} ({commit[:10]})"
-        base_kernels = _kernels_at(commit, checkout, scratch)
+        base_kernels = _kernels_at(commit, checkout, scratch, env)
         head_kernels = checkout / "kernels_c"
         if head_kernels.resolve() == KERNELS_DIR.resolve():
             head_kernels = None  # this package's own tree: the head builds are the usual ones
@@ -249,14 +278,18 @@ def against_ref(ref: str, head_builds: tuple[BuildConfig, ...], sources: tuple[P
     base_sources: list[Path] = []
     for source in sources:
         source = Path(source).resolve()
-        root = repository_root(source.parent)
+        root = repository_root(source.parent, env)
         if root is None:
             raise SectorbenchError(f"--against {ref}: {source} is not in a git checkout (use --against-source OLD.c)")
-        commit = resolve(ref, root)
+        commit = resolve(ref, root, env)
         if checkout is None:
             label = f"{ref} ({commit[:10]})"
+        if not source.is_relative_to(root.resolve()):  # a GIT_WORK_TREE elsewhere (an internal error, ValueError)
+            raise SectorbenchError(
+                f"--against {ref}: {source} is outside the work tree {root} that GIT_DIR/GIT_WORK_TREE name"
+            )
         relative = source.relative_to(root.resolve()).as_posix()
-        text = _show(commit, relative, root)
+        text = _show(commit, relative, root, env)
         if text is None:
             notes.append(f"{relative} is not in {ref}: its kernels are new, not compared")
             continue
@@ -269,9 +302,9 @@ def against_ref(ref: str, head_builds: tuple[BuildConfig, ...], sources: tuple[P
         # -z: names as they are, NUL-separated; without it git quotes a name with a non-ASCII
         # byte ("k \303\251/mine.h") and a split on spaces cuts "my header.h" in two, so such
         # headers were never written and the base side failed to compile ("mine.h: No such file")
-        listed = _git(["ls-tree", "-z", "--name-only", commit, *([folder + "/"] if folder else [])], root)
+        listed = _git(["ls-tree", "-z", "--name-only", commit, *([folder + "/"] if folder else [])], root, env=env)
         for name in listed.stdout.split("\0") if listed.returncode == 0 else ():
-            if name.endswith(".h") and (header := _show(commit, name, root)) is not None:
+            if name.endswith(".h") and (header := _show(commit, name, root, env)) is not None:
                 (scratch / "sources" / root.name / name).write_bytes(header)
         base_sources.append(target)
     user = {Path(s).resolve() for s in sources}
