@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import shutil
 import subprocess
 import tarfile
@@ -605,3 +606,38 @@ def test_a_source_outside_the_work_tree_the_environment_names_is_refused(user_re
     monkeypatch.setenv("GIT_WORK_TREE", str(other))
     result = invoke("run", *SMALL, "--source", str(user_repo / "kernels" / "mine.c"), "--against", "HEAD")
     assert_one_line_error(result, "mine.c is outside the work tree", "GIT_DIR/GIT_WORK_TREE")
+
+
+def test_the_label_names_the_commit_in_each_repository_read(user_repo, tmp_path):
+    """In a sectorbench checkout with a --source file of another project, REF is resolved in
+    each: the label named only the checkout's commit, while the file's base was another."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, capture_output=True)
+    ab = against.against_ref("HEAD~1", (), (user_repo / "kernels" / "mine.c",), tmp_path / "scratch", clone)
+    ours, theirs = (git(where, "rev-parse", "HEAD~1").strip()[:10] for where in (clone, user_repo))
+    assert ab.label == f"HEAD~1 ({ours} in clone, {theirs} in repo)"
+    alone = against.against_ref("HEAD~1", (), (user_repo / "kernels" / "mine.c",), tmp_path / "alone", user_repo)
+    assert alone.label == f"HEAD~1 ({theirs})"
+
+
+def test_uncommitted_changes_on_the_head_side_are_said_and_the_index_is_left_alone(user_repo, tmp_path):
+    """The head side is the working tree, uncommitted changes included: a note says so, naming
+    them (nothing said it; in CI a step that edits the kernels makes the head other than the
+    commit), found without rewriting the index (`git status` refreshes it, GIT_OPTIONAL_LOCKS=0)."""
+    source = user_repo / "kernels" / "mine.c"
+    same = user_repo / "kernels" / "same.h"
+    same.write_text("#define SAME 1\n")
+    commit_all(user_repo, "a header")
+    index = user_repo / ".git" / "index"
+    clean = against.against_ref("HEAD~1", (), (source,), tmp_path / "clean", user_repo)
+    assert not any(n.startswith("head:") for n in clean.notes), clean.notes
+    source.write_text(source.read_text() + "\n")
+    os.utime(same, (same.stat().st_atime + 60, same.stat().st_mtime + 60))  # as after a checkout: content unchanged
+    (user_repo / "kernels" / "new.h").write_text("#define NEW 1\n")
+    (user_repo / "unrelated.txt").write_text("not compared\n")
+    before = index.read_bytes(), index.stat().st_mtime_ns
+    dirty = against.against_ref("HEAD~1", (), (source,), tmp_path / "dirty", user_repo)
+    assert f"head: the working tree of {user_repo}, with its uncommitted changes (kernels/mine.c, kernels/new.h)" in (
+        dirty.notes
+    ), dirty.notes
+    assert (index.read_bytes(), index.stat().st_mtime_ns) == before

@@ -196,9 +196,9 @@ def run_ab(
             ab = against_ref(against, config.builds, tuple(sources), scratch, here)
         else:
             ab = against_file(against_source, config.builds, tuple(sources))
+        _build_base(ab)  # a base that does not compile is the first line said, and the only one
         for line in ab.notes:
             note(line)
-        _build_base(ab)
         config = replace(config, builds=ab.head_builds, base_builds=ab.base_builds)
         result = with_metric(config, metric, lambda: measure(config, gate_config=gate_config, against_label=ab.label))
         result = replace(result, config={**result.config, "against": ab.label})

@@ -75,7 +75,8 @@ def git_environment(cwd: Path | None = None) -> dict[str, str]:
     the files compared: a relative GIT_DIR named nothing there ("not in a git checkout"), and a
     GIT_DIR without GIT_WORK_TREE made that folder the top of the work tree (src/mine.c was
     mine.c, "not in REF: its kernels are new, not compared", exit 0)."""
-    env = dict(os.environ, LC_ALL="C")
+    # GIT_OPTIONAL_LOCKS=0: `git status` here only reads (it would refresh and rewrite the index)
+    env = dict(os.environ, LC_ALL="C", GIT_OPTIONAL_LOCKS="0")
     if cwd is None or not any(env.get(name) for name in GIT_LOCATION):
         return env
     done = _git(["rev-parse", "--absolute-git-dir", "--show-toplevel"], cwd, env=env)
@@ -252,10 +253,11 @@ def against_ref(ref: str, head_builds: tuple[BuildConfig, ...], sources: tuple[P
             f"--against {ref}: nothing to compare: give --source files tracked by git, or run in a sectorbench checkout"
         )
     head_kernels = base_kernels = None
-    label = ref
+    commits: dict[Path, str] = {}  # the commit REF names in each repository read
+    changed: dict[Path, list[str]] = {}  # what the working tree has uncommitted, in each
     if checkout is not None:
-        commit = resolve(ref, checkout, env)
-        label = f"{ref} ({commit[:10]})"
+        commits[checkout] = commit = resolve(ref, checkout, env)
+        changed[checkout] = _uncommitted(checkout, ["kernels_c"], env)
         base_kernels = _kernels_at(commit, checkout, scratch, env)
         head_kernels = checkout / "kernels_c"
         if head_kernels.resolve() == KERNELS_DIR.resolve():
@@ -281,15 +283,17 @@ def against_ref(ref: str, head_builds: tuple[BuildConfig, ...], sources: tuple[P
         root = repository_root(source.parent, env)
         if root is None:
             raise SectorbenchError(f"--against {ref}: {source} is not in a git checkout (use --against-source OLD.c)")
-        commit = resolve(ref, root, env)
-        if checkout is None:
-            label = f"{ref} ({commit[:10]})"
+        commits[root] = commit = resolve(ref, root, env)
         if not source.is_relative_to(root.resolve()):  # a GIT_WORK_TREE elsewhere (an internal error, ValueError)
             raise SectorbenchError(
                 f"--against {ref}: {source} is outside the work tree {root} that GIT_DIR/GIT_WORK_TREE name"
             )
         relative = source.relative_to(root.resolve()).as_posix()
         text = _show(commit, relative, root, env)
+        parent = Path(relative).parent
+        folder = None if parent == Path(".") else parent.as_posix()
+        beside = f":(glob){folder}/*.h" if folder else ":(glob)*.h"
+        changed.setdefault(root, []).extend(_uncommitted(root, [relative, beside], env))
         if text is None:
             notes.append(f"{relative} is not in {ref}: its kernels are new, not compared")
             continue
@@ -297,8 +301,6 @@ def against_ref(ref: str, head_builds: tuple[BuildConfig, ...], sources: tuple[P
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(text)
         # Headers beside it, as they were at REF, so a local #include finds its old self.
-        parent = Path(relative).parent
-        folder = None if parent == Path(".") else parent.as_posix()
         # -z: names as they are, NUL-separated; without it git quotes a name with a non-ASCII
         # byte ("k \303\251/mine.h") and a split on spaces cuts "my header.h" in two, so such
         # headers were never written and the base side failed to compile ("mine.h: No such file")
@@ -314,7 +316,33 @@ def against_ref(ref: str, head_builds: tuple[BuildConfig, ...], sources: tuple[P
         own = tuple(p for p in build.extra_sources if Path(p).resolve() not in user)
         bases.append(replace(build, extra_sources=own + tuple(base_sources), kernels_dir=base_kernels))
         heads.append(head)
-    return Against(label, tuple(bases), tuple(heads), tuple(notes))
+    for root, names in changed.items():
+        if names := sorted(set(names)):
+            listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            notes.append(f"head: the working tree of {root}, with its uncommitted changes ({listed})")
+    return Against(_label(ref, commits), tuple(bases), tuple(heads), tuple(notes))
+
+
+def _label(ref: str, commits: dict[Path, str]) -> str:
+    """REF and the commit it names, in each repository when it was read in several (a checkout's
+    kernels_c/ and a --source file of another project): "HEAD~1 (a30ecd5663)" named only the
+    first, and the base of the other was another commit."""
+    if len(set(commits.values())) == 1:
+        return f"{ref} ({next(iter(commits.values()))[:10]})"
+    return f"{ref} ({', '.join(f'{commit[:10]} in {root.name}' for root, commit in commits.items())})"
+
+
+def _uncommitted(root: Path, pathspecs: list[str], env: dict[str, str]) -> list[str]:
+    """The files `pathspecs` match whose working tree differs from HEAD (changed, staged, added,
+    removed or untracked): what the head side compares that no commit holds."""
+    done = _git(["status", "--porcelain", "-z", "--untracked-files=all", "--", *pathspecs], root, env=env)
+    names, entries = [], iter(done.stdout.split("\0") if done.returncode == 0 else ())
+    for entry in entries:  # "XY name"; a rename or a copy is followed by its old name
+        if len(entry) > 3:
+            names.append(entry[3:])
+            if entry[0] in "RC":
+                next(entries, None)
+    return names
 
 
 def against_source(old: Path, head_builds: tuple[BuildConfig, ...], sources: tuple[Path, ...]) -> Against:
