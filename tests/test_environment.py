@@ -8,7 +8,9 @@ import platform
 import re
 import shutil
 import socket
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -85,6 +87,22 @@ def test_project_git_fields_are_consistent():
     assert git["dirty"] in (True, False, None)
     if git["commit"] is not None:
         assert re.fullmatch(r"[0-9a-f]{40,64}", git["commit"])
+
+
+def test_project_git_is_the_checkout_holding_the_package_whatever_git_dir_says(tmp_path, monkeypatch):
+    """A hook's or a CI job's GIT_DIR names the user's project: its commit was recorded as
+    sectorbench's own (`sectorbench.commit`), and its state as the package's `dirty`."""
+    package_root = Path(environment_module.__file__).resolve().parent.parent.parent
+    expected = machine_fingerprint()["sectorbench"]
+    other = tmp_path / "other"
+    other.mkdir()
+    command = ["git", "-c", "user.email=t@e", "-c", "user.name=t"]
+    subprocess.run([*command, "init", "-q"], cwd=other, check=True)
+    subprocess.run([*command, "commit", "-q", "--allow-empty", "-m", "other"], cwd=other, check=True)
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    assert machine_fingerprint()["sectorbench"] == expected
+    if (package_root / ".git").exists():  # a checkout (the test suite's): its commit, not the other's
+        assert expected["commit"] is not None
 
 
 # ---------------------------------------------------------------- privacy

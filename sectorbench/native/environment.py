@@ -106,11 +106,29 @@ _CPU_SYSFS = Path("/sys/devices/system/cpu")
 # small helpers
 
 
+#: What points git at a repository other than the one above the folder it runs in (the
+#: location part of `git rev-parse --local-env-vars`).
+GIT_REPOSITORY_VARIABLES = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_COMMON_DIR",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    }
+)
+
+
 def _run(args: list[str], timeout: float, cwd: str | None = None) -> subprocess.CompletedProcess:
     """Run a command capturing text output; raises OSError/TimeoutExpired."""
     # LC_ALL=C: gcc translates "[enabled]" and friends, which would break parsing.
     # GIT_OPTIONAL_LOCKS=0: keeps `git status` from rewriting the index (read-only).
-    env = dict(os.environ, LC_ALL="C", GIT_OPTIONAL_LOCKS="0")
+    # Without the variables that point git at a repository: the checkout holding this package
+    # is the one found from its folder (a hook's or a CI job's GIT_DIR named the user's
+    # project, whose commit was recorded as sectorbench's).
+    env = {name: value for name, value in os.environ.items() if name not in GIT_REPOSITORY_VARIABLES}
+    env.update(LC_ALL="C", GIT_OPTIONAL_LOCKS="0")
     return subprocess.run(
         args,
         capture_output=True,
