@@ -661,5 +661,25 @@ def test_the_headers_beside_the_source_are_read_by_one_git_process(user_repo, tm
     scratch = tmp_path / "scratch"
     against.against_ref("HEAD", (), (headers / "mine.c",), scratch, user_repo)
     assert len(calls.read_text().splitlines()) < 20, calls.read_text()
-    taken = scratch / "sources" / "repo" / "kernels"
+    taken = scratch / "sources" / "0" / "repo" / "kernels"
     assert all((taken / f"h{n}.h").read_text() == f"#define H{n} {n}\n" for n in range(40))
+
+
+def test_two_sources_at_the_same_path_in_two_projects_keep_their_own_base(tmp_path, monkeypatch):
+    """x/proj/src/mine.c and y/proj/src/mine.c: their REF copies went to one scratch path, the
+    second over the first, and the base side defined its kernels twice ("two kernels are named
+    other") while the head side had both."""
+    sources = []
+    for holder, name in (("x", "mine"), ("y", "other")):
+        repo = tmp_path / holder / "proj"
+        (repo / "src").mkdir(parents=True)
+        git(repo, "init", "-q")
+        (repo / "src" / "mine.c").write_text(USER_KERNEL.replace("mine", name))
+        commit_all(repo, name)
+        sources.append(repo / "src" / "mine.c")
+    ab = against.against_ref(
+        "HEAD", (BuildConfig(extra_sources=tuple(sources)),), tuple(sources), tmp_path / "s", tmp_path
+    )
+    (base,) = ab.base_builds
+    assert len(set(base.extra_sources)) == 2
+    assert sorted("SB_KERNEL(other" in p.read_text() for p in base.extra_sources) == [False, True]

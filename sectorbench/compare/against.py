@@ -313,7 +313,7 @@ def against_ref(ref: str, head_builds: tuple[BuildConfig, ...], sources: tuple[P
                 "its kernels cannot be loaded by this sectorbench"
             )
     base_sources: list[Path] = []
-    for source in sources:
+    for number, source in enumerate(sources):
         source = Path(source).resolve()
         root = repository_root(source.parent, env)
         if root is None:
@@ -332,12 +332,15 @@ def against_ref(ref: str, head_builds: tuple[BuildConfig, ...], sources: tuple[P
         if text is None:
             notes.append(f"{relative} is not in {ref}: its kernels are new, not compared")
             continue
-        target = scratch / "sources" / root.name / relative
+        # a folder of its own for each file: two projects' "proj/src/mine.c" were one path, the
+        # second written over the first, and the base built it twice ("two kernels are named")
+        tree = scratch / "sources" / str(number) / root.name
+        target = tree / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(text)
         # Headers beside it, as they were at REF, so a local #include finds its old self.
         for name, header in _headers_at(commit, folder, root, env).items():
-            (scratch / "sources" / root.name / name).write_bytes(header)
+            (tree / name).write_bytes(header)
         base_sources.append(target)
     user = {Path(s).resolve() for s in sources}
     heads, bases = [], []
