@@ -500,6 +500,16 @@ def test_an_unknown_ref_in_a_shallow_clone_says_to_fetch_the_history(user_repo, 
     assert "shallow" not in result.output  # a full clone: the ref is simply unknown
 
 
+def test_an_ancestor_past_the_first_commit_says_the_history_is_shorter(user_repo):
+    """HEAD~1 of a repository's first commit was a bare "unknown ref"."""
+    depth = len(git(user_repo, "rev-list", "HEAD").split())
+    with pytest.raises(against.SectorbenchError, match=f"HEAD~{depth}: unknown ref.*HEAD has no such ancestor"):
+        against.resolve(f"HEAD~{depth}", user_repo)
+    with pytest.raises(against.SectorbenchError) as refused:
+        against.resolve("nothing~1", user_repo)
+    assert "no such ancestor" not in str(refused.value)  # an unknown start: only unknown
+
+
 def test_a_full_hash_absent_from_a_shallow_clone_is_an_unknown_ref_to_fetch(user_repo, tmp_path, monkeypatch):
     """CI's `--against ${{ github.event.pull_request.base.sha }}` in a one-commit-deep checkout:
     git takes any full hash without looking it up, and the line was "names a object, not a

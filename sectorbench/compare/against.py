@@ -108,6 +108,16 @@ def repository_root(path: Path, env: dict[str, str] | None = None) -> Path | Non
     )
 
 
+def _short_history_hint(ref: str, root: Path, env: dict[str, str] | None) -> str:
+    """Where `ref` is an ancestor (X~n, X^) of a commit that exists, that the history stops
+    short of it: HEAD~1 of a repository's first commit was a bare "unknown ref"."""
+    start = re.match(r"(.+?)[~^]", ref)
+    if start is None or start.group(1).startswith("-"):
+        return ""
+    found = _git(["rev-parse", "--verify", "--quiet", f"{start.group(1)}^{{commit}}"], root, env=env)
+    return f" ({start.group(1)} has no such ancestor: its history is shorter)" if found.returncode == 0 else ""
+
+
 def resolve(ref: str, root: Path, env: dict[str, str] | None = None) -> str:
     """The commit `ref` names in the repository at `root`; SectorbenchError if none."""
     # No ref or hash begins with "-": git would read it as one of its options.
@@ -126,7 +136,7 @@ def resolve(ref: str, root: Path, env: dict[str, str] | None = None) -> str:
         hint = (
             " (a shallow clone: fetch the history, `fetch-depth: 0` in actions/checkout or `git fetch --unshallow`)"
             if shallow
-            else ""
+            else _short_history_hint(ref, root, env)
         )
         raise SectorbenchError(f"--against {ref}: unknown ref in the git repository {root}{hint}")
     if kind != "commit":  # a tree or a blob: a ref, not a commit
