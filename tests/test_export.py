@@ -217,3 +217,18 @@ def test_pyperf_stats_reads_the_export_of_a_result_whose_time_is_not_iso(runs, t
         assert json.loads(path.read_text())["metadata"].get("date") == date  # as any Python's fromisoformat reads it
         stats = pyperf("stats", path)
         assert stats.returncode == 0 and "Traceback" not in stats.stderr, stats.stderr
+
+
+def test_an_export_of_a_run_where_no_row_ran_leaves_no_rescue_beside_the_saved_json(tmp_path, monkeypatch):
+    """The results were saved in --json's file, and a rescue copy of them came with the line
+    "nothing to export ...; the results are saved in rescued-results-....json", as if they had
+    been saved nowhere else."""
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    crashing = Path(__file__).parent / "data" / "crash_kernel.c"
+    args = ["run", "-n", "20", "-m", "500", "--repeat", "2", "--flags", "-O2", "--source", crashing]
+    result = invoke(*args, "--kernels", "crashes", "--json", "only.json", "--export", "gha=x.json")
+    assert result.exit_code == 2, result.output
+    assert "nothing to export" in result.output and "saved in only.json" in result.output, result.output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["only.json"]

@@ -490,7 +490,7 @@ def run_gate(
     click.get_current_context().exit(report.exit_code)
 
 
-def write_exports(result, exports, force: bool, gated: bool = False) -> None:
+def write_exports(result, exports, force: bool, gated: bool = False, saved: list[Path] = ()) -> None:
     """Each --export FORMAT=PATH, atomically (its path was checked before the run); one that
     fails leaves the results in a rescue file, from which `export` makes it again.
 
@@ -504,15 +504,28 @@ def write_exports(result, exports, force: bool, gated: bool = False) -> None:
         for fmt, path in exports:
             note(f"not saved {shown_path(path)} ({fmt}): no row ran, nothing to export; the gate says why")
         return
+    if exports and saved and not exported_rows(result):
+        # the results are in the file just saved (`saved`): a rescue copy of them said, wrongly,
+        # that they were saved nowhere else
+        raise SectorbenchError(
+            f"nothing to export: no row of the result ran (the results are saved in {shown_path(saved[0])})"
+        )
     for fmt, path in exports:
         with rescuing(result_json(result), path):
             note(f"saved {shown_path(write_text_atomic(path, render(result, fmt), overwrite=force))} ({fmt})")
 
 
-def write_json(result, json_path: Path | None, force: bool, save_to_results: bool = False, label: str = "run"):
+def write_json(
+    result, json_path: Path | None, force: bool, save_to_results: bool = False, label: str = "run"
+) -> list[Path]:
+    """The results JSON where asked; the paths written."""
+    saved = []
     if json_path is not None:
         with rescuing(result_json(result), json_path):
-            note(f"saved {shown_path(save(result, json_path, overwrite=force))}")
+            saved.append(save(result, json_path, overwrite=force))
+            note(f"saved {shown_path(saved[-1])}")
     if save_to_results:
         with rescuing(result_json(result), RESULTS_DIR / "x"):
-            note(f"saved {shown_path(save_new(result, RESULTS_DIR, label))}")
+            saved.append(save_new(result, RESULTS_DIR, label))
+            note(f"saved {shown_path(saved[-1])}")
+    return saved

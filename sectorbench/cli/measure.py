@@ -256,8 +256,8 @@ def run_command(
     console = stdout()
     console.print(fit(run_table(result), console.width, RUN_DROP, whole_lines=True))
     print_instructions(result, metric, gated=baseline_result is not None)
-    write_json(result, json_path, force, save_to_results)
-    write_exports(result, exports, force, gated=baseline_result is not None)
+    saved = write_json(result, json_path, force, save_to_results)
+    write_exports(result, exports, force, gated=baseline_result is not None, saved=saved)
     if baseline_result is not None:
         revise = gate_revision(config, baseline_result, result, gate_config, confirm, metric)
         run_gate(
@@ -557,5 +557,5 @@ def compare_command(
     for line in unmeasured_lines(result):
         console.print(line, soft_wrap=True, highlight=False, markup=False)
     print_instructions(result, metric)
-    write_json(result, json_path, force, save_to_results, label="compare")
-    write_exports(result, exports, force)
+    saved = write_json(result, json_path, force, save_to_results, label="compare")
+    write_exports(result, exports, force, saved=saved)
