@@ -106,3 +106,24 @@ def test_run_and_compare_of_a_family_with_no_kernel_are_refused_in_one_line(tmp_
         assert result.stderr.strip().splitlines()[-1].startswith("sectorbench: error: no kernel could be timed")
         assert "box family has no default kernels" in result.stderr and "internal error" not in result.stderr
         assert not (tmp_path / "r.json").exists()
+
+
+def test_the_recipe_family_fails_a_kernel_that_counts_the_sides_as_inside(tmp_path):
+    # The recipe's verify cases were random rows only (none on a side) and its oracle marked no
+    # row exact: a closed box (>= and <=) passed as "rounding-band", 0 logic bugs, exit 0.
+    for name, body in recipe_files().items():
+        (tmp_path / name).write_text(body)
+    (tmp_path / "closed.c").write_text(
+        '#include "sb_common.h"\n'
+        "static inline int box_closed(float xmin, float ymin, float xmax, float ymax, float px, float py) {\n"
+        "    return (px >= xmin) & (px <= xmax) & (py >= ymin) & (py <= ymax);\n"
+        "}\n"
+        'SB_KERNEL(box_closed, SCALAR, 1, (xmin, ymin, xmax, ymax), .family = "box");\n'
+    )
+    env = {"SECTORBENCH_FAMILIES": "toybox", "PYTHONPATH": str(tmp_path)}
+    args = ["verify", "--family", "box", "--source", "box.c", "--source", "closed.c", "--cases", "300"]
+    result = sectorbench([*args, "--kernels", "box_scalar,box_closed", "--json", "v.json"], tmp_path, **env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    kernels = {k["kernel"]: k for k in json.loads((tmp_path / "v.json").read_text())["kernels"]}
+    assert kernels["box_closed"]["verdict"] == "FAIL" and kernels["box_closed"]["mismatches"]["logic-bug"] > 0
+    assert kernels["box_scalar"]["verdict"] == "exact"
