@@ -18,7 +18,16 @@ def test_every_package_is_listed_for_the_wheel():
         for folder in (ROOT / "kernels_c").rglob("*")
         if folder.is_dir() and any(folder.glob("*.[ch]"))
     }
-    assert on_disk | c_folders == listed
+    missing, stale = sorted((on_disk | c_folders) - listed), sorted(listed - (on_disk | c_folders))
+    assert not missing and not stale, f"pyproject.toml's packages: add {missing}, remove {stale}"
+
+
+def test_extending_md_says_a_builtin_family_lists_its_folders_for_the_wheel():
+    # A built-in family's kernels_c/<name>/ must be listed above, which "Add a family" did not say:
+    # a contributor following it to the letter (module, C folder, BUILTIN line) failed the test above.
+    text = (ROOT / "docs" / "extending.md").read_text()
+    section = text[text.index("## Add a family") :]
+    assert "kernels_c/<name>/" in section and "`pyproject.toml`'s `packages`" in section
 
 
 def test_the_c_sources_are_found_as_package_data():
