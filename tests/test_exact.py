@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from sectorbench import families
+from sectorbench.errors import SectorbenchError
 from sectorbench.families.sector.oracle import exactly_evaluable as sector_evaluable
 from sectorbench.families.triangle.oracle import exactly_evaluable as triangle_evaluable
 from sectorbench.oracle import exact
@@ -69,3 +70,25 @@ def _kernels():
 
     with Worker(build(BuildConfig.parse("-O2"))) as worker:
         return worker.describe()[0]
+
+
+def _disc_terms(radius):
+    """Inside the disc |p| < r: r*r - px*px - py*py > 0 (homogeneous), or r2 - ... with r2 an input."""
+
+    def terms(r, px, py):
+        rr = r * r if radius == "r" else r
+        return (rr - px * px - py * py).reshape(-1, 1), (rr + px * px + py * py).reshape(-1, 1)
+
+    return terms
+
+
+def test_a_constraint_whose_terms_have_different_degrees_is_refused():
+    # r2 - px^2 - py^2 with r2 an input: the exact fallback (inputs x 2^149) scaled r2 by 2^149 and
+    # the squares by 2^298, so (3, 4) on the circle r2 = 25 came out outside (-1) and (3, 3.9)
+    # inside it came out outside too, with no error.
+    f32 = lambda *v: np.array(v, dtype=np.float32)  # noqa: E731
+    px, py = f32(3, 3, 0.5), f32(4, 3.9, 0.5)
+    signs = exact.evaluate_polynomials([f32(5, 5, 0.5), px, py], _disc_terms("r"), use_filter=False)[1]
+    assert signs.ravel().tolist() == [0, 1, -1]
+    with pytest.raises(SectorbenchError, match=r"^the oracle's constraint 0 of .* is not homogeneous"):
+        exact.evaluate_polynomials([f32(25, 25, 0.25), px, py], _disc_terms("r2"), use_filter=False)

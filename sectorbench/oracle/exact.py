@@ -28,6 +28,8 @@ import math
 
 import numpy as np
 
+from ..errors import SectorbenchError
+
 #: Every finite float32 is an integer multiple of 2^-149.
 SCALE_BITS = 149
 ONE_ROUNDING = 2.0**24
@@ -185,6 +187,8 @@ def evaluate_polynomials(columns, terms, use_filter=True):
     raw inputs gives the extended-real outcome (see the module doc).
     """
 
+    check_homogeneous(columns, terms)
+
     def exact_terms(*ints):
         return exact_signs_margins(*terms(*ints))
 
@@ -193,6 +197,43 @@ def evaluate_polynomials(columns, terms, use_filter=True):
         return sign(g), ~np.isfinite(G)
 
     return evaluate_constraints(columns, terms, exact_terms, extended_terms, use_filter)
+
+
+#: Rows check_homogeneous evaluates a family's constraints on (twice: as given and doubled).
+HOMOGENEITY_SAMPLE = 64
+
+
+def check_homogeneous(columns, terms) -> None:
+    """Raise SectorbenchError if a constraint of `terms` is not homogeneous on a sample of rows.
+
+    The exact fallback scales every input by 2^149, which scales a constraint of degree d by
+    2^(149 d) only if each of its terms has degree d; otherwise the fallback's signs are wrong
+    with no error (a circle written r2 - dx*dx - dy*dy, r2 an input, had a point inside called
+    outside).  Doubling every input is exact in float64 (no overflow or underflow, see above),
+    so a homogeneous g and G of degree d come back multiplied by exactly 2^d, the same d on
+    every row; anything else has terms of mixed degrees.
+    """
+    finite = np.flatnonzero(np.logical_and.reduce([np.isfinite(c) for c in columns]))
+    if not len(finite):
+        return
+    rows = finite[np.linspace(0, len(finite) - 1, min(HOMOGENEITY_SAMPLE, len(finite))).astype(int)]
+    sample = [c[rows].astype(np.float64) for c in columns]
+    with np.errstate(all="ignore"):
+        g, G = terms(*sample)
+        g2, G2 = terms(*(2 * c for c in sample))
+        for k in range(G.shape[1]):
+            scaled = G[:, k] > 0  # (a constraint 0 on every sampled row says nothing)
+            ratios = set((G2[scaled, k] / G[scaled, k]).tolist())
+            if not ratios:
+                continue
+            power = next(iter(ratios)) if len(ratios) == 1 else None
+            if power is None or math.frexp(power)[0] != 0.5 or np.any(g2[scaled, k] != power * g[scaled, k]):
+                name = getattr(terms, "__qualname__", repr(terms))
+                raise SectorbenchError(
+                    f"the oracle's constraint {k} of {name} is not homogeneous (its terms are of different "
+                    "degrees in the inputs), so its exact evaluation is wrong: write each term with the same "
+                    "degree, e.g. take r and use r*r, not an input r2 (docs/extending.md)"
+                )
 
 
 def mismatch_margin(margins: np.ndarray, violations: list[np.ndarray], nan_rows=None) -> np.ndarray:
