@@ -234,6 +234,17 @@ _NO_COMMAND = getattr(click.exceptions, "NoArgsIsHelpError", ())
 class OneLineErrors(click.Group):
     """Report every user error as one line on stderr with exit status 2, never a traceback."""
 
+    def format_help_text(self, ctx, formatter):
+        """The group's text, then the families registered here: one added by its registration
+        line or $SECTORBENCH_FAMILIES shows without an edit of this text."""
+        super().format_help_text(ctx, formatter)
+        with formatter.indentation():
+            formatter.write_paragraph()
+            formatter.write_text(
+                f"Families: {', '.join(family.name for family in all_families())} "
+                "(`sectorbench kernels` lists their kernels; docs/extending.md adds one)."
+            )
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
