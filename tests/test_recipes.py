@@ -143,3 +143,15 @@ def test_the_recipe_family_is_in_the_help_without_a_cli_edit(tmp_path):
     assert re.search(rf"^\s*Families: {', '.join(builtin)}, box\b", top.stdout, re.M), top.stdout
     run = sectorbench(["run", "--help"], tmp_path, **env)
     assert f"--family [{'|'.join(builtin)}|box]" in run.stdout and "|boxes]" in run.stdout, run.stdout
+
+
+def test_the_kernel_recipe_names_the_attribute_of_every_instruction_set():
+    # A vector predicate without its target attribute does not compile at -O2 ("inlining failed in
+    # call to always_inline '_mm256_mul_ps': target specific option mismatch"); "Add a kernel"
+    # listed the sets but not the attributes, which only the family recipe's box_sse2 showed.
+    header = (Path(__file__).resolve().parent.parent / "kernels_c" / "harness" / "sb_common.h").read_text()
+    attributes = set(re.findall(r"#define (SB_\w+_ATTR) __attribute__", header))
+    assert {"SB_SSE2_ATTR", "SB_AVX2_ATTR", "SB_AVX512_ATTR"} <= attributes
+    text = README.read_text()
+    section = text[text.index("## Add a kernel") : text.index("## Add a family")]
+    assert not [name for name in sorted(attributes) if f"`{name}`" not in section]
