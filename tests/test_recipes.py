@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sectorbench.families import all_families
+from sectorbench.families import BooleanFamily, all_families
 
 README = Path(__file__).resolve().parent.parent / "docs" / "extending.md"
 
@@ -155,3 +155,13 @@ def test_the_kernel_recipe_names_the_attribute_of_every_instruction_set():
     text = README.read_text()
     section = text[text.index("## Add a kernel") : text.index("## Add a family")]
     assert not [name for name in sorted(attributes) if f"`{name}`" not in section]
+
+
+def test_the_family_methods_the_doc_names_exist():
+    # "A family with more to say overrides" named `exact_boundary`, which no Family has.
+    text = README.read_text()
+    paragraph = text[text.index("A family with more to say") :].split("\n\n")[0]
+    named = re.findall(r"`(\w+)`", paragraph)
+    assert "applicable" in named and "self_check" in named
+    commands = {"Family", "run", "verify"}  # the paragraph says which command uses what
+    assert [name for name in named if name not in commands and not hasattr(BooleanFamily, name)] == []
