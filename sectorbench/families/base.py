@@ -21,7 +21,6 @@ from ..errors import SectorbenchError
 from ..model import cases
 from ..model.cases import EXPECTED_COLUMN, CaseSet, Part, check_input_arrays, is_text, read_npz
 from ..model.scenes import SceneArrays
-from ..oracle import exact
 
 #: The most shapes a kernel row's loop may test per load of points: sb_common.h's SB_BLOCK counts
 #: a block's hits in 32 bits, and B x MAX_POINTS (2^28) must stay below 2^32.
@@ -504,9 +503,3 @@ class BooleanFamily(Family):
             if abs(hits - expected) > allowed:
                 problems.append(f"{loop} counts {hits} hits, the oracle {expected} (rounding allows ±{allowed})")
         return problems
-
-
-def strict_all_positive(nan_rows, signs, margins) -> tuple[np.ndarray, np.ndarray]:
-    """(inside, mismatch margin) of a predicate that holds when every constraint is > 0."""
-    inside = np.all(signs > 0, axis=1)
-    return inside, exact.mismatch_margin(margins, [signs <= 0], nan_rows)
