@@ -421,6 +421,21 @@ def test_rows_not_ok_on_one_side_warn_and_new_kernels_listed():
     assert any("'sse3'" in w for w in report.warnings)  # a threshold for no kernel: likely a typo
 
 
+def test_the_console_gate_table_names_its_sides_and_the_new_kernels():
+    """The Markdown named both sides and listed the kernels new in the current run; the console's
+    table did neither (a kernel added in an A/B run's head was left out without a word)."""
+    from rich.console import Console
+
+    from sectorbench.present.report import gate_table
+
+    report = gate(make_run(26), make_run(27, kernels={**KERNELS, "fancy": (2e-3, "noop_simd")}), GateConfig())
+    console = Console(width=300, record=True)
+    console.print(gate_table(report, "base HEAD~1 (0123456789)", "head"))
+    text = console.export_text()
+    assert "baseline: base HEAD~1 (0123456789); current: head" in text
+    assert "new in current, not compared: fancy [-O2, inline]" in text
+
+
 def test_hit_count_change_warns():
     current = replace_row(make_run(29), "naive", hits=123_457)
     report = gate(make_run(28), current, GateConfig())

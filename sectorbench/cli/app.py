@@ -484,7 +484,7 @@ def run_gate(
     if revise is not None:
         report = revise(report)
     console = stdout()
-    console.print(fit(gate_table(report), console.width, gate_drop(report)))
+    console.print(fit(gate_table(report, baseline_label, current_label), console.width, gate_drop(report)))
     if markdown_path is not None:
         with rescuing(rescue, markdown_path):
             write_text_atomic(markdown_path, gate_markdown(report, baseline_label, current_label), overwrite=force)

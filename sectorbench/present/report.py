@@ -549,7 +549,10 @@ def unmeasured_lines(run: RunResult) -> list[str]:
     ]
 
 
-def gate_table(report) -> Table:
+def gate_table(report, baseline_label: str | None = None, current_label: str | None = None) -> Table:
+    """The gate's rows; its caption says what the two sides are (the Markdown's header does
+    too) and lists the kernels only the current side has, as the Markdown does (a kernel new in
+    an A/B run's head was left out of the console's table without a word)."""
     table = Table(
         title=literal(
             f"regression gate: α = {report.config.alpha}, threshold {report.config.threshold:.0%}"
@@ -592,8 +595,20 @@ def gate_table(report) -> Table:
         failed = Text(f"FAILED: {failure.text}", "bold red")
         names = (key.kernel, build_label(key.cc, key.flags, show_cc), _mode(key))
         table.add_row(*map(literal, names), "–", "–", "–", "–", failed)
+    sides = [f"baseline: {baseline_label}; current: {current_label}"] if baseline_label and current_label else []
+    new_show_cc = shows_cc([*(r.key for r in report.rows), *(f.key for f in report.failures), *report.new_kernels])
+    new = ", ".join(row_label(key, new_show_cc) for key in report.new_kernels)
     table.caption = literal(
-        "\n".join([f"ratio: {ratio_note(report)}", *counted_note(report), *report.warnings]), "table.caption"
+        "\n".join(
+            [
+                *sides,
+                f"ratio: {ratio_note(report)}",
+                *counted_note(report),
+                *([f"new in current, not compared: {new}"] if new else []),
+                *report.warnings,
+            ]
+        ),
+        "table.caption",
     )
     table.caption_justify = "left"
     return table
