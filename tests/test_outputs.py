@@ -110,6 +110,18 @@ def test_the_same_file_twice_is_refused(tmp_path, empty_cache):
     one_line_error(invoke("run", *SMALL, "--json", out, "--baseline", __file__, "--markdown", out), "same file")
 
 
+def test_the_same_file_twice_through_a_linked_folder_is_refused(tmp_path, empty_cache):
+    """`here/o.json` with here -> . is o.json: with --force the export had replaced the JSON."""
+    (tmp_path / "here").symlink_to(".")
+    out, alias = tmp_path / "o.json", tmp_path / "here" / "o.json"
+    one_line_error(invoke("run", *SMALL, "--json", out, "--export", f"pyperf={alias}"), "same file")
+    out.write_text("precious")
+    one_line_error(invoke("run", *SMALL, "--json", out, "--export", f"pyperf={alias}", "--force"), "same file")
+    one_line_error(invoke("compare", *SMALL, "--json", alias, "--export", f"bmf={out}", "--force"), "same file")
+    assert not built(empty_cache), "refused before anything was built"
+    assert out.read_text() == "precious"
+
+
 def test_replacing_keeps_the_mode_and_new_files_follow_the_umask(tmp_path):
     kept = tmp_path / "kept.json"
     kept.write_text("old")

@@ -354,8 +354,10 @@ def check_outputs(force: bool, *paths: Path | None, save: bool = False, inputs=(
                 raise SectorbenchError(
                     f"{path} is the same file as the input {source}: outputs never replace inputs, even with --force"
                 )
-        target = os.path.abspath(check_output(path, force))
-        if Path(os.path.realpath(target)).is_relative_to(os.path.realpath(KERNELS_DIR)):
+        # the real path, its folders' links followed too: `--json o.json --export pyperf=here/o.json`
+        # (here -> .) passed as two files, and with --force the export replaced the JSON
+        target = os.path.realpath(check_output(path, force))
+        if Path(target).is_relative_to(os.path.realpath(KERNELS_DIR)):
             raise SectorbenchError(
                 f"{path} is in sectorbench's own C sources ({KERNELS_DIR}), which the command builds: "
                 "outputs never replace inputs, even with --force"
@@ -365,11 +367,11 @@ def check_outputs(force: bool, *paths: Path | None, save: bool = False, inputs=(
         written[target] = path
     if save:
         check_directory(RESULTS_DIR, create=True, what="--save: ")
-        saves_into = os.path.abspath(RESULTS_DIR)
+        saves_into = os.path.realpath(RESULTS_DIR)
         for target, path in written.items():
             # `--save --json results` in an empty directory: the run wrote the file results,
             # then could not make results/ there, and its results went to a rescue file
-            if saves_into in (target, os.path.realpath(target)):
+            if target == saves_into:
                 raise SectorbenchError(
                     f"{path} is where --save makes its directory ({RESULTS_DIR}/): give the output another path"
                 )
