@@ -170,6 +170,21 @@ def test_plot_bar_heatmap_and_trend(saved_runs, tmp_path):
     assert again.exit_code == 2 and "exists" in again.output
 
 
+def test_a_trend_of_the_saved_runs_never_draws_over_one_of_them(saved_runs, tmp_path, monkeypatch):
+    """A trend without RESULTS reads results/*.json: an --out leading to one of those (a link)
+    had the saved run replaced by the chart, even as it was read for it."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    for name in ("o2", "o2b"):
+        (tmp_path / "results" / f"run-{name}.json").write_bytes(saved_runs[name].read_bytes())
+    (tmp_path / "t.png").symlink_to(tmp_path / "results" / "run-o2.json")
+    result = invoke("plot", "--kernel", "basic", "--out", "t.png", "--force")
+    assert result.exit_code == 2 and "same file as the input results/run-o2.json" in result.stderr, result.output
+    assert (tmp_path / "results" / "run-o2.json").read_bytes() == saved_runs["o2"].read_bytes()
+    assert invoke("plot", "--kernel", "basic", "--out", "trend.png").exit_code == 0  # the trend itself is drawn
+
+
 def test_a_threshold_on_the_command_line_is_the_default_over_the_files(saved_runs, tmp_path):
     """--thresholds FILE with a default and --threshold: the file's had silently won."""
     toml = tmp_path / "gate.toml"

@@ -81,9 +81,12 @@ def plot_command(results, out, chart, kernel, flags_filter, mode_filter, force):
     from ..model.results import RESULTS_DIR
     from ..present import plot
 
-    check_outputs(force, out, inputs=results)  # before anything is read or drawn
-    plot.check_out(out, force)
     chart = chart or ("trend" if kernel else None)
+    # a trend without RESULTS reads the saved runs under results/: those are its inputs
+    # (`--out t.png --force`, t.png a link to one of them, replaced a saved run with the chart)
+    reads = results or (plot.result_files(RESULTS_DIR) if chart == "trend" else ())
+    check_outputs(force, out, inputs=reads)  # before anything is read or drawn
+    plot.check_out(out, force)
     if chart == "trend":
         if not kernel:
             raise click.UsageError("a trend needs --kernel")

@@ -671,6 +671,16 @@ def trend_warnings(runs: list[RunResult]) -> list[str]:
     return lines
 
 
+def result_files(directory: Path) -> list[Path]:
+    """The files a trend without RESULTS reads (load_results_dir): the *.json files of
+    `directory`, hidden ones (atomic-write leftovers) left out; none if it is no directory.
+    They are the command's inputs, which its --out must not lead to."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return [path for path in sorted(directory.glob("*.json")) if not path.name.startswith(".")]
+
+
 def load_results_dir(directory: Path) -> list[RunResult]:
     """Every run result among the *.json files of `directory`, oldest first.
 
@@ -686,8 +696,8 @@ def load_results_dir(directory: Path) -> list[RunResult]:
     if not directory.is_dir():
         raise SectorbenchError(f"{directory}: no such directory")
     found = []
-    for path in sorted(directory.glob("*.json")):
-        if path.name.startswith(".") or not path.is_file():
+    for path in result_files(directory):
+        if not path.is_file():
             continue
         try:
             data = json.loads(read_input(path, MAX_RESULT_BYTES).decode("utf-8"))
