@@ -122,6 +122,25 @@ def test_the_same_file_twice_through_a_linked_folder_is_refused(tmp_path, empty_
     assert out.read_text() == "precious"
 
 
+def test_a_file_bound_at_the_output_is_refused_before_building(tmp_path, empty_cache):
+    """A single file bound at the output path (docker -v out.json:/work/out.json): the rename
+    onto it failed with EBUSY only after the run, its results rescued where the binding was."""
+    elsewhere, out = tmp_path / "host.json", tmp_path / "with space" / "out.json"
+    out.parent.mkdir()
+    elsewhere.write_text("precious")
+    out.write_text("")
+    bound = subprocess.run(["mount", "--bind", str(elsewhere), str(out)], capture_output=True)
+    if bound.returncode != 0:
+        pytest.skip(f"cannot bind a file here: {bound.stderr.decode().strip()}")
+    try:
+        one_line_error(invoke("run", *SMALL, "--json", out, "--force"), "is a mount point", "bind its directory")
+        one_line_error(invoke("verify", "--json", out), "is a mount point")
+    finally:
+        subprocess.run(["umount", str(out)], check=True)
+    assert not built(empty_cache), "refused before anything was built"
+    assert elsewhere.read_text() == "precious"
+
+
 def test_replacing_keeps_the_mode_and_new_files_follow_the_umask(tmp_path):
     kept = tmp_path / "kept.json"
     kept.write_text("old")

@@ -21,6 +21,7 @@ import contextvars
 import errno
 import json
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Callable
@@ -394,9 +395,36 @@ def _regular_or_none(path: Path, overwrite: bool) -> os.stat_result | None:
     if not stat.S_ISREG(info.st_mode):
         kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
         raise SectorbenchError(f"{path} is {kind}: sectorbench writes only regular files, even with --force")
+    if _mount_point(path):
+        raise SectorbenchError(
+            f"{path} is a mount point (a file bound there): the rename that writes every output cannot "
+            "replace it; bind its directory instead, or write elsewhere"
+        )
     if not overwrite:
         raise SectorbenchError(f"{path} exists; choose another path or pass --force to replace it")
     return info
+
+
+#: This process's mounts.  A file can be a mount point (a single file bound there, as
+#: `docker run -v $PWD/out.json:/work/out.json` makes) and a rename onto it fails (EBUSY), so an
+#: output there failed only after the work, its results rescued inside the container.
+#: os.path.ismount cannot tell: a bind within one filesystem keeps the device and inode.
+MOUNT_TABLE = "/proc/self/mountinfo"
+
+
+def _mount_point(path: Path) -> bool:
+    """`path` (links followed) is a mount point; False where the mount table cannot be read."""
+    try:
+        with open(MOUNT_TABLE, "rb") as stream:
+            table = stream.read()
+    except OSError:
+        return False
+    target = os.fsencode(os.path.realpath(path))
+    for line in table.splitlines():
+        fields = line.split(b" ")  # the fifth is the mount point, with space, tab, newline and \ as \ooo
+        if len(fields) > 4 and re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), fields[4]) == target:
+            return True
+    return False
 
 
 def check_output(path: Path, overwrite: bool, create_dir: bool = False) -> Path:
