@@ -141,6 +141,35 @@ def test_a_file_bound_at_the_output_is_refused_before_building(tmp_path, empty_c
     assert elsewhere.read_text() == "precious"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="takes another user's identity for a moment (seteuid)")
+def test_another_users_file_in_a_sticky_directory_is_refused_before_the_work():
+    """/tmp/out.json of another user: --force passed the checks, and the rename after the work
+    failed (EPERM), the results rescued.  Checked as a user other than the file's (seteuid)."""
+    import tempfile
+
+    sticky = Path(tempfile.mkdtemp(prefix="sectorbench-sticky-", dir="/tmp"))
+    try:
+        sticky.chmod(0o1777)
+        theirs = sticky / "out.json"
+        theirs.write_text("theirs")
+        theirs.chmod(0o666)
+        mine = sticky / "mine.json"
+        os.seteuid(65534)  # nobody: neither the file's owner nor the directory's
+        try:
+            with pytest.raises(PermissionError):  # what the write's rename meets
+                os.replace(write_text_atomic(mine, "new"), theirs)
+            with pytest.raises(SectorbenchError, match="belongs to another user, in a sticky directory"):
+                check_output(theirs, overwrite=True)
+            assert check_output(mine, overwrite=True) == mine  # its own file is replaced as ever
+        finally:
+            os.seteuid(0)
+        assert theirs.read_text() == "theirs"
+    finally:
+        for path in sticky.iterdir():
+            path.unlink()
+        sticky.rmdir()
+
+
 def test_replacing_keeps_the_mode_and_new_files_follow_the_umask(tmp_path):
     kept = tmp_path / "kept.json"
     kept.write_text("old")

@@ -439,13 +439,26 @@ def check_output(path: Path, overwrite: bool, create_dir: bool = False) -> Path:
     try:
         if path.is_symlink():
             path = Path(os.path.realpath(path))
-        _regular_or_none(path, overwrite)
+        existing = _regular_or_none(path, overwrite)
         check_directory(path.parent, create=create_dir, what=f"{path}: ")
+        if existing is not None:
+            _refuse_sticky(path, existing)
     except OSError as exc:  # pathlib's lstat and stat raise what they do not take for "absent"
         if exc.errno == errno.ENAMETOOLONG:
             raise SectorbenchError(name_too_long(named)) from None
         raise SectorbenchError(f"{named}: cannot write here ({exc.strerror or exc})") from None
     return path
+
+
+def _refuse_sticky(path: Path, existing: os.stat_result) -> None:
+    """In a sticky directory (/tmp) only a file's owner, the directory's or root may rename over
+    it: `--json /tmp/out.json --force`, out.json another user's, failed (EPERM) after the work."""
+    folder = os.stat(path.parent)
+    if folder.st_mode & stat.S_ISVTX and os.geteuid() not in (0, existing.st_uid, folder.st_uid):
+        raise SectorbenchError(
+            f"{path} belongs to another user, in a sticky directory ({path.parent}) where only its owner "
+            "may replace it, even with --force: choose another path"
+        )
 
 
 def refuse_directory_spelling(text: str) -> None:
