@@ -425,6 +425,20 @@ def test_plot_refuses_inf_string_and_null_samples(ok_json, tmp_path):
     assert not (tmp_path / "x.png").exists()
 
 
+def test_a_rows_list_past_its_limit_is_refused_for_its_length_before_its_items_are_walked(ok_json, tmp_path):
+    """One row of 21 million samples (229 MB) was walked item by item for 21 s before its length
+    refused it; the length now comes first (a bad item at the end is never reached), and a row's
+    other lists (the counts its rounds saw) have the same limit."""
+    from sectorbench.model.schema import MAX_SAMPLES
+
+    long = [1e-3] * MAX_SAMPLES + ["fast"]
+    bad = variant(ok_json, tmp_path / "long.json", lambda d: d["results"][0].update(samples_s=long))
+    one_line(invoke("regress", ok_json, bad), f"results[0].samples_s holds {MAX_SAMPLES + 1} samples, more than")
+    seen = variant(ok_json, tmp_path / "seen.json", lambda d: d["results"][0].update(hits_seen=[1] * 10**6))
+    one_line(invoke("export", seen, "--format", "bmf", "--out", tmp_path / "x.json"), "hits_seen holds 1000000 items")
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_non_utf8_and_deeply_nested_results_are_one_line(tmp_path, ok_json):
     latin = tmp_path / "latin.json"
     latin.write_bytes(b'{"results": "\xff"}')

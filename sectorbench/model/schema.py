@@ -109,10 +109,23 @@ def check_object(data, cls, where: str) -> None:
             raise SectorbenchError(f"{place} is {_describe(value)}, not {_type_name(expected)}")
         item_type = next(iter(typing.get_args(expected)), None) if typing.get_origin(expected) is list else None
         if item_type is not None and not is_dataclass(item_type) and isinstance(value, list):
+            _check_length(name, value, place)  # before its items: 21 million took 21 s to walk
             for i, item in enumerate(value):
                 if not _matches(item, item_type):
                     raise SectorbenchError(f"{place}[{i}] is {_describe(item)}, not {_type_name(item_type)}")
         _check_numbers(name, value, place)
+
+
+def _check_length(name: str, value: list, place: str) -> None:
+    """A row's list (samples, the counts its rounds saw, warnings) holds at most MAX_SAMPLES
+    items, checked before any item is: a 229 MB file of one row with 21 million samples was
+    walked item by item for 21 s before its length refused it."""
+    if len(value) > MAX_SAMPLES:
+        what = "samples" if name in SAMPLE_RULES else "items"
+        raise SectorbenchError(
+            f"{place} holds {len(value)} {what}, more than the {MAX_SAMPLES} a row may have "
+            "(sectorbench records at most 1 000 rounds)"
+        )
 
 
 def _finite(value) -> bool:
@@ -133,11 +146,6 @@ def _check_numbers(name: str, value, place: str) -> None:
     where SAMPLE_RULES says so, counts of AT_LEAST_ONE at least 1."""
     rule = SAMPLE_RULES.get(name)
     if rule is not None:
-        if len(value) > MAX_SAMPLES:
-            raise SectorbenchError(
-                f"{place} holds {len(value)} samples, more than the {MAX_SAMPLES} a row may have "
-                "(sectorbench records at most 1 000 rounds)"
-            )
         for i, item in enumerate(value):
             if not _finite(item) or abs(item) > MAX_TIME_S or (rule == "positive" and item < MIN_TIME_S):
                 wanted = f"a time from {MIN_TIME_S:g} to {MAX_TIME_S:g} s" if rule == "positive" else "a finite time"
