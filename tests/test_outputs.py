@@ -170,6 +170,29 @@ def test_another_users_file_in_a_sticky_directory_is_refused_before_the_work():
         sticky.rmdir()
 
 
+def test_a_header_a_source_includes_is_never_an_output(tmp_path, empty_cache):
+    """`--source k.c --json k.h --force` (a completion's slip) replaced the header k.c includes
+    with the results: it is an input of the command as k.c is, however the output names it."""
+    header, source = tmp_path / "k.h", tmp_path / "k.c"
+    header.write_text(
+        "static inline int mine(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {\n"
+        "    const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy;\n"
+        "    return s < r2 && dx * ux + dy * uy > sqrtf(s) * k;\n}\n"
+    )
+    source.write_text(
+        '#include "sb_common.h"\n#include "k.h"\n'
+        'SB_KERNEL(mine, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "mine");\n'
+    )
+    (tmp_path / "link.h").symlink_to(header)
+    before = header.read_text()
+    kernels = ["--kernels", "mine", "--source", source]
+    one_line_error(invoke("run", *SMALL[:-2], *kernels, "--json", header, "--force"), "a file --source", "includes")
+    one_line_error(invoke("compare", *SMALL[:-2], *kernels, "--export", f"bmf={tmp_path / 'link.h'}", "--force"), "k.h")
+    one_line_error(invoke("verify", *kernels, "--json", header, "--force"), "a file --source", "includes")
+    assert not built(empty_cache), "refused before anything was built"
+    assert header.read_text() == before
+
+
 def test_replacing_keeps_the_mode_and_new_files_follow_the_umask(tmp_path):
     kept = tmp_path / "kept.json"
     kept.write_text("old")

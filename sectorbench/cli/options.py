@@ -17,12 +17,13 @@ from ..model.results import (
     check_directory,
     check_output,
     guard_command_files,
+    guard_more_inputs,
     name_too_long,
     refuse_directory_spelling,
     regular_file,
     same_file,
 )
-from ..native.build import DEFAULT_CC, KERNELS_DIR, BuildConfig, repeated_build, source_kernel_rows
+from ..native.build import DEFAULT_CC, KERNELS_DIR, BuildConfig, repeated_build, source_kernel_rows, source_reads
 
 
 class RegistryChoice(click.Choice):
@@ -195,12 +196,14 @@ def build_configs(flags: tuple[str, ...], cc: tuple[str, ...], sources=()) -> tu
 
 def refuse_sources_without_kernels(config: BuildConfig) -> None:
     """A --source that declares no kernel (empty, or helpers only) is refused before any work:
-    the run would time the built-in kernels alone and look like a run of the user's."""
+    the run would time the built-in kernels alone and look like a run of the user's.  What the
+    source includes is an input of the command, as the source is (guard_more_inputs)."""
     for source in config.extra_sources:
         if source_kernel_rows(config, source) == 0:
             raise SectorbenchError(
                 f"--source {source} declares no kernel (a kernel is a row SB_KERNEL makes: docs/extending.md)"
             )
+        guard_more_inputs(source_reads(config, source), f"a file --source {source} includes")
 
 
 def build_text(cc: str, flags: str) -> str:

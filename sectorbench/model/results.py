@@ -297,6 +297,21 @@ def guard_command_files(inputs, outputs=()) -> None:
     _output_targets.set({os.path.abspath(p): os.path.realpath(p) for p in outputs if p is not None})
 
 
+def guard_more_inputs(inputs, what: str) -> None:
+    """`inputs` are the running command's too (the files its sources include, known once they
+    are preprocessed): an output already named that is one of them is refused now, before any
+    work, and write_atomic never replaces one.  `what` says what they are."""
+    inputs = tuple(Path(p) for p in inputs)
+    for output, target in (_output_targets.get() or {}).items():
+        for source in inputs:
+            if same_file(output, source):
+                also = "" if target == os.path.realpath(source) == output else f" ({source})"
+                raise SectorbenchError(
+                    f"{shortened_path(output)} is {what}{also}: outputs never replace inputs, even with --force"
+                )
+    _inputs.set((*_inputs.get(), *inputs))
+
+
 def _refuse_inputs(path: Path) -> None:
     for source in _inputs.get():
         if same_file(path, source):

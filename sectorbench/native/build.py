@@ -598,13 +598,19 @@ def _read_depfile(path: Path) -> dict[str, str] | None:
         text = path.read_text()
     except OSError:
         return None
-    _, _, listed = text.replace("\\\n", " ").partition("object: ")
-    names = [name.replace("\\ ", " ").replace("$$", "$") for name in re.split(r"(?<!\\)\s+", listed) if name]
-    paths = [(path.parent / name).resolve() for name in names]  # a relative name: from the compiler's directory
+    # a relative name: from the compiler's directory
+    paths = [(path.parent / name).resolve() for name in _depfile_names(text)]
     try:
         return {str(dependency): _sha256(dependency) for dependency in paths}
     except OSError:
         return None
+
+
+def _depfile_names(text: str) -> list[str]:
+    """The names in an -MD list (make's syntax, the target named `object`: `object: FILE FILE \\`,
+    spaces in a name escaped), as written."""
+    _, _, listed = text.replace("\\\n", " ").partition("object: ")
+    return [name.replace("\\ ", " ").replace("$$", "$") for name in re.split(r"(?<!\\)\s+", listed) if name]
 
 
 def _listed_into(depfile: Path) -> list[str]:
@@ -1132,20 +1138,44 @@ def _preprocessed_index(config: BuildConfig) -> dict[str, str] | None:
     return index or None
 
 
-@cache
 def source_kernel_rows(config: BuildConfig, source: Path) -> int | None:
     """How many kernel rows the user's C file `source` declares (its own, read by preprocessing
     it alone with `config`'s compiler, flags and include folders); None when that fails (a
     missing compiler, a syntax error: the build says why)."""
-    try:
-        rows = _preprocessed_rows(config, [source])
-    except BuildError:
-        return None
-    return None if rows is None else len(rows)
+    read = _read_source(config, source)
+    return None if read is None else read[0]
 
 
-def _preprocessed_rows(config: BuildConfig, files: list[Path]) -> list[str] | None:
-    """The text inside each kernel row of `files`, preprocessed; None if the preprocessor fails."""
+def source_reads(config: BuildConfig, source: Path) -> tuple[Path, ...]:
+    """Every file that preprocessing read (absolute): `source`, the headers it includes, a
+    -include of the flags.  They are the command's inputs too: `--source k.c --json k.h --force`
+    replaced the header k.c includes.  () when the preprocessing fails."""
+    read = _read_source(config, source)
+    return () if read is None else read[1]
+
+
+@cache
+def _read_source(config: BuildConfig, source: Path) -> tuple[int, tuple[Path, ...]] | None:
+    """The kernel rows `source` declares, and what its preprocessing read (the compiler's own
+    -MD list); None when the preprocessing fails."""
+    with scratch_directory("sectorbench-source-") as scratch:
+        depfile = scratch / "source.d"
+        try:
+            rows = _preprocessed_rows(config, [source], depfile)
+        except BuildError:
+            return None
+        if rows is None:
+            return None
+        try:
+            names = _depfile_names(depfile.read_text(errors="surrogateescape"))
+        except OSError:  # a compiler that writes no list: the rows are still known
+            names = []
+    return len(rows), tuple(Path(os.path.abspath(name)) for name in names)  # relative: from this directory
+
+
+def _preprocessed_rows(config: BuildConfig, files: list[Path], depfile: Path | None = None) -> list[str] | None:
+    """The text inside each kernel row of `files`, preprocessed; None if the preprocessor fails.
+    With `depfile`, the files it read are listed there (see _listed_into)."""
     cc_path, _ = compiler_identity(config.cc)
     command = [
         cc_path,
@@ -1154,6 +1184,7 @@ def _preprocessed_rows(config: BuildConfig, files: list[Path]) -> list[str] | No
         "-P",
         "-DSB_ROWS_ONLY",
         *(f"-I{f}" for f in include_dirs(config)),
+        *(_listed_into(depfile) if depfile is not None else ()),
         "-x",
         "c",
     ]
