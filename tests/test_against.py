@@ -137,6 +137,15 @@ def test_headers_beside_the_source_are_taken_at_the_ref_whatever_their_names(tmp
     assert sides["base"]["hits"] > sides["head"]["hits"] > 0  # the base read SCALE 1.0f, as committed
 
 
+def assert_mine_compared_with_head_1(repo: Path, out: Path) -> None:
+    """`run --against HEAD~1` of repo's kernels/mine.c compared both sides (HEAD~1's is wider)."""
+    result = invoke("run", *SMALL, "--source", str(repo / "kernels" / "mine.c"), "--kernels", "mine",
+                    "--against", "HEAD~1", "--json", str(out), "--no-confirm")  # fmt: skip
+    assert result.exit_code in (0, 1), result.output
+    sides = rows_by_side(out, "mine")
+    assert sides["base"]["hits"] > sides["head"]["hits"] > 0
+
+
 def test_a_checkout_whose_path_ends_in_a_space(user_repo, tmp_path, monkeypatch):
     """git prints the top of the work tree and a newline: only the newline is taken off (the
     trailing space went too, and every git command ran in a folder that does not exist, said
@@ -144,12 +153,7 @@ def test_a_checkout_whose_path_ends_in_a_space(user_repo, tmp_path, monkeypatch)
     moved = tmp_path / "repo "
     user_repo.rename(moved)
     monkeypatch.chdir(moved)
-    out = tmp_path / "ab.json"
-    result = invoke("run", *SMALL, "--source", str(moved / "kernels" / "mine.c"), "--kernels", "mine",
-                    "--against", "HEAD~1", "--json", str(out), "--no-confirm")  # fmt: skip
-    assert result.exit_code in (0, 1), result.output
-    sides = rows_by_side(out, "mine")
-    assert sides["base"]["hits"] > sides["head"]["hits"] > 0
+    assert_mine_compared_with_head_1(moved, tmp_path / "ab.json")
 
 
 def test_a_repository_git_will_not_read_is_said_in_gits_words(user_repo):
@@ -597,12 +601,7 @@ def test_git_dir_in_the_environment_is_read_from_where_sectorbench_runs(user_rep
     the gate passed, exit 0, without comparing it."""
     monkeypatch.setenv("GIT_DIR", ".git" if location == "GIT_DIR=.git" else str(user_repo / ".git"))
     monkeypatch.delenv("GIT_WORK_TREE", raising=False)
-    out = tmp_path / "ab.json"
-    result = invoke("run", *SMALL, "--source", str(user_repo / "kernels" / "mine.c"), "--kernels", "mine",
-                    "--against", "HEAD~1", "--json", str(out), "--no-confirm")  # fmt: skip
-    assert result.exit_code in (0, 1), result.output
-    sides = rows_by_side(out, "mine")
-    assert sides["base"]["hits"] > sides["head"]["hits"] > 0
+    assert_mine_compared_with_head_1(user_repo, tmp_path / "ab.json")
 
 
 def test_a_source_outside_the_work_tree_the_environment_names_is_refused(user_repo, tmp_path, monkeypatch):
