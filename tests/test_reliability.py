@@ -1052,6 +1052,33 @@ def test_ending_signals_clean_up_like_sigterm_in_one_line(signum, tmp_path):
     assert list(scratch.iterdir()) == []
 
 
+def test_a_second_signal_that_arrives_with_the_first_is_no_traceback(tmp_path):
+    """Two ending signals that arrive together (systemd's SIGTERM and SIGHUP, a CI runner's SIGINT
+    to the group and its SIGTERM, `kill -INT` then `kill -TERM`): the first one's handler set the
+    others to SIG_IGN while the second was already caught and waiting for Python to run its handler,
+    and Python printed "OSError: Signal 15 ignored due to race condition" with a traceback above the
+    exit line.  The run is stopped while both are sent, so both are waiting when it goes on."""
+
+    def sigint_as_a_terminal_sends_it():  # a shell's background job inherits SIGINT ignored
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    process, scratch = _run_until_measuring(tmp_path, sigint_as_a_terminal_sends_it)
+    try:
+        process.send_signal(signal.SIGSTOP)
+        process.send_signal(signal.SIGINT)
+        process.send_signal(signal.SIGTERM)
+        process.send_signal(signal.SIGCONT)
+        code = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    stderr = process.stderr.read()
+    # both wait for Python together: it runs their handlers in signal-number order, SIGINT first
+    assert (code, stderr.splitlines()[-1]) == (128 + signal.SIGINT, "sectorbench: interrupted; scratch files removed")
+    assert "Traceback" not in stderr and "race condition" not in stderr, stderr
+    assert list(scratch.iterdir()) == []
+
+
 #: A real `sectorbench --version` that sends itself `signum` as the command modules import (when
 #: `sectorbench.measure.runner`, which only they import, starts): the first second of every command.
 _SIGNAL_WHILE_IMPORTING = """

@@ -75,8 +75,16 @@ class Terminated(BaseException):
 
 def _on_ending_signal(signum, frame):
     for other in ENDING_SIGNALS:  # a second one must not interrupt the cleanup
-        signal.signal(other, signal.SIG_IGN)
+        if signal.getsignal(other) is not signal.SIG_IGN:  # (nohup's stays as it is)
+            signal.signal(other, _already_ending)
     raise Terminated(signum)
+
+
+def _already_ending(signum, frame):
+    """An ending signal after the first: the cleanup goes on.  A handler that does nothing rather
+    than SIG_IGN: a second signal that arrived with the first (caught, its handler not yet run when
+    the first one's set SIG_IGN) made Python print "OSError: Signal 15 ignored due to race
+    condition" and a traceback above the exit line."""
 
 
 def note(text: str) -> None:
