@@ -289,6 +289,25 @@ def test_a_damaged_driver_is_rebuilt_not_run(tmp_path):
 
 
 @needs_valgrind
+def test_a_valgrind_that_is_killed_leaves_nothing_in_tmpdir(tmp_path, monkeypatch):
+    """valgrind makes its gdbserver's FIFOs and shared memory file in $TMPDIR as it starts
+    (vgdb-pipe-from-vgdb-to-PID-by-USER-on-HOST, ...) and removes them as it exits: killed (a
+    stalled loop, Ctrl-C, a CI runner's SIGTERM: its session is SIGKILLed), it left three files
+    in $TMPDIR on every such run.  Nothing here uses its gdbserver (--vgdb=no)."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmpdir))  # valgrind's, through the environment it inherits
+    library = build(BuildConfig.parse("-O2"))
+    scene = scenes.generate("uniform", 512, 40000, seed=0)  # ~20 M tests: seconds under valgrind
+    scene_path = instructions.write_scene(scene, tmp_path / "scene.bin")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with pytest.raises(instructions.LoopStalled):
+        instructions.count_loops(library, scene_path, ["naive:inline:count"], "cc", scratch, job_s=3.0)
+    assert list(tmpdir.iterdir()) == []
+
+
+@needs_valgrind
 def test_valgrind_ends_with_a_killed_run(tmp_path):
     """SIGKILL of sectorbench (no cleanup can run): the valgrind counting its loops goes too."""
     import subprocess

@@ -146,6 +146,10 @@ def count_loops(
     command = [
         VALGRIND,
         "--tool=callgrind",
+        # No gdbserver: its FIFOs and shared memory file, made in $TMPDIR as valgrind starts, are
+        # removed only by valgrind's own exit, and one killed (a stalled loop, an interrupted run)
+        # left three files in $TMPDIR each time.  Nothing here attaches a debugger.
+        "--vgdb=no",
         "--instr-atstart=no",
         "--collect-atstart=no",
         f"--callgrind-out-file={out}",
