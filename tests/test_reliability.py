@@ -1079,6 +1079,67 @@ def test_a_second_signal_that_arrives_with_the_first_is_no_traceback(tmp_path):
     assert list(scratch.iterdir()) == []
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process under `pid` (its fork server and workers), from /proc."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def _signal_all(pids, signum) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+
+def test_a_run_frozen_with_its_workers_kills_no_healthy_kernel(tmp_path):
+    """A CI runner's job suspended (a cgroup frozen: `docker pause`) stops the run and its workers
+    together.  The run's wait for a reply had expired when both were thawed, so the worker, which
+    had not been able to answer, was killed: a healthy kernel's row was `timed-out`, "no answer
+    within 1 s (--kernel-timeout sets the floor)", its rounds lost.  Here the workers are stopped,
+    then the run, for 3 s (three times the deadline); the run goes on first, its workers 0.5 s
+    later, as a thaw may order them.  Twice, in case one lands between two requests."""
+    out = tmp_path / "r.json"
+    args = ["-n", "200", "-m", "20000", "--repeat", "60", "--min-time", "0.05", "--kernel-timeout", "1"]
+    args += ["--flags", "-O2", "--kernels", "basic", "--json", str(out)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sectorbench", "run", *args],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        said = [process.stderr.readline()]
+        while said[-1] and not said[-1].startswith("plan:"):
+            said.append(process.stderr.readline())
+        assert said[-1], said
+        for _ in range(2):
+            time.sleep(1.5)  # calibrated, in its rounds: almost always waiting for a sample
+            workers = _descendants(process.pid)
+            _signal_all(workers, signal.SIGSTOP)
+            process.send_signal(signal.SIGSTOP)
+            time.sleep(3)
+            process.send_signal(signal.SIGCONT)
+            time.sleep(0.5)
+            _signal_all(workers, signal.SIGCONT)
+        code = process.wait(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    said += process.stderr.readlines()
+    assert code == 0, said
+    rows = json.loads(out.read_text())["results"]
+    assert [(row["kernel"], row["status"], row["reason"]) for row in rows] == [("basic", "ok", None)]
+
+
 #: A real `sectorbench --version` that sends itself `signum` as the command modules import (when
 #: `sectorbench.measure.runner`, which only they import, starts): the first second of every command.
 _SIGNAL_WHILE_IMPORTING = """

@@ -39,6 +39,12 @@ ROW_COUNT_SHAPES_MAX = 9
 #: Listing the kernels of a library that holds none of the user's code (its constructors are
 #: ours: ~1 s here) is allowed this long past the run's --max-minutes.
 LISTING_PAST_BUDGET_S = 30.0
+#: A wait for a worker is cut into waits this long (AwakeClock): time this process was not
+#: running is then told apart, and at most one such wait of time spent waiting goes uncounted.
+WAIT_SLICE_S = 1.0
+#: A wait that ends this much later than it was to end means this process was not running
+#: meanwhile (AwakeClock): a load that delays its wake-up by a second is already no load.
+LATE_WAKE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,36 @@ class Budget:
 
     def left_s(self) -> float:
         return self.end - time.monotonic()
+
+
+class AwakeClock:
+    """Seconds that passed while this process ran, told apart from those it did not: stopped
+    (SIGSTOP, Ctrl-Z) or frozen with its workers (a cgroup freezer: `docker pause`, a CI
+    runner's job suspended).  A deadline counts only the first: a worker frozen with the run
+    cannot answer, and when both were thawed the run's wait had long expired, so a healthy
+    kernel was killed and its row said it gave no answer within --kernel-timeout.
+
+    tick(expected_s) after each wait that was to last at most expected_s: a wait that ended
+    more than LATE_WAKE_S later than that was a stop, and all of it goes to stopped_s."""
+
+    def __init__(self):
+        self.last = time.monotonic()
+        self.awake_s = 0.0
+        self.stopped_s = 0.0
+
+    def tick(self, expected_s: float) -> None:
+        now = time.monotonic()
+        took, self.last = now - self.last, now
+        if took > expected_s + LATE_WAKE_S:
+            self.stopped_s += took
+        else:
+            self.awake_s += took
+
+    def stopped_note(self) -> str:
+        """What a deadline's reason adds when the run was stopped while it waited ('' if not)."""
+        if not self.stopped_s:
+            return ""
+        return f"; the run itself was stopped or frozen for {self.stopped_s:.3g} s meanwhile, not counted"
 
 
 #: The defaults, as one value each (the worker's and the session's default arguments).

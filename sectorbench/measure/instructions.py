@@ -30,7 +30,7 @@ from ..errors import SectorbenchError
 from ..interrupts import kill_session, scratch_directory, signals_held
 from ..model.results import KernelResult, RunResult
 from ..native.build import BuildConfig, build, build_driver, valgrind_include_dir
-from .deadlines import DEFAULT_DEADLINES, NO_BUDGET, Budget, Deadlines
+from .deadlines import DEFAULT_DEADLINES, NO_BUDGET, AwakeClock, Budget, Deadlines
 
 #: The metrics --metric takes: time is always measured; instructions adds valgrind's counts.
 METRICS = ("time", "instructions")
@@ -170,23 +170,24 @@ def count_loops(
             start_new_session=True,
         )
     try:
-        done, since = 0, time.monotonic()
+        done, since = 0, AwakeClock()  # a run stopped or frozen with its valgrind: not the loop's time
         while process.poll() is None:
             dumped = len(list(scratch.glob(f"{out.name}.*")))
             if dumped > done:
-                done, since = dumped, time.monotonic()
+                done, since = dumped, AwakeClock()
             out_of_time = budget.left_s() <= 0
-            if out_of_time or time.monotonic() - since > job_s:
+            if out_of_time or since.awake_s > job_s:
                 kill_session(process)
                 job = jobs[min(done, len(jobs) - 1)]
                 why = (
                     f"the run's --max-minutes {budget.minutes:g} ran out while valgrind counted it"
                     if out_of_time
                     else f"its {job.rsplit(':', 1)[1]} loop did not end under valgrind within {job_s:.0f} s "
-                    "(--kernel-timeout sets the floor)"
+                    f"(--kernel-timeout sets the floor{since.stopped_note()})"
                 )
                 raise LoopStalled(why, job, parse_dumps(scratch, out.name), out_of_time)
             time.sleep(WATCH_S)
+            since.tick(WATCH_S)
     except BaseException:
         if process.poll() is None:
             kill_session(process)

@@ -30,7 +30,16 @@ import numpy as np
 from ..errors import SectorbenchError
 from ..model.kernels import DISABLE_ISA_ENV, Kernel, disabled_features
 from . import messages
-from .deadlines import DEFAULT_DEADLINES, LISTING_PAST_BUDGET_S, NO_BUDGET, STARTUP_S, Budget, Deadlines
+from .deadlines import (
+    DEFAULT_DEADLINES,
+    LISTING_PAST_BUDGET_S,
+    NO_BUDGET,
+    STARTUP_S,
+    WAIT_SLICE_S,
+    AwakeClock,
+    Budget,
+    Deadlines,
+)
 from .forkserver import spawn_worker
 from .messages import LoopRef
 from .process_state import stat_fields
@@ -200,26 +209,31 @@ class Worker:
         left = max(self.budget.left_s(), past_budget_s)
         if left <= 0:  # the run is over its --max-minutes: nothing more is asked
             raise WorkerTimedOut(f"the run's --max-minutes {self.budget.minutes:g} ran out before this request")
-        limit = min(deadline_s, left)
         self._stdout.empty()
         self._stderr.empty()
         self._request_id += 1
+        clock = AwakeClock()
+        end = clock.last + left  # --max-minutes is the clock's, stopped or not
         try:
             self._channel.send_bytes(messages.encode(request, self._request_id))
-            ready = self._channel.poll(max(limit, 0.0))
+            ready = False
+            while not ready and clock.awake_s < deadline_s and clock.last < end:
+                wait_s = min(WAIT_SLICE_S, deadline_s - clock.awake_s, end - clock.last)
+                ready = self._channel.poll(wait_s)
+                clock.tick(wait_s)
         except OSError:
             ready = True  # a dead worker: recv says so
         if not ready:
             stopped = _stopped(self._process.pid)
             self.kill()
             self._take_output(who)
-            if left < deadline_s:
+            if clock.awake_s < deadline_s:
                 raise WorkerTimedOut(f"the run's --max-minutes {self.budget.minutes:g} ran out during this request")
             # start-up (the library's load, its constructors included) has its own allowance
             why = "the start-up allowance" if deadline_s == STARTUP_S else "--kernel-timeout sets the floor"
             if stopped:
                 why += "; it was stopped (SIGSTOP, SIGTSTP: a kernel that stopped its process or group?)"
-            raise WorkerTimedOut(f"no answer within {deadline_s:.3g} s ({why}): killed")
+            raise WorkerTimedOut(f"no answer within {deadline_s:.3g} s ({why}{clock.stopped_note()}): killed")
         try:
             data = self._channel.recv_bytes(MAX_REPLY_BYTES)
         except (EOFError, ConnectionResetError):  # reset: it died before reading the request
