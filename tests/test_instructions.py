@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -286,6 +288,62 @@ def test_a_damaged_driver_is_rebuilt_not_run(tmp_path):
         stream.truncate(4000)
     assert build_module.build_driver("instructions", cache_dir=cache) == driver
     assert driver.read_bytes() == whole
+
+
+#: count_loops in a process of its own (the test stops it): its counts as JSON, or its LoopStalled.
+_COUNT_IN_A_PROCESS = """
+import json, sys
+from pathlib import Path
+from sectorbench.measure import instructions
+library, scene, scratch = map(Path, sys.argv[1:4])
+try:
+    print(json.dumps(instructions.count_loops(library, scene, ["basic:inline:count"], "cc", scratch, job_s=8.0)))
+except instructions.LoopStalled as exc:
+    print(json.dumps(str(exc)))
+"""
+
+
+@needs_valgrind
+def test_a_valgrind_frozen_with_the_run_is_not_taken_for_a_stalled_loop(tmp_path):
+    """A run stopped or frozen with its valgrind (a CI runner's job suspended): the wall clock ran
+    on meanwhile, and the loop was given up as "did not end under valgrind within 5 s" once both
+    went on, its count lost.  The time the run was stopped is not the loop's."""
+    library = build(BuildConfig.parse("-O2"))
+    # 4 M tests: a second or more under valgrind, so it is stopped while it counts
+    scene_path = instructions.write_scene(scenes.generate("uniform", 200, 20000, seed=3), tmp_path / "scene.bin")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-c", _COUNT_IN_A_PROCESS, str(library), str(scene_path), str(scratch)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        valgrind = None
+        deadline = time.monotonic() + 120
+        while valgrind is None and process.poll() is None and time.monotonic() < deadline:
+            for stat in Path("/proc").glob("[0-9]*/stat"):
+                try:
+                    fields = stat.read_text().rsplit(")", 1)[1].split()
+                    program = stat.with_name("cmdline").read_text().split("\0")[0]
+                    if int(fields[1]) == process.pid and "valgrind" in Path(program).name:
+                        valgrind = int(stat.parent.name)  # exec'd: count_loops watches it from now on
+                except (OSError, IndexError, ValueError):
+                    continue
+        assert valgrind is not None, "valgrind never started"
+        os.kill(valgrind, signal.SIGSTOP)
+        process.send_signal(signal.SIGSTOP)
+        time.sleep(10)  # longer than the loop's 8 s
+        process.send_signal(signal.SIGCONT)
+        time.sleep(0.5)  # a thaw may go on with the run first
+        with contextlib.suppress(ProcessLookupError):  # (given up as stalled and killed)
+            os.kill(valgrind, signal.SIGCONT)
+        said, _ = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    counted = json.loads(said)
+    assert isinstance(counted, dict) and set(counted) == {"basic:inline:count"}, counted
 
 
 @needs_valgrind
