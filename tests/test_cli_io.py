@@ -672,6 +672,28 @@ def test_a_scene_just_over_the_limit_says_two_different_amounts(tmp_path):
     assert needed != allowed, line
 
 
+@pytest.mark.parametrize(
+    "words, advice",
+    [
+        (["run", "-n", "5"], "a smaller -n/-m?"),
+        (["regress", "a.json", "b.json"], "smaller input files?"),
+        (["verify", "--cases", "100"], "this process may use 1,048,576 MiB: raise ulimit -v"),
+    ],
+)
+def test_out_of_memory_advice_names_what_the_command_has(words, advice):
+    """verify takes neither -n/-m nor input files: under a ulimit -v it was told "smaller input
+    files?".  (A real MemoryError under a tight ulimit -v is not made here: CPython itself then
+    fails in ways of its own, a fatal "Cannot recover from stack overflow" among them.)"""
+    said = subprocess.run(
+        [sys.executable, "-c", f"from sectorbench.cli.app import main; print(main._smaller({words!r}))"],
+        capture_output=True,
+        text=True,
+        preexec_fn=limited_memory(1 << 40),
+        check=True,
+    ).stdout.strip()
+    assert said == advice
+
+
 def test_running_out_of_memory_is_one_line_not_an_internal_error(tmp_path):
     # the broadphase's hits (up to --max-hits of them) could not be allocated in 1 GiB:
     # "internal error: BroadphaseError: the broadphase query ran out of memory"

@@ -285,12 +285,22 @@ class OneLineErrors(click.Group):
 
     def _smaller(self, args) -> str:
         """What to make smaller after a MemoryError: the sizes, where the command takes them;
-        else its input files (regress of files of 30 000 samples a row had been told to
-        use a smaller -n/-m, which it has not)."""
+        else its input files, where it reads some (regress of files of 30 000 samples a row had
+        been told to use a smaller -n/-m, which it has not); else the limit, where one is set
+        (verify, which holds a batch of cases at a time, was told "smaller input files?")."""
+        from ..model.scenes import address_space_limit
+
         words = sys.argv[1:] if args is None else list(args)
-        name = next((word for word in words if word in self.commands), None)
-        sized = name is not None and any("-n" in param.opts for param in self.commands[name].params)
-        return "a smaller -n/-m?" if sized else "smaller input files?"
+        command = self.commands.get(next((word for word in words if word in self.commands), ""))
+        params = command.params if command is not None else []
+        if any("-n" in param.opts for param in params):
+            return "a smaller -n/-m?"
+        if any(isinstance(param, click.Argument) for param in params):
+            return "smaller input files?"
+        limit = address_space_limit()
+        if limit is not None:
+            return f"this process may use {limit >> 20:,} MiB: raise ulimit -v"
+        return "the machine's memory is taken"
 
     def _main(self, args, prog_name, complete_var, exiting=False, **extra):
         in_main_thread = threading.current_thread() is threading.main_thread()
