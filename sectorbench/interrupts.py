@@ -12,12 +12,14 @@ signals held: one that arrives meanwhile is raised again as soon as the step is 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,18 +77,77 @@ def ignore_ending_signals() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING_SIGNALS)
 
 
+#: A lock file in each scratch directory of TMPDIR, held (flock) while its command runs: the
+#: kernel lets it go when the process ends, however it ends.
+SCRATCH_LOCK = ".sectorbench-lock"
+#: A scratch directory of TMPDIR whose lock no process holds, untouched this long, was left by
+#: a command killed with SIGKILL (a CI job's timeout; nothing of ours runs then), and the next
+#: command removes it.  Its lock is taken microseconds after the directory is made: the wait
+#: only covers that moment.
+ABANDONED_AFTER_S = 60.0
+
+
 @contextlib.contextmanager
 def scratch_directory(prefix: str, parent: Path | None = None, suffix: str | None = None) -> Iterator[Path]:
-    """A new temporary directory, removed whole when the block ends, however it ends."""
-    path = None
+    """A new temporary directory, removed whole when the block ends, however it ends.  In
+    TMPDIR (no `parent`) it holds a lock while the block runs, and those left by a command
+    killed with SIGKILL are removed first (remove_abandoned): a run's scene files, verify's
+    ~20 case scenes were left for ever on a CI runner whose job timeouts kill."""
+    path = lock = None
     try:
+        if parent is None:
+            remove_abandoned(Path(tempfile.gettempdir()), prefix)
         with signals_held():
             path = Path(tempfile.mkdtemp(suffix=suffix, prefix=prefix, dir=parent))
+            if parent is None:
+                lock = _locked(path / SCRATCH_LOCK, os.O_CREAT)
         yield path
     finally:
         if path is not None:
             with signals_held():
                 shutil.rmtree(path, ignore_errors=True)
+        if lock is not None:
+            os.close(lock)
+
+
+def _locked(path: Path, flags: int = 0) -> int | None:
+    """An open descriptor of `path` holding its exclusive lock; None where another holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | flags, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def remove_abandoned(parent: Path, prefix: str) -> None:
+    """Remove this user's scratch directories named `prefix`* in `parent` whose lock no process
+    holds and which are older than ABANDONED_AFTER_S.  One without a lock file (of a version
+    that made none, or still being made) is left alone."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(prefix):
+            continue
+        try:
+            status = entry.stat(follow_symlinks=False)
+            if not entry.is_dir(follow_symlinks=False) or status.st_uid != os.getuid():
+                continue
+            if time.time() - status.st_mtime < ABANDONED_AFTER_S:
+                continue
+            lock = _locked(Path(entry.path) / SCRATCH_LOCK)
+        except OSError:  # no lock file, or gone meanwhile
+            continue
+        if lock is None:  # held: a live command's
+            continue
+        try:
+            with signals_held():
+                shutil.rmtree(entry.path, ignore_errors=True)
+        finally:
+            os.close(lock)
 
 
 def run_in_own_session(

@@ -1034,6 +1034,41 @@ def _signalled(process, signum: int, timeout_s: float) -> int:
             process.kill()
 
 
+def test_scratch_left_by_a_run_killed_with_sigkill_is_removed_by_the_next(tmp_path):
+    """SIGKILL runs nothing of ours: a CI job's timeout left the run's scratch directory (its
+    scenes; verify's ~20 case scenes) in TMPDIR for ever.  The next command removes those whose
+    lock no process holds, and no other: a live one's, another user's, one without a lock."""
+    import fcntl
+
+    from sectorbench.interrupts import ABANDONED_AFTER_S, SCRATCH_LOCK
+
+    process, scratch = _run_until_measuring(tmp_path)
+    (killed,) = scratch.glob("sectorbench-*")
+    assert _signalled(process, signal.SIGKILL, 30) == -signal.SIGKILL
+    live = scratch / "sectorbench-live"
+    live.mkdir()
+    holder = os.open(live / SCRATCH_LOCK, os.O_CREAT | os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    unlocked = scratch / "sectorbench-of-an-older-version"
+    unlocked.mkdir()
+    long_ago = time.time() - 2 * ABANDONED_AFTER_S
+    for folder in (killed, live, unlocked):
+        os.utime(folder, (long_ago, long_ago))
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "sectorbench", "run", *TINY, "--kernels", "basic"],
+            env={**os.environ, "TMPDIR": str(scratch)},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        os.close(holder)
+    assert result.returncode == 0, result.stderr
+    assert sorted(path.name for path in scratch.iterdir()) == sorted([live.name, unlocked.name])
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP, signal.SIGQUIT])
 def test_ending_signals_clean_up_like_sigterm_in_one_line(signum, tmp_path):
     def default_dispositions():  # as a terminal sends them (a shell's background job inherits SIGINT
