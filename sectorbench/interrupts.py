@@ -100,7 +100,7 @@ def scratch_directory(prefix: str, parent: Path | None = None, suffix: str | Non
         with signals_held():
             path = Path(tempfile.mkdtemp(suffix=suffix, prefix=prefix, dir=parent))
             if parent is None:
-                lock = _locked(path / SCRATCH_LOCK, os.O_CREAT)
+                lock = locked_or_none(path / SCRATCH_LOCK, os.O_CREAT)
         yield path
     finally:
         if path is not None:
@@ -110,7 +110,7 @@ def scratch_directory(prefix: str, parent: Path | None = None, suffix: str | Non
             os.close(lock)
 
 
-def _locked(path: Path, flags: int = 0) -> int | None:
+def locked_or_none(path: Path, flags: int = 0) -> int | None:
     """An open descriptor of `path` holding its exclusive lock; None where another holds it."""
     fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | flags, 0o600)
     try:
@@ -138,7 +138,7 @@ def remove_abandoned(parent: Path, prefix: str) -> None:
                 continue
             if time.time() - status.st_mtime < ABANDONED_AFTER_S:
                 continue
-            lock = _locked(Path(entry.path) / SCRATCH_LOCK)
+            lock = locked_or_none(Path(entry.path) / SCRATCH_LOCK)
         except OSError:  # no lock file, or gone meanwhile
             continue
         if lock is None:  # held: a live command's

@@ -345,3 +345,38 @@ def test_an_interrupted_write_leaves_no_folder_it_created(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         write_atomic(tmp_path / "kept" / "run.json", interrupted)
     assert (tmp_path / "kept").is_dir() and list((tmp_path / "kept").iterdir()) == []
+
+
+def test_an_outputs_temporary_file_left_by_sigkill_is_removed_by_its_next_write(tmp_path):
+    """SIGKILL while an output was written (a CI job's timeout during `query --out`: 370 MB)
+    left its temporary file beside it for ever.  The next write of that output removes those no
+    process holds, and no file of the user's, however it is named."""
+    from sectorbench.interrupts import ABANDONED_AFTER_S
+    from sectorbench.model.results import write_text_atomic
+
+    out = tmp_path / "out.json"
+    writes_for_ever = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from sectorbench.model import results\n"
+        "def write(stream):\n"
+        "    stream.write(b'half'); stream.flush(); print('writing', flush=True); time.sleep(600)\n"
+        "results._write_atomic(Path(sys.argv[1]), write, True)\n"
+    )
+    writer = subprocess.Popen([sys.executable, "-c", writes_for_ever, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "writing"
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.wait(timeout=30)
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+    (left,) = [path for path in tmp_path.iterdir() if path.name != "out.json"]
+    mine = tmp_path / ".out.json.20261128.sectorbench-partial.keep"
+    mine.write_text("the user's")
+    long_ago = time.time() - 2 * ABANDONED_AFTER_S
+    for path in (left, mine):
+        os.utime(path, (long_ago, long_ago))
+    write_text_atomic(out, "whole", overwrite=True)
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([mine.name, "out.json"])
+    assert out.read_text() == "whole"

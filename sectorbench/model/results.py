@@ -19,11 +19,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import errno
+import fcntl
 import json
 import os
 import re
 import stat
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from ..errors import SectorbenchError
+from ..interrupts import ABANDONED_AFTER_S, locked_or_none
 from .text import shortened_path
 
 SCHEMA_VERSION = 2
@@ -333,7 +336,9 @@ def _write_atomic(path: Path, write: Callable[[BinaryIO], object], overwrite: bo
     created = not path.parent.exists()  # --save's results/: gone again if nothing is written into it
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, partial = tempfile.mkstemp(prefix=_partial_prefix(path.name), dir=path.parent)
+        _remove_abandoned_partials(path)
+        fd, partial = tempfile.mkstemp(prefix=_partial_prefix(path.name), suffix=PARTIAL_SUFFIX, dir=path.parent)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held while it is written: see _remove_abandoned_partials
     except OSError as exc:
         raise SectorbenchError(f"{path}: cannot write ({exc.strerror or exc})") from None
     try:
@@ -373,11 +378,49 @@ def _discard(partial: str, created: Path | None) -> None:
             created.rmdir()
 
 
+#: The end of an output's temporary name, ".NAME.XXXXXXXX.sectorbench-partial": one a killed
+#: command left is told from any file of the user's by it (and by its lock, which no process holds).
+PARTIAL_SUFFIX = ".sectorbench-partial"
+
+
+def _remove_abandoned_partials(path: Path) -> None:
+    """An output's temporary files that a command killed with SIGKILL left beside it (a CI job's
+    timeout while `query --out` wrote 370 MB): this user's, untouched for ABANDONED_AFTER_S, their
+    lock held by no process.  Removed by the next write of the same output."""
+    prefix = _partial_prefix(path.name)
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith(prefix) and name.endswith(PARTIAL_SUFFIX)):
+            continue
+        if len(name) != len(prefix) + 8 + len(PARTIAL_SUFFIX):  # mkstemp's 8 random characters
+            continue
+        try:
+            status = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(status.st_mode) or status.st_uid != os.getuid():
+                continue
+            if time.time() - status.st_mtime < ABANDONED_AFTER_S:
+                continue
+            lock = locked_or_none(Path(entry.path))
+        except OSError:
+            continue
+        if lock is not None:  # no process writes it
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
+            finally:
+                os.close(lock)
+
+
 def _partial_prefix(name: str) -> str:
-    """The temporary name's start: ".NAME.", cut short where NAME with it and mkstemp's 8
-    random characters would pass NAME_MAX_BYTES (a 250-byte name was checked, the work done,
-    and then its temporary name was too long)."""
-    budget = NAME_MAX_BYTES - len("..") - 8
+    """The temporary name's start: ".NAME.", cut short where NAME with it, mkstemp's 8 random
+    characters and PARTIAL_SUFFIX would pass NAME_MAX_BYTES (a 250-byte name was checked, the
+    work done, and then its temporary name was too long)."""
+    budget = NAME_MAX_BYTES - len("..") - 8 - len(PARTIAL_SUFFIX)
     while len(os.fsencode(name)) > budget:  # cut by characters: a UTF-8 one is never split
         name = name[:-1]
     return f".{name}."
