@@ -16,11 +16,12 @@ import fcntl
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 #: The signals sectorbench ends on, each by unwinding (scratch files removed) to exit status
@@ -96,7 +97,7 @@ def scratch_directory(prefix: str, parent: Path | None = None, suffix: str | Non
     path = lock = None
     try:
         if parent is None:
-            remove_abandoned(Path(tempfile.gettempdir()), prefix)
+            remove_abandoned(Path(tempfile.gettempdir()), lambda entry: _scratch_lock(entry, prefix), is_dir=True)
         with signals_held():
             path = Path(tempfile.mkdtemp(suffix=suffix, prefix=prefix, dir=parent))
             if parent is None:
@@ -110,6 +111,10 @@ def scratch_directory(prefix: str, parent: Path | None = None, suffix: str | Non
             os.close(lock)
 
 
+def _scratch_lock(entry: os.DirEntry, prefix: str) -> Path | None:
+    return Path(entry.path) / SCRATCH_LOCK if entry.name.startswith(prefix) else None
+
+
 def locked_or_none(path: Path, flags: int = 0) -> int | None:
     """An open descriptor of `path` holding its exclusive lock; None where another holds it."""
     fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | flags, 0o600)
@@ -121,31 +126,37 @@ def locked_or_none(path: Path, flags: int = 0) -> int | None:
     return fd
 
 
-def remove_abandoned(parent: Path, prefix: str) -> None:
-    """Remove this user's scratch directories named `prefix`* in `parent` whose lock no process
-    holds and which are older than ABANDONED_AFTER_S.  One without a lock file (of a version
-    that made none, or still being made) is left alone."""
+def remove_abandoned(parent: Path, lock_of: Callable[[os.DirEntry], Path | None], is_dir: bool) -> None:
+    """Remove this user's entries of `parent` (directories, or regular files) whose lock,
+    `lock_of(entry)` (None: not one of ours), no process holds and which are untouched for
+    ABANDONED_AFTER_S: what a command killed with SIGKILL left.  An entry without its lock
+    file (of a version that made none) is left alone."""
     try:
         entries = list(os.scandir(parent))
     except OSError:
         return
     for entry in entries:
-        if not entry.name.startswith(prefix):
+        lock_path = lock_of(entry)
+        if lock_path is None:
             continue
         try:
             status = entry.stat(follow_symlinks=False)
-            if not entry.is_dir(follow_symlinks=False) or status.st_uid != os.getuid():
+            kind_ok = stat.S_ISDIR(status.st_mode) if is_dir else stat.S_ISREG(status.st_mode)
+            if not kind_ok or status.st_uid != os.getuid() or time.time() - status.st_mtime < ABANDONED_AFTER_S:
                 continue
-            if time.time() - status.st_mtime < ABANDONED_AFTER_S:
-                continue
-            lock = locked_or_none(Path(entry.path) / SCRATCH_LOCK)
+            lock = locked_or_none(lock_path)
         except OSError:  # no lock file, or gone meanwhile
             continue
         if lock is None:  # held: a live command's
             continue
         try:
             with signals_held():
-                shutil.rmtree(entry.path, ignore_errors=True)
+                if is_dir:
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+        except OSError:
+            pass
         finally:
             os.close(lock)
 

@@ -25,7 +25,6 @@ import os
 import re
 import stat
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from ..errors import SectorbenchError
-from ..interrupts import ABANDONED_AFTER_S, locked_or_none
+from ..interrupts import remove_abandoned
 from .text import shortened_path
 
 SCHEMA_VERSION = 2
@@ -385,35 +384,16 @@ PARTIAL_SUFFIX = ".sectorbench-partial"
 
 def _remove_abandoned_partials(path: Path) -> None:
     """An output's temporary files that a command killed with SIGKILL left beside it (a CI job's
-    timeout while `query --out` wrote 370 MB): this user's, untouched for ABANDONED_AFTER_S, their
-    lock held by no process.  Removed by the next write of the same output."""
+    timeout while `query --out` wrote 370 MB): removed by the next write of the same output."""
     prefix = _partial_prefix(path.name)
-    try:
-        entries = list(os.scandir(path.parent))
-    except OSError:
-        return
-    for entry in entries:
+    whole = len(prefix) + 8 + len(PARTIAL_SUFFIX)  # mkstemp's 8 random characters between
+
+    def lock_of(entry: os.DirEntry) -> Path | None:  # a partial file is its own lock
         name = entry.name
-        if not (name.startswith(prefix) and name.endswith(PARTIAL_SUFFIX)):
-            continue
-        if len(name) != len(prefix) + 8 + len(PARTIAL_SUFFIX):  # mkstemp's 8 random characters
-            continue
-        try:
-            status = entry.stat(follow_symlinks=False)
-            if not stat.S_ISREG(status.st_mode) or status.st_uid != os.getuid():
-                continue
-            if time.time() - status.st_mtime < ABANDONED_AFTER_S:
-                continue
-            lock = locked_or_none(Path(entry.path))
-        except OSError:
-            continue
-        if lock is not None:  # no process writes it
-            try:
-                os.unlink(entry.path)
-            except OSError:
-                pass
-            finally:
-                os.close(lock)
+        ours = name.startswith(prefix) and name.endswith(PARTIAL_SUFFIX) and len(name) == whole
+        return Path(entry.path) if ours else None
+
+    remove_abandoned(path.parent, lock_of, is_dir=False)
 
 
 def _partial_prefix(name: str) -> str:
