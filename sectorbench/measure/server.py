@@ -46,11 +46,10 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
-#: Names of sb_fpenv.rounding's codes.
 #: Cycles of one 32-bit `imul` in sb_dependent_multiplies' chain: its latency on every x86-64
 #: core since Nehalem (Intel) and Zen (AMD), where no renamer can fold it.
 MULTIPLY_CYCLES = 3
-
+#: Names of sb_fpenv.rounding's codes.
 ROUNDING = {0: "to nearest", 1: "downward", 2: "upward", 3: "toward zero", -1: "unknown"}
 #: Bits of sb_fpenv.traps.
 TRAPS = {1: "invalid", 2: "divide-by-zero", 4: "overflow", 8: "underflow", 16: "inexact"}
@@ -280,12 +279,10 @@ class Server:
             # A broadphase is found by name in self.loops (a C row of its name stood in for it: the
             # broadphase row ran the C kernel), a peer by name in --kernels (the peer ran in the C
             # row's place): their names are taken, as a built-in kernel's is.
-            for family in all_families():
-                for name in family.broadphases():
-                    if name != "none":
-                        defined_at[name] = f"the {name} broadphase"
-                for peer in family.peers():
-                    defined_at[peer.name] = f"the {peer.name} peer"
+            families = all_families()
+            broadphases = [(family, name) for family in families for name in family.broadphases() if name != "none"]
+            defined_at |= {name: f"the {name} broadphase" for _, name in broadphases}
+            defined_at |= {peer.name: f"the {peer.name} peer" for family in families for peer in family.peers()}
             for row in rows:
                 loop = CRowLoop(self, row)
                 here = f"{self.ffi.string(row.source).decode(errors='replace')}:{row.line}"
@@ -294,10 +291,8 @@ class Server:
                     continue
                 defined_at[loop.kernel.name] = here
                 self.loops[loop.kernel.name] = self._checked(loop)
-            for family in all_families():
-                for name in family.broadphases():
-                    if name != "none":
-                        self.loops[name] = BroadphaseLoop(self, family, name)
+            for family, name in broadphases:
+                self.loops[name] = BroadphaseLoop(self, family, name)
         self.scene = None
         self._scene_pages: process_state.ScenePages | None = None
         self._indexes: dict[str, tuple] = {}  # kernel -> (loop, prepared index, build seconds, bytes)
