@@ -617,7 +617,20 @@ def test_each_way_of_scattering_the_index_gives_identical_hits(name, scatter_way
             assert hits_of(kind, columns, threads=threads).same_as(reference), (kind, threads)
 
 
-def test_threads_answer_under_the_callers_rounding_mode():
+@pytest.fixture(params=["caller one, kept threads the rest", "caller all"])
+def parts_way(request):
+    """Every phase of the test on several threads runs its parts this way (parallel.c): by
+    default whoever claims a part first runs it, which on an idle host is mostly the first way
+    and on a busy one the second."""
+    lib = engine().lib
+    lib.sb_bp_parts_way({"caller one, kept threads the rest": 1, "caller all": 2}[request.param])
+    try:
+        yield request.param
+    finally:
+        lib.sb_bp_parts_way(0)
+
+
+def test_threads_answer_under_the_callers_rounding_mode(parts_way):
     """Helper threads compute under the calling thread's floating-point environment, as threads
     it created would: kept ones too (created here under round-to-nearest first), so a caller in
     another rounding mode gets the same CSR on every thread count -- and, on this scene of
@@ -661,7 +674,7 @@ def test_fewer_points_or_sectors_than_threads():
         assert hits.total == 0 and np.array_equal(hits.offsets, np.zeros(len(columns["cx"]) + 1))
 
 
-def test_game_scene_at_scale_is_identical_on_one_and_two_threads():
+def test_game_scene_at_scale_is_identical_on_one_and_two_threads(parts_way):
     """A game scene big enough that every thread's share holds many cells and sectors."""
     scene = scenes.generate("game", 2000, 200_000, seed=5)
     columns = {name: scene.column(name) for name in (*COLUMNS, "px", "py")}

@@ -83,6 +83,10 @@ int sb_bp_scatter_trials(int threads);
 /* From now on, every build scatters plain (1) or write-combined (2; plain where it cannot: not
  * on x86); 0 goes back to measuring.  For tests and A/B timings (tools/broadphase_phases.c). */
 void sb_bp_scatter_force(int way);
+/* Who runs the parts of a phase on several threads, from now on: 0 whoever claims each first
+ * (the caller runs those no kept thread has started), 1 the caller one and the pool's kept
+ * threads the others, 2 the caller all.  The answer is the same every way.  For tests. */
+void sb_bp_parts_way(int way);
 /* Gives back the freed index and hit buffers kept for the next call; returns their bytes. */
 int64_t sb_bp_pool_release(void);
 /* The floor: reads px, py once and writes nout int32 to out (a streaming loop); returns a checksum. */
