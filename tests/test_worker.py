@@ -563,7 +563,9 @@ def test_a_constructor_that_fails_costs_its_own_rows_not_the_build(private_cache
 def test_a_library_the_loader_refuses_is_said_in_the_loaders_words(private_cache, monkeypatch, tmp_path):
     """A --source kernel calling a function nothing defines: the build links (-shared), the
     loader refuses it (RTLD_NOW), and cffi's fallback, ctypes.util.find_library, then failed on
-    the worker's write sandbox: the row said "No usable temporary directory found"."""
+    the worker's write sandbox: the row said "No usable temporary directory found".  Nothing of
+    the library ran: the row's build failed, it did not crash (it said "crashed: worker exited
+    with status 3: cannot load sectorbench-<hash>.so: OSError: <its path>: undefined ...")."""
     import sectorbench.measure.worker as worker_module
 
     monkeypatch.setattr(worker_module, "FAILED_LOADS", {})
@@ -577,9 +579,18 @@ def test_a_library_the_loader_refuses_is_said_in_the_loaders_words(private_cache
     shutil.copy(DATA / "basic_predicate.h", tmp_path)
     result = run(small_run(BuildConfig.parse("-O2", extra_sources=(source,)), ("undefined", "basic")))
     rows = {r.kernel: r for r in result.results}
-    assert "undefined symbol: nowhere_defined" in rows["undefined"].reason, rows["undefined"].reason
+    refused = "the dynamic loader refused the build's library: undefined symbol: nowhere_defined"
+    assert rows["undefined"].reason.startswith(refused), rows["undefined"].reason
+    assert rows["undefined"].status == "build-failed"
     assert "temporary directory" not in rows["undefined"].reason and rows["basic"].status == "ok"
     assert "a constructor in" not in rows["undefined"].reason  # the loader said why: no guess
+    monkeypatch.setattr(worker_module, "FAILED_LOADS", {})
+    config = BuildConfig.parse("-O2", extra_sources=(source,))
+    verdicts = {
+        v.kernel: v for v in verify(VerifyConfig(kernels=("undefined", "basic"), builds=(config,), cases=300)).kernels
+    }
+    assert (verdicts["undefined"].status, verdicts["undefined"].verdict) == ("build-failed", "FAIL")
+    assert verdicts["undefined"].reason.startswith(refused) and verdicts["basic"].status == "ok"
 
 
 def test_a_constructor_that_hangs_past_max_minutes_leaves_rows_that_say_so(private_cache, monkeypatch):

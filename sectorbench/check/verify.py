@@ -52,6 +52,7 @@ from ..measure.worker import (
     WorkerError,
     WorkerTimedOut,
     clock_session,
+    failure_status,
     load_notes,
     row_fp_change,
     save_scene,
@@ -197,7 +198,7 @@ class _Tally:
 
     def fail(self, exc: Exception) -> None:
         """Its worker crashed or was killed at a deadline: the kernel is left out from now on."""
-        self.status = "timed-out" if isinstance(exc, WorkerTimedOut) else "crashed"
+        self.status = failure_status(exc)
         self.reason = str(exc)
 
     def absorb(self, part: _Tally, show: int) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import SectorbenchError
 from ..model.kernels import Kernel
-from .worker import BuildSession, WorkerCrashed, WorkerTimedOut
+from .worker import BuildSession, WorkerCrashed, WorkerTimedOut, failure_status
 
 #: The status of the rows of a build the compiler rejected.
 BUILD_FAILED = "build-failed"
@@ -102,8 +102,7 @@ def open_build(config, start: Callable[[Path], BuildSession], side: str | None =
         return start(library)
     except (WorkerCrashed, WorkerTimedOut) as exc:
         why = load_failure(str(exc))
-        status = "timed-out" if isinstance(exc, WorkerTimedOut) else "crashed"
-        return FailedBuild(config, status, why, type(exc)(why), side)
+        return FailedBuild(config, failure_status(exc), why, type(exc)(why), side)
 
 
 def usable(opened: list) -> list[BuildSession]:

@@ -36,7 +36,7 @@ from ..model.kernels import disabled_features
 from ..native.loader import interface
 from . import messages, process_state
 from .loops import BroadphaseLoop, CRowLoop, PeerLoop, TimedLoop
-from .worker import load_scene
+from .worker import LIBRARY_REFUSED_STATUS, load_scene
 
 #: prctl(2) option: the signal this process gets when its parent dies.
 PR_SET_PDEATHSIG = 1
@@ -219,6 +219,10 @@ def refuse_file_writes() -> str | None:
     return None
 
 
+class LoaderRefused(Exception):
+    """The dynamic loader refused a library, in its own words."""
+
+
 def _dlopen(ffi, path: str, flags: int):
     """ffi.dlopen, failing in the dynamic loader's words ("undefined symbol: lib_scale"): where
     the loader refuses a library, cffi asks ctypes.util.find_library, which writes scratch files
@@ -227,7 +231,11 @@ def _dlopen(ffi, path: str, flags: int):
     try:
         return ffi.dlopen(path, flags)
     except OSError:
-        ctypes.CDLL(path, mode=flags)  # the loader's own error (nothing was loaded: none again)
+        try:
+            ctypes.CDLL(path, mode=flags)  # the loader's own error (nothing was loaded: none again)
+        except OSError as exc:
+            said = str(exc).removeprefix(f"{path}: ")  # the cache's path says nothing to the user
+            raise LoaderRefused(f"the dynamic loader refused the build's library: {said}") from None
         raise
 
 
@@ -730,6 +738,9 @@ def main(argv: list[str]) -> int:
         reference = options[options.index("--reference") + 1] if "--reference" in options else None
         answers_fd = int(options[options.index("--answers") + 1])
         server = Server(library, peers="--peers" in options, reference=reference, answers_fd=answers_fd)
+    except LoaderRefused as exc:  # nothing of the library ran
+        print(exc, file=sys.stderr)
+        return LIBRARY_REFUSED_STATUS
     except Exception as exc:  # one line for the parent's report, not a traceback
         print(f"cannot load {Path(library).name}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 3

@@ -76,6 +76,24 @@ class WorkerTimedOut(SectorbenchError):
     """A request outlasted its deadline: the worker was killed."""
 
 
+#: The worker's exit status when the dynamic loader refuses its library (an undefined symbol,
+#: a missing dependency): nothing of the library ran, so its rows did not crash.
+LIBRARY_REFUSED_STATUS = 4
+
+
+class LibraryRefused(WorkerCrashed):
+    """The dynamic loader refused the build's library: its rows are "build-failed", as a build
+    that did not link (a --source kernel calling a function no file defines links into a shared
+    library, and the loader refuses it)."""
+
+
+def failure_status(exc: WorkerCrashed | WorkerTimedOut) -> str:
+    """The status of the rows a worker's failure ended."""
+    if isinstance(exc, WorkerTimedOut):
+        return "timed-out"
+    return "build-failed" if isinstance(exc, LibraryRefused) else "crashed"
+
+
 class WorkerError(SectorbenchError):
     """The worker reported an error it caught."""
 
@@ -238,7 +256,8 @@ class Worker:
             data = self._channel.recv_bytes(MAX_REPLY_BYTES)
         except (EOFError, ConnectionResetError):  # reset: it died before reading the request
             self._take_output(who)
-            raise WorkerCrashed(self._death_notice()) from None
+            notice, code = self._death_notice()
+            raise (LibraryRefused if code == LIBRARY_REFUSED_STATUS else WorkerCrashed)(notice) from None
         except OSError as exc:  # a frame too long or torn: not our worker's reply
             self.kill()
             self._take_output(who)
@@ -269,7 +288,8 @@ class Worker:
         self._stdout.take(printed)
         self._stderr.take(printed)
 
-    def _death_notice(self) -> str:
+    def _death_notice(self) -> tuple[str, int]:
+        """What the dead worker's exit says (its last words), and its exit status."""
         try:
             code = self._process.wait(timeout=30)
         except subprocess.TimeoutExpired:  # it closed the channel but lives on: end it
@@ -280,8 +300,10 @@ class Worker:
         lines = self._stderr.file.read().decode(errors="replace").strip().splitlines()
         # A Python traceback: its last line says what happened; frames are for SECTORBENCH_DEBUG.
         tail = lines[-1:] if any(line.startswith("Traceback") for line in lines) else lines[-3:]
+        if code == LIBRARY_REFUSED_STATUS and tail:
+            return tail[-1], code
         how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
-        return f"worker {how}" + (f": {' / '.join(tail)}" if tail else "")
+        return f"worker {how}" + (f": {' / '.join(tail)}" if tail else ""), code
 
     # ---------------------------------------------------------------- requests
 
@@ -477,7 +499,7 @@ class BuildSession:
             why = f"{exc} while loading the {self.config.label} build"
             if "undefined symbol" not in str(exc):  # else the loader said why, and no constructor ran
                 why += f" (a constructor in {sources}?)"
-            FAILED_LOADS[self.library] = ("timed-out" if isinstance(exc, WorkerTimedOut) else "crashed", why)
+            FAILED_LOADS[self.library] = (failure_status(exc), why)
             self._loaded_without_sources(*FAILED_LOADS[self.library])
             self.restart()
             return
