@@ -30,7 +30,8 @@ class Kernel:
     skip_reason: str | None = None
     #: The status of its rows when it cannot run: "skipped" (the CPU lacks a feature), or
     #: "crashed" / "timed-out" (its --source file's constructor, or the build's own library, killed
-    #: or hung the build's load), "build-failed" (the compiler rejected its build: measure/builds.py).
+    #: or hung the build's load), "build-failed" (the compiler rejected its build, or the dynamic
+    #: loader its library: measure/builds.py).
     unrun_status: str = "skipped"
     #: "C" for a row of the library, "python" for a peer (sectorbench/peers.py).
     language: str = "C"

@@ -90,7 +90,7 @@ class KernelResult:
     flags: str
     cc: str
     mode: str
-    status: str  # ok | skipped | crashed | timed-out | build-failed (its --flags set did not compile)
+    status: str  # ok | skipped | crashed | timed-out | build-failed (its --flags set did not compile or link)
     reason: str | None = None
     hits: int | None = None  # the first round's count
     #: The other counts its rounds returned, where they were not all `hits` (sorted): a kernel
