@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -645,11 +646,16 @@ def test_a_scene_that_cannot_fit_is_refused_before_it_is_made(tmp_path, command)
     [
         ["run", "-n", "1", "-m", "1", "--flags", "-O2", "--kernels", "basic", "--json", "o.json"],
         ["query", "-n", "1", "-m", "1", "--out", "o.npz"],
+        # a flag set no cache holds (a macro of its own): verify built it first, and the compiler
+        # failed under the limit, "virtual memory exhausted"
+        ["verify", "--cases", "100", "--kernels", "naive", "--flags", f"-O1 -DSB_UNCACHED_{uuid.uuid4().hex}"],
     ],
+    ids=["run", "query", "verify"],
 )
 def test_a_limit_below_what_any_size_needs_does_not_advise_smaller_sizes(tmp_path, command):
     """ulimit -v below sectorbench's own needs: `run -n 1 -m 1` was told "a scene of N=1 x M=1
-    needs about 0.3 GiB ... use a smaller -n/-m", which cannot help."""
+    needs about 0.3 GiB ... use a smaller -n/-m", which cannot help; verify is refused before it
+    builds."""
     from sectorbench.model.scenes import PEAK_BASE_BYTES
 
     result = within_memory(PEAK_BASE_BYTES - (8 << 20), *command, cwd=tmp_path)

@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import families
 from ..errors import SectorbenchError
-from ..families.scene_kinds import generate, make_scene
+from ..families.scene_kinds import check_scene_size, generate, make_scene
 from ..interrupts import scratch_directory
 from ..measure.builds import FailedBuild, open_build, usable
 from ..measure.deadlines import DEFAULT_KERNEL_TIMEOUT_S, Deadlines
@@ -287,6 +287,10 @@ def check_config(config: VerifyConfig) -> None:
                 f"--cases {config.cases} would take about {seconds / 3600:,.0f} hours "
                 f"(limit {MAX_ESTIMATED_S / 3600:.0f}); choose a smaller --cases"
             )
+    # The largest scenes its loop checks make: with `ulimit -v` too low for them the builds ran
+    # first, and a flag set not yet cached failed in the compiler ("virtual memory exhausted")
+    for shapes, points in (family.run_check_size, *LONG_CHECK_SIZES):
+        check_scene_size(next(iter(family.scenes)), shapes, points)
     if config.scheduler is not None:  # last: up to distribute.CONNECT_TIMEOUT_S
         distribute.check_scheduler(config.scheduler)
 
