@@ -330,3 +330,32 @@ def test_a_trend_over_runs_of_other_scenes_or_cpus_says_so(saved_runs, tmp_path)
         "plot", str(saved_runs["o2"]), str(saved_runs["o2b"]), "--kernel", "basic", "--out", str(tmp_path / "s.png")
     )
     assert "trend:" not in same.stderr
+
+
+def test_a_row_whose_answers_broke_fails_the_gate_and_is_not_exported(saved_runs, tmp_path):
+    """basic's count past what rounding allows in CURRENT and not in the baseline: a failure
+    whatever its time (the gate passed it with a "hit count" warning, and a broken kernel may
+    well be faster); export leaves it out, saying so (a dashboard charted it as any other)."""
+    data = json.loads(saved_runs["o2"].read_text())
+    for row in data["results"]:
+        if row["kernel"] == "basic":
+            row["hits"] += 100
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(data))
+    result = invoke("regress", str(saved_runs["o2"]), str(broken))
+    assert result.exit_code == 1, result.output
+    assert "1 failure(s): basic [-O2, inline] answers differ; 0 regression(s)" in result.output
+    out = tmp_path / "broken.bmf.json"
+    exported = invoke("export", str(broken), "--format", "bmf", "--out", str(out))
+    assert exported.exit_code == 0, exported.output
+    assert list(json.loads(out.read_text())) == ["sector/sse2/-O2/inline/1"]
+    assert "not exported: sector/basic/-O2/inline/1: answers differ from the exact oracle's count" in exported.output
+    # A baseline whose answers differed and a current that is right: compared, the count said.
+    fixed = invoke("regress", str(broken), str(saved_runs["o2"]))
+    assert fixed.exit_code == 0 and "hit count" in fixed.output, fixed.output
+    # Nothing left to export: refused, saying why.
+    for row in data["results"]:
+        row["hits"] += 100
+    broken.write_text(json.dumps(data))
+    refused = invoke("export", str(broken), "--format", "bmf", "--out", str(tmp_path / "none.bmf.json"), "--force")
+    assert refused.exit_code == 2 and "every row that ran gave answers that differ" in refused.output, refused.output

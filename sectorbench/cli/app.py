@@ -527,21 +527,31 @@ def write_exports(result, exports, force: bool, gated: bool = False, saved: list
     nothing to export, and the gate fails on exactly that, naming the rows: the exports are
     then left unwritten with one line each, and the gate decides (its "nothing to export",
     exit 2, came first and the gate, its exit 1 and its Markdown never did)."""
-    from ..compare.export import exported_rows, render
+    from ..compare.export import nothing_to_export, render
 
-    if gated and not exported_rows(result):
-        for fmt, path in exports:
-            note(f"not saved {shown_path(path)} ({fmt}): no row ran, nothing to export; the gate says why")
+    if not exports:
         return
-    if exports and saved and not exported_rows(result):
+    reason = nothing_to_export(result)
+    if gated and reason:  # the gate fails on those rows, naming them
+        for fmt, path in exports:
+            note(f"not saved {shown_path(path)} ({fmt}): {reason}; the gate says why")
+        return
+    if saved and reason:
         # the results are in the file just saved (`saved`): a rescue copy of them said, wrongly,
         # that they were saved nowhere else
-        raise SectorbenchError(
-            f"nothing to export: no row of the result ran (the results are saved in {shown_path(saved[0])})"
-        )
+        raise SectorbenchError(f"{reason} (the results are saved in {shown_path(saved[0])})")
+    say_rows_left_out(result)
     for fmt, path in exports:
         with rescuing(result_json(result), path):
             note(f"saved {shown_path(write_text_atomic(path, render(result, fmt), overwrite=force))} ({fmt})")
+
+
+def say_rows_left_out(result) -> None:
+    """A line for each row an export leaves out because its answers differ."""
+    from ..compare.export import rows_left_out
+
+    for name, why in rows_left_out(result):
+        note(f"not exported: {name}: {why}")
 
 
 def write_json(

@@ -7,7 +7,7 @@ import click
 from ..compare.export import FORMATS, render
 from ..model.results import write_text_atomic
 from ..model.text import shown_path
-from .app import load_plain, main, note
+from .app import load_plain, main, note, say_rows_left_out
 from .options import INPUT_PATH, OUTPUT_PATH, check_outputs
 
 
@@ -30,4 +30,5 @@ def export_command(result, fmt, out, force):
     loaded = load_plain(result)
     check_usable(loaded, str(result))  # what regress refuses is not exported either
     text = render(loaded, fmt)
+    say_rows_left_out(loaded)
     note(f"saved {shown_path(write_text_atomic(out, text, overwrite=force))}")

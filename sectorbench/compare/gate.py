@@ -19,6 +19,13 @@ ratios are undefined or blow up the noise. The price is dilution: the overhead
 is in both sides, so a kernel whose net time grew by 20 % shows a smaller
 gross ratio. The gate errs towards silence, never towards false alarms.
 
+Answers
+-------
+A row whose answers differ in the current run (compare/answers.py: its count further from
+the run's yardstick than float32 rounding allows) and not in the baseline is a failure, not
+compared: a kernel that broke may well be faster.  One that differs on both sides is
+compared (the run table marks it), with a warning where its count changed.
+
 Normalisation
 -------------
 With ``GateConfig.normalize`` set, every sample is first divided by a
@@ -45,6 +52,7 @@ from ..model.kernels import lacks_cpu_feature
 from ..model.results import PEER_CC, SCHEMA_VERSION, KernelResult, RowKey, RunResult, read_input, shows_cc
 from ..native.build import build_label
 from ..native.environment import compare_fingerprints
+from .answers import Differs, differing
 from .stats import Comparison, can_reach_alpha, compare, min_p_value, normalized, rounds_for_alpha
 
 __all__ = [
@@ -292,6 +300,11 @@ class GateReport:
 def row_label(key: RowKey, show_cc: bool) -> str:
     threads = f", {key.threads} threads" if key.threads > 1 else ""
     return f"{key.kernel} [{build_label(key.cc, key.flags, show_cc)}, {key.mode}{threads}]"
+
+
+def _differs(run: RunResult) -> dict[int, Differs]:
+    """How each row whose answers differ differs (compare/answers.py), by id() of the row."""
+    return {id(row): d for row, d in zip(run.results, differing(run)) if d is not None}
 
 
 def _index(run: RunResult, side: str, show_cc: bool) -> dict[RowKey, KernelResult]:
@@ -564,6 +577,7 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
     rows: list[GateRow] = []
     failures: list[GateFailure] = []
     row_warnings: list[str] = []
+    base_differs, cur_differs = _differs(baseline), _differs(current)
     for key, base in base_rows.items():
         cur = cur_rows.get(key)
         if cur is None:
@@ -587,6 +601,11 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
                     GateFailure(key, "not compared", f"its reference {config.normalize} is {reference.status}")
                 )
                 continue
+        differs = cur_differs.get(id(cur))
+        if differs is not None and id(base) not in base_differs:
+            # a kernel whose answers broke is a regression whatever its time (and a wrong one may well be faster)
+            failures.append(GateFailure(key, "answers differ", differs.note.removeprefix("answers differ ")))
+            continue
         if base.hits is not None and cur.hits is not None and base.hits != cur.hits:
             row_warnings.append(f"{label}: hit count {base.hits} in {_BASE} vs {cur.hits} in {_CURRENT}")
         threshold = config.threshold_for(key.kernel)

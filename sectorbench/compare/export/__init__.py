@@ -13,7 +13,10 @@ compares (gate.py).  Per test, not per pass, so that a figure does not change wi
 scene's size.  The net time per test is carried alongside where a format has room for
 it (gbench's counters, gha's extra).
 
-Rows that did not run (skipped, crashed) are left out: there is nothing to chart.
+Rows that did not run (skipped, crashed) are left out: there is nothing to chart.  So are
+rows whose answers differ (compare/answers.py): the run ranks none of them, and a dashboard
+would chart a wrong kernel's time as a point like any other (a build whose sqrtf was broken
+was the fastest); the command says which it left out.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections.abc import Callable
 from ...errors import SectorbenchError
 from ...model.results import KernelResult, RunResult, refuse_directory_spelling, shows_cc
 from ...native.build import build_label
+from ..answers import Differs, differing
 from . import bmf, gbench, gha, pyperf
 
 #: Format name -> render(result) -> text.
@@ -33,13 +37,47 @@ FORMATS: dict[str, Callable[[RunResult], str]] = {
     "pyperf": pyperf.render,
 }
 
-__all__ = ["FORMATS", "benchmark_name", "exported_rows", "gross_ns_per_test", "parse_export", "render"]
+__all__ = [
+    "FORMATS",
+    "benchmark_name",
+    "exported_rows",
+    "gross_ns_per_test",
+    "nothing_to_export",
+    "parse_export",
+    "render",
+    "rows_left_out",
+]
 
 
 def exported_rows(result: RunResult) -> list[tuple[str, KernelResult]]:
-    """(name, row) of every row with samples, in the result's order."""
+    """(name, row) of every row with samples whose answers hold, in the result's order."""
+    return [(name, row) for name, row, differs in _ran(result) if differs is None]
+
+
+def rows_left_out(result: RunResult) -> list[tuple[str, str]]:
+    """(name, why) of the rows that ran but are not exported: their answers differ."""
+    return [(name, differs.note) for name, row, differs in _ran(result) if differs is not None]
+
+
+def _ran(result: RunResult) -> list[tuple[str, KernelResult, Differs | None]]:
+    """(name, row, how its answers differ or None) of every row with samples.  Judged here, as
+    run and compare judge them, so that a file saved before rows carried answers_differ is
+    judged too."""
     show_cc = shows_cc(row.key for row in result.results)  # the peers' rows have no compiler
-    return [(benchmark_name(row, show_cc), row) for row in result.results if row.status == "ok" and row.samples_s]
+    return [
+        (benchmark_name(row, show_cc), row, differs)
+        for row, differs in zip(result.results, differing(result))
+        if row.status == "ok" and row.samples_s
+    ]
+
+
+def nothing_to_export(result: RunResult) -> str | None:
+    """Why no row of the result is exported, or None when some are."""
+    if exported_rows(result):
+        return None
+    if rows_left_out(result):
+        return "nothing to export: every row that ran gave answers that differ (run `sectorbench verify`)"
+    return "nothing to export: no row of the result ran"
 
 
 def benchmark_name(row: KernelResult, show_cc: bool = False) -> str:
@@ -57,8 +95,9 @@ def gross_ns_per_test(row: KernelResult) -> list[float]:
 def render(result: RunResult, fmt: str) -> str:
     if fmt not in FORMATS:
         raise SectorbenchError(f"unknown export format {fmt!r}; choose from {', '.join(sorted(FORMATS))}")
-    if not exported_rows(result):
-        raise SectorbenchError("nothing to export: no row of the result ran")
+    reason = nothing_to_export(result)
+    if reason:
+        raise SectorbenchError(reason)
     return FORMATS[fmt](result)
 
 
