@@ -37,7 +37,7 @@ def main() -> None:
         points = {"px": scene.column("px"), "py": scene.column("py")}
         times: dict[str, list[float]] = {way: [] for way in WAYS}
 
-        def call(way: str) -> float:
+        def call(way: str, sectors=sectors, points=points) -> float:
             threads, parts_way = WAYS[way]
             lib.sb_bp_parts_way(parts_way)
             start = time.perf_counter()
