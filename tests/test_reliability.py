@@ -560,20 +560,40 @@ def test_query_in_chunks_gives_the_same_hits_and_bounds_them():
     assert refused.value.__context__ is None  # not "during handling of the above exception" (OverLimit)
 
 
+@pytest.mark.parametrize("broadphase", ["grid", "none"])
+def test_an_answer_past_max_hits_is_refused_holding_about_max_hits(broadphase):
+    """64 sectors each holding all 100 points, max_hits 1 000: chunks of 10 sectors (1 000
+    candidates) were queried until their hits passed it, 2 000 held ("already 2,000 in sectors 0
+    to 19"): at the default max_hits, 2 GiB of hits and a third in the work buffer.  The next
+    chunk takes only what max_hits still allows, plus one: here one sector."""
+    from sectorbench import query
+
+    n = 64
+    sectors = {"cx": np.zeros(n), "cy": np.zeros(n), "ux": np.ones(n), "uy": np.zeros(n), "r": np.full(n, 10.0),
+               "theta": np.full(n, 3.0)}  # fmt: skip
+    points = np.random.default_rng(0).uniform(0.5, 1, (100, 2)).astype(np.float32)
+    assert query(sectors, points, broadphase=broadphase).total == n * 100
+    with pytest.raises(ValueError, match=r"more than max_hits=1,000 hits \(already 1,100 in sectors 0 to 10 of 64\)"):
+        query(sectors, points, broadphase=broadphase, max_hits=1000)
+
+
 @pytest.mark.parametrize(
-    "bounds, max_hits, chunks",
+    "bounds, begin, budget, end",
     [
-        ([5, 5, 5, 5], 100, [(0, 4)]),  # everything fits: one call
-        ([5, 5, 5, 5], 10, [(0, 2), (2, 4)]),
-        ([5, 5, 5, 5], 9, [(0, 1), (1, 2), (2, 3), (3, 4)]),
-        ([3, 50, 3, 3], 10, [(0, 1), (1, 2), (2, 4)]),  # a sector over the limit goes alone
-        ([0, 0, 0], 1, [(0, 3)]),
+        ([5, 5, 5, 5], 0, 100, 4),  # everything fits: one call
+        ([5, 5, 5, 5], 0, 10, 2),
+        ([5, 5, 5, 5], 2, 10, 4),
+        ([5, 5, 5, 5], 1, 9, 2),
+        ([3, 50, 3, 3], 0, 10, 1),
+        ([3, 50, 3, 3], 1, 10, 2),  # a sector over the budget goes alone
+        ([3, 50, 3, 3], 2, 10, 4),
+        ([0, 0, 0], 0, 1, 3),
     ],
 )
-def test_sectors_are_chunked_by_their_hit_bounds(bounds, max_hits, chunks):
-    from sectorbench.families.sector.query import _chunks
+def test_sectors_are_chunked_by_their_hit_bounds(bounds, begin, budget, end):
+    from sectorbench.families.sector.query import _chunk_end
 
-    assert _chunks(np.array(bounds, dtype=np.int64), max_hits) == chunks
+    assert _chunk_end(np.cumsum(np.array(bounds, dtype=np.int64)), begin, budget) == end
 
 
 def test_warnings_never_reach_stderr(tmp_path):
