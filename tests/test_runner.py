@@ -73,9 +73,27 @@ def test_a_row_is_judged_on_every_rounds_count_not_only_its_first():
     assert wrong.hits == basic.hits == result.exact_count and basic.hits_seen == []  # its first round is right
     assert len(wrong.hits_seen) == 1 and wrong.hits_seen[0] > wrong.hits
     assert wrong.answers_differ == wrong.hits_seen[0] - result.exact_count, wrong.answers_note
-    assert any(w.startswith("hit count changed between samples") for w in wrong.warnings), wrong.warnings
+    assert any(w.startswith("hit count changed between calls") for w in wrong.warnings), wrong.warnings
     assert basic.answers_differ is None
     assert load_back(result).results == result.results
+
+
+def test_a_row_is_judged_on_every_calls_count_not_only_each_samples_last():
+    """A kernel one hit off on its second call only (in calibration, not its last call) was shown
+    with the right count, unmarked and ranked: only each sample's last call's count was kept.
+    Every call's is seen now (calibration's too), and its NoOperation twin's alike."""
+    build = BuildConfig.parse("-O2", extra_sources=(DATA / "unruly_kernels.c",))
+    timing = TimingConfig(repeat=3, min_sample_s=0.001)
+    config = RunConfig(sectors=10, points=100, kernels=("basic", "wrong_once"), builds=(build,), timing=timing)
+    result = run(config)
+    rows = {r.kernel: r for r in result.results}
+    basic, wrong = rows["basic"], rows["wrong_once"]
+    assert basic.hits == result.exact_count and basic.hits_seen == [] and basic.answers_differ is None
+    assert result.exact_count + 1 in [wrong.hits, *wrong.hits_seen], wrong
+    assert wrong.answers_differ == 1, wrong.answers_note
+    assert any(w.startswith("hit count changed between calls") for w in wrong.warnings), wrong.warnings
+    assert any("counted 1 hits, not 0: it is not a NoOperation" in w for w in wrong.warnings), wrong.warnings
+    assert wrong.net_s is None and basic.net_s is not None
 
 
 def test_a_scene_too_large_to_count_allows_a_sampled_band_of_rounding():

@@ -108,12 +108,15 @@ class LoopBase:
         function, parts = self.passes(ref)
         calls = 1
         fp_change = None  # a change in any trial, not only in the one whose time is kept
+        counts: set[int] = set()  # every trial's, as fp_change: a kernel's first calls are calibration's
         while True:
             timed = self.host.time(function, parts, calls)
             fp_change = fp_change or timed.fp_change
+            counts.update(timed.hits_seen, [timed.hits])
             total = timed.seconds * calls
             if total >= min_time_s or calls >= MAX_CALLS:
-                return _with_extras(replace(timed, fp_change=fp_change), warmed)
+                seen = sorted({min(counts), max(counts)} - {timed.hits})
+                return _with_extras(replace(timed, fp_change=fp_change, hits_seen=seen), warmed)
             growth = min_time_s * 1.2 / total if total > 0 else 10
             calls = int(calls * min(max(growth, 2), 10))
 

@@ -121,11 +121,14 @@ class SceneLoaded:
 @dataclass(frozen=True)
 class Timed:
     """Seconds per call and the hits of the last call, over `calls` calls (a calibration's
-    final count, or a sample's); cycles and instructions per call where counters work."""
+    final count, or a sample's); cycles and instructions per call where counters work.
+    hits_seen: the lowest and highest counts of all its calls where they differ from `hits`
+    (a kernel wrong on some calls only), else empty."""
 
     seconds: float
     hits: int
     calls: int
+    hits_seen: list[int] = field(default_factory=list)
     cycles: float | None = None
     instructions: float | None = None
     extras: LoopExtras = field(default_factory=LoopExtras)

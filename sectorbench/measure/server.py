@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import io
+import math
 import mmap
 import os
 import resource
@@ -455,12 +456,21 @@ class Server:
             function = self._guarded(function, changes)
         self.lib.sb_fpenv_restore(self.fpenv)
         cycles0, instructions0 = self._counters()
+        # Every call's count is seen, not the last one's alone: a kernel wrong on its second call
+        # (or on every other one) was timed and shown as agreeing when each sample's last call was
+        # right.  Its extremes are kept, the counts farthest off (two comparisons a call, which
+        # its NoOperation twin pays alike; a set of every count would grow with the calls).
+        lowest, highest = math.inf, -math.inf
         start = time.perf_counter_ns()
         for _ in range(calls):
             if pool is None:
                 hits = function(parts[0])
             else:
                 hits = sum(pool.map(function, parts))
+            if hits < lowest:
+                lowest = hits
+            if hits > highest:
+                highest = hits
         elapsed = time.perf_counter_ns() - start
         cycles1, instructions1 = self._counters()
         change = self._fp_change()
@@ -470,6 +480,7 @@ class Server:
             seconds=elapsed / 1e9 / calls,
             hits=int(hits),
             calls=calls,
+            hits_seen=sorted({int(lowest), int(highest)} - {int(hits)}),
             cycles=(cycles1 - cycles0) / calls if counted else None,
             instructions=(instructions1 - instructions0) / calls if counted else None,
             fp_change=change or (changes[0] if changes else None),

@@ -94,6 +94,9 @@ class Series:
     seconds_per_call: float = 0.0
     samples: list[float] | None = None
     hits: list[int] | None = None
+    #: Other counts its calls returned, calibration's included (Timed.hits_seen): hits holds each
+    #: sample's last call's alone.
+    hits_seen: set[int] = field(default_factory=set)
     counted: list[tuple[float, float]] | None = None  # (cycles, instructions) per pass, where counters work
     failure: str | None = None
     #: How it failed: crashed (the worker died or refused), timed-out (killed at its deadline).
@@ -132,11 +135,12 @@ def run_rounds(
 
     for s in series:
         on_step(f"calibrating {s.label}")
-        s.samples, s.hits, s.counted = [], [], []
+        s.samples, s.hits, s.counted, s.hits_seen = [], [], [], set()
 
         def calibrate(s=s):
             timed = s.calibrate()
             s.calls, s.seconds_per_call, s.warm = timed.calls, timed.seconds, timed.extras
+            s.hits_seen.update(timed.hits_seen, [timed.hits])
             s.fp_change = s.fp_change or timed.fp_change
 
         attempt(s, calibrate)
@@ -151,6 +155,7 @@ def run_rounds(
                 reply = s.take(s.calls)
                 s.samples.append(reply.seconds)
                 s.hits.append(reply.hits)
+                s.hits_seen.update(reply.hits_seen)
                 s.extras.append(reply.extras)
                 s.fp_change = s.fp_change or reply.fp_change
                 if reply.cycles is not None:

@@ -180,6 +180,31 @@ static const sb_kernel goes_wrong_row = {
     .eval_grid = goes_wrong_eval_grid, .eval_pairs = goes_wrong_eval_pairs};
 SB_REGISTER(goes_wrong_row);
 
+/* basic, but the second call of its counting loops in a process counts one hit more (a cache
+ * filled wrong once), and so does its NoOperation twin's.  No sleep: a call lasts microseconds
+ * on a small scene, so calibration's first trial is one call and its second many, of which the
+ * wrong one is not the last; every later call is right.  Its row showed the right count,
+ * unmarked and ranked: only each sample's last call's count was kept. */
+UNRULY_PREDICATE(wrong_once)
+SB_KERNEL_LOOPS(wrong_once, SCALAR, 1, UNRULY_TAKES)
+static int wrong_once_calls, wrong_once_noops;
+static uint64_t wrong_once_second_inline(const sb_scene *s) {
+    return wrong_once_count_inline(s) + (++wrong_once_calls == 2);
+}
+static uint64_t wrong_once_second_call(const sb_scene *s) {
+    return wrong_once_count_call(s) + (++wrong_once_calls == 2);
+}
+static uint64_t wrong_once_noop_second(const sb_scene *s) {
+    return wrong_once_noop_inline(s) + (++wrong_once_noops == 2);
+}
+static const sb_kernel wrong_once_row = {
+    SB_ROW_FIELDS(wrong_once, SCALAR, 1, UNRULY_TAKES), .family = "sector", .known_bad = 1,
+    .rounding_bound = 8, .summary = "test only: basic, one hit more on its second count",
+    .count_inline = wrong_once_second_inline, .count_call = wrong_once_second_call,
+    .noop_inline = wrong_once_noop_second, .noop_call = wrong_once_noop_call,
+    .eval_grid = wrong_once_eval_grid, .eval_pairs = wrong_once_eval_pairs};
+SB_REGISTER(wrong_once_row);
+
 /* ---------------------------------------------------------------- crawls */
 
 /* basic, 1 ms a call: its rounds cannot fit a short --max-minutes, the others' can. */
