@@ -166,6 +166,28 @@ def test_a_kernel_that_writes_into_its_input_crashes_its_own_row_and_no_other(pr
     assert rows["scan"].hits == alone["scan"].hits
 
 
+@pytest.mark.parametrize(
+    ("overrun", "reason"),
+    [("overruns_by_8", "wrote past the end of its answers (8 bytes"), ("overruns_by_4k", "killed by signal 11")],
+)
+def test_a_kernel_that_writes_past_its_answers_crashes_its_own_row_and_no_other(private_cache, overrun, reason):
+    """A row's answers went into a numpy array on the heap: 8 bytes written past its end went
+    unnoticed (the row passed verify), a few dozen broke malloc's records and aborted the worker
+    in whichever allocation met them next.  The buffer is in pages of its own between pages no
+    one may touch, the rest of its last page checked after the call."""
+    build_config = BuildConfig.parse("-O2", extra_sources=(DATA / "answer_overruns.c",))
+
+    def verdicts(kernels):
+        checked = verify(VerifyConfig(kernels=kernels, builds=(build_config,), cases=500, seed=3, jobs=1))
+        return {v.kernel: v for v in checked.kernels}
+
+    rows, alone = verdicts((overrun, "basic", "naive")), verdicts(("basic", "naive"))
+    assert rows[overrun].status == "crashed" and reason in rows[overrun].reason, rows[overrun]
+    for neighbour in ("basic", "naive"):
+        assert rows[neighbour].status == "ok" and rows[neighbour].verdict != "FAIL", rows[neighbour]
+        assert rows[neighbour].mismatches == alone[neighbour].mismatches
+
+
 def test_a_source_rows_noop_twin_stands_for_itself_alone(private_cache):
     """A --source row's NoOperation counted hits (its twins were its count loops); run shared it
     with every row of its loop shape, and basic's net fell twentyfold."""

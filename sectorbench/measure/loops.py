@@ -8,6 +8,9 @@ it reports beyond time as declared LoopExtras fields.  The kinds differ only ins
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import mmap
 import os
 import time
 from collections.abc import Callable
@@ -39,6 +42,47 @@ MAX_CALLS = 2**30
 #: A grid row's bytes before eval_grid runs over a shape range: a loop that writes rows outside
 #: its range (ignoring shape_begin/shape_end) is caught by the bytes it changed.
 UNTOUCHED_BYTE = 0xFF
+
+
+#: sys/mman.h's PROT_NONE, which Python's mmap does not name: a page no one may read or write.
+PROT_NONE = 0
+#: The bytes of an answers buffer's last page past its end (answers_buffer): a loop that writes
+#: past its answers by fewer bytes than the page holds is caught by the bytes it changed.
+SLACK_BYTE = 0xA5
+
+
+@functools.cache
+def _mprotect():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return libc.mprotect
+
+
+def answers_buffer(size: int, dtype) -> tuple[np.ndarray, Callable[[], int]]:
+    """`size` zeros of `dtype` for a row's eval_grid or eval_pairs to write its answers into,
+    and a function giving how many bytes of the rest of its last page the row changed.
+
+    The buffer starts a page of its own, between two pages no one may touch (PROT_NONE): a
+    write before it or a page past it is a segmentation fault of that row.  In a numpy array
+    (the heap) a few bytes past the end went unnoticed and the row passed verify, and a few
+    dozen broke malloc's own records: the worker aborted in whichever allocation met them next
+    (in the probes, by luck, one of the same request's)."""
+    page = mmap.PAGESIZE
+    nbytes = size * np.dtype(dtype).itemsize
+    body = max(page, -(-nbytes // page) * page)
+    pages = mmap.mmap(-1, body + 2 * page)  # anonymous: zeros
+    whole = np.frombuffer(pages, dtype=np.uint8)
+    for guard in (whole.ctypes.data, whole.ctypes.data + page + body):
+        _mprotect()(guard, page, PROT_NONE)  # should it fail (never seen), the slack still shows a short overrun
+    region = whole[page : page + body]
+    slack = region[nbytes:]
+    slack[:] = SLACK_BYTE
+    return region[:nbytes].view(dtype), lambda: int(np.count_nonzero(slack != SLACK_BYTE))
+
+
+class WroteOutsideItsAnswers(ValueError):
+    """A row's eval_grid or eval_pairs wrote past the end of the answers buffer it was given:
+    the row's crash (server.Server charges it to the row), never the command's error."""
 
 
 def share(shapes: Shapes, threads: int) -> list[Shapes]:
@@ -237,21 +281,28 @@ class CRowLoop(LoopBase):
             if shapes is not None:
                 raise ValueError("a pairs scene has no shape range: each shape meets one point")
             c_scene = host.c_scenes(self, [(0, scene.n_shapes)])[0]
-            out = np.zeros(scene.stride * width, dtype=dtype)
+            out, overrun = answers_buffer(scene.stride * width, dtype)
             self.row.eval_pairs(c_scene, host.ffi.from_buffer(out))
+            self._check_overrun("eval_pairs", overrun())
             result = out.reshape(scene.stride, width)[: scene.n_points]
         else:
             begin, end = self._shapes(LoopRef(self.kernel.name, shapes=shapes))
             c_scene = host.c_scenes(self, [(begin, end)])[0]
-            out = np.zeros(scene.n_shapes * scene.stride * width, dtype=dtype)
+            out, overrun = answers_buffer(scene.n_shapes * scene.stride * width, dtype)
             out.view(np.uint8)[:] = UNTOUCHED_BYTE  # so that a write outside the range shows
             self.row.eval_grid(c_scene, host.ffi.from_buffer(out))
+            self._check_overrun("eval_grid", overrun())
             grid = out.reshape(scene.n_shapes, scene.stride, width)
             outside = np.concatenate([grid[:begin], grid[end:]])
             if not np.all(np.ascontiguousarray(outside).view(np.uint8) == UNTOUCHED_BYTE):
                 raise ValueError(f"eval_grid writes answers of shapes outside its range [{begin}, {end})")
             result = grid[begin:end, : scene.n_points]
         return result[..., 0] if width == 1 else result
+
+    @staticmethod
+    def _check_overrun(loop: str, changed: int) -> None:
+        if changed:
+            raise WroteOutsideItsAnswers(f"{loop} wrote past the end of its answers ({changed} bytes changed there)")
 
     def row_counts(self, mode: str) -> np.ndarray:
         """Each row of the current pairs scene counted by the `mode` count loop, twice, over

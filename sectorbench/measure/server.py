@@ -36,7 +36,7 @@ import numpy as np
 from ..model.kernels import disabled_features
 from ..native.loader import interface
 from . import messages, process_state
-from .loops import BroadphaseLoop, CRowLoop, PeerLoop, TimedLoop
+from .loops import BroadphaseLoop, CRowLoop, PeerLoop, TimedLoop, WroteOutsideItsAnswers
 from .worker import LIBRARY_REFUSED_STATUS, load_scene
 
 #: prctl(2) option: the signal this process gets when its parent dies.
@@ -605,7 +605,7 @@ class Server:
             reply = handler(request)
         except Exception as exc:  # writing its answers failed after it took every descriptor, say
             change = self._change_since(before)
-            if change is None and isinstance(exc, AnswersUnwritten):  # the kernel's doing, whatever it did
+            if change is None and isinstance(exc, AnswersUnwritten | WroteOutsideItsAnswers):  # the kernel's doing
                 change = str(exc)
             if change is None:
                 raise

@@ -278,6 +278,8 @@ class Worker:
             self.process_changes.setdefault(who, change)
             self._replace_process()
         if isinstance(reply, messages.Failure):
+            if change and change in reply.error:  # the error is the change (its answers unwritten, overrun)
+                raise WorkerCrashed(reply.error)
             if change:  # the row's own doing: its crash, not the worker's error
                 raise WorkerCrashed(f"{reply.error} (the kernel changed its worker process: {change})")
             raise WorkerError(reply.error)
