@@ -506,6 +506,16 @@ def test_workers_have_no_terminal_a_kernel_could_open(unruly_build, scratch):
         assert tty_nr == 0
 
 
+def test_the_oom_killer_takes_a_worker_first(o2_worker):
+    """A kernel that touches more memory than the machine has: the worker, whose kernels are
+    untrusted code, is the OOM killer's first choice, never sectorbench or the user's shell."""
+    from sectorbench.measure.server import OOM_FIRST
+
+    o2_worker.describe()  # answered: the worker is past its start-up
+    assert int(Path(f"/proc/{o2_worker._process.pid}/oom_score_adj").read_text()) == OOM_FIRST
+    assert int(Path("/proc/self/oom_score_adj").read_text()) < OOM_FIRST
+
+
 def test_a_crashing_kernel_dumps_no_core_into_the_users_directory(o2_worker):
     """A kernel that raised its core limit to the hard one and aborted left a 28 MB `core` in
     the directory sectorbench ran in (core_pattern "core"): a worker's limit is 0, hard too."""

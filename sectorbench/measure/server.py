@@ -97,6 +97,18 @@ def no_core_dumps() -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+#: /proc/PID/oom_score_adj's highest value: the process the kernel's OOM killer ends first.
+OOM_FIRST = 1000
+
+
+def first_out_of_memory() -> None:
+    """A kernel that takes more memory than the machine has ends its own worker, not the user's
+    sectorbench or another process of theirs: the OOM killer chooses by memory held, adjusted
+    by this (an unprivileged process may raise its own), and the worker's children inherit it."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/oom_score_adj").write_text(f"{OOM_FIRST}\n")
+
+
 def _own_signals_filter(pid: int) -> list[tuple[int, int, int, int]]:
     """The classic BPF program of `refuse_signals_beyond_group` as (code, jt, jf, k) rows."""
     load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
@@ -742,6 +754,7 @@ def main(argv: list[str]) -> int:
     die_with_parent(int(options[options.index("--parent") + 1]))
     adopt_orphans()
     refuse_signals_beyond_group()  # before the library loads: its constructors are kernels' code too
+    first_out_of_memory()  # a write to /proc: before refuse_file_writes
     refuse_file_writes()
     no_core_dumps()
     channel = Connection(channel_fd)
