@@ -695,3 +695,24 @@ def test_two_sources_at_the_same_path_in_two_projects_keep_their_own_base(tmp_pa
     (base,) = ab.base_builds
     assert len(set(base.extra_sources)) == 2
     assert sorted("SB_KERNEL(other" in p.read_text() for p in base.extra_sources) == [False, True]
+
+
+def test_a_head_whose_answers_broke_fails_the_gate_where_the_base_was_right(tmp_path, monkeypatch):
+    """The base a right kernel, the head the same kernel with half its radius: its answers
+    differ from the exact count, the base's do not.  The gate failed nothing (a "hit count"
+    warning), and the faster broken kernel would have passed as an improvement."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(REPO / "tests" / "data" / "basic_predicate.h", tmp_path)
+    right = (
+        '#include "sb_common.h"\n#include "basic_predicate.h"\n'
+        "static inline int mine(float cx, float cy, float ux, float uy, float r2, float k, float px, float py) {\n"
+        "    return basic_predicate(cx, cy, ux, uy, r2, k, px, py);\n}\n"
+        'SB_KERNEL(mine, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "x");\n'
+    )
+    old, new = tmp_path / "old.c", tmp_path / "new.c"
+    old.write_text(right)
+    new.write_text(right.replace("r2, k, px", "0.5f * r2, k, px"))
+    result = invoke("run", *SMALL, "--source", str(new), "--against-source", str(old), "--kernels", "mine,basic",
+                    "--no-confirm")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "1 failure(s): mine [-O2, inline] answers differ;" in result.output, result.output
