@@ -3,6 +3,7 @@ holds every hit (kernel's and exact), and the game scenes' options."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import subprocess
@@ -575,15 +576,22 @@ def test_points_per_cell_edge_cases_give_identical_hits_on_every_thread_count(na
             assert hits_of(kind, columns, threads=threads).same_as(reference), (kind, threads)
 
 
+@contextlib.contextmanager
+def forced(set_way, way: int):
+    """The library's choice set_way sets (a test hook: sb_bp_scatter_force, sb_bp_parts_way)
+    forced to `way` while the block runs, then left to the library again (0)."""
+    set_way(way)
+    try:
+        yield
+    finally:
+        set_way(0)
+
+
 @pytest.fixture(params=["plain", "write-combined"])
 def scatter_way(request):
     """Every index build of the test scatters this way, whatever this process measured."""
-    lib = engine().lib
-    lib.sb_bp_scatter_force({"plain": 1, "write-combined": 2}[request.param])
-    try:
+    with forced(engine().lib.sb_bp_scatter_force, {"plain": 1, "write-combined": 2}[request.param]):
         yield request.param
-    finally:
-        lib.sb_bp_scatter_force(0)
 
 
 def sparse_buckets_scene(rng):
@@ -622,12 +630,8 @@ def parts_way(request):
     """Every phase of the test on several threads runs its parts this way (parallel.c): by
     default whoever claims a part first runs it, which on an idle host is mostly the first way
     and on a busy one the second."""
-    lib = engine().lib
-    lib.sb_bp_parts_way({"caller one, kept threads the rest": 1, "caller all": 2}[request.param])
-    try:
+    with forced(engine().lib.sb_bp_parts_way, {"caller one, kept threads the rest": 1, "caller all": 2}[request.param]):
         yield request.param
-    finally:
-        lib.sb_bp_parts_way(0)
 
 
 def test_threads_answer_under_the_callers_rounding_mode(parts_way):
