@@ -907,6 +907,42 @@ def test_a_library_just_put_in_place_by_another_build_is_not_taken_for_a_damaged
     assert found == [library] and library.stat().st_mtime_ns == built  # taken, not built again
 
 
+def test_a_lock_file_another_user_made_is_taken_all_the_same():
+    """A lock file another user made in this user's cache (a run as root there: `sudo -E`, a
+    container with the home mounted) is read-only to this one: every build it named failed,
+    "build cache ... is unusable (Permission denied)", in a cache folder that was this user's.
+    flock needs a descriptor open for reading alone.  Run as root, the test is nobody a moment."""
+    import fcntl
+    import tempfile
+
+    cache = Path(tempfile.mkdtemp(prefix="sb-test-locks-", dir="/tmp"))  # not tmp_path: root's is 0700
+    try:
+        locks = cache / build_module.LOCKS_DIR
+        locks.mkdir()
+        theirs = locks / "sectorbench-0123.so"
+        theirs.touch()
+        theirs.chmod(0o444)  # as another user's 0644 file is to this user (root's own, if root)
+        as_root = os.geteuid() == 0
+        if as_root:
+            os.chown(cache, 65534, -1)
+            os.chown(locks, 65534, -1)
+            os.seteuid(65534)  # nobody: the folders' owner, not the lock file's
+        try:
+            with build_module._locked(cache, [theirs.name, "sectorbench-4567.so"]):
+                other = os.open(theirs, os.O_RDONLY)
+                try:
+                    with pytest.raises(BlockingIOError):  # held, as a lock made by this user is
+                        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                finally:
+                    os.close(other)
+        finally:
+            if as_root:
+                os.seteuid(0)
+        assert (locks / "sectorbench-4567.so").is_file()  # one not there yet is made as ever
+    finally:
+        shutil.rmtree(cache)
+
+
 @pytest.mark.parametrize("kind", ["a file", "under a file", "unwritable"])
 def test_an_unusable_cache_is_one_line_naming_it(kind, tmp_path):
     blocker = tmp_path / "blocker"

@@ -415,14 +415,18 @@ def _locked(cache_dir: Path, names: list[str]):
     """An exclusive lock (flock) on cache_dir/locks/NAME for each name while the block runs:
     what one process compiles, another waiting for the same file then finds in the cache.
     Taken in sorted order, so two builds never wait on each other in a cycle; the kernel
-    releases them when a holder dies, however it dies."""
+    releases them when a holder dies, however it dies.  A lock file is opened for reading: flock
+    needs no more, and one another user made (a run as root, `sudo -E`, in the user's cache) is
+    read-only to this user, who could not build anything it named ("build cache ... is unusable
+    (Permission denied)"), though the cache's folder was theirs and the files in it replaceable."""
     folder = cache_dir / LOCKS_DIR
     try:
         folder.mkdir(exist_ok=True)
         with contextlib.ExitStack() as held:
             for name in sorted(set(names)):
-                stream = held.enter_context(open(folder / name, "a"))
-                fcntl.flock(stream, fcntl.LOCK_EX)
+                fd = os.open(folder / name, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+                held.callback(os.close, fd)
+                fcntl.flock(fd, fcntl.LOCK_EX)
             yield
     except OSError as exc:
         if exc.filename is not None and str(exc.filename).startswith(str(folder)):
