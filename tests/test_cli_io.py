@@ -526,6 +526,36 @@ def test_an_input_whose_name_is_too_long_is_said_to_be(tmp_path, saved, command)
     assert len(line) < 300, "the path is shortened"
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["export", "{closed}", "--format", "gha", "--out", "o.json"],
+        ["regress", "{closed}", "{closed}"],
+        ["run", *TINY, "--source", "{closed}"],
+    ],
+)
+def test_an_input_behind_a_folder_closed_to_the_user_is_not_said_to_be_missing(tmp_path, command):
+    # `regress /root/base.json ...` as a CI runner's user: click's stat failed (EACCES) and it
+    # said "File '/root/base.json' does not exist." of a file that was there.  Run as root,
+    # whom no folder is closed to, the test is nobody for the moment (tmp_path is root's 0700).
+    folder = tmp_path / "closed"
+    folder.mkdir()
+    closed = folder / "base.json"
+    closed.write_text("{}")
+    folder.chmod(0)  # as root's /root (0700) is to everyone else
+    as_root = os.geteuid() == 0
+    try:
+        if as_root:
+            os.seteuid(65534)
+        result = invoke(*[part.format(closed=closed) for part in command])
+    finally:
+        if as_root:
+            os.seteuid(0)
+        folder.chmod(0o700)
+    line = one_line(result, str(closed), "cannot be reached, a folder on its path is closed to this user")
+    assert "does not exist" not in line
+
+
 def test_an_output_name_near_the_limit_is_written(tmp_path, saved):
     # the name passed the checks, the work was done, and then the temporary ".NAME.XXXXXXXX"
     # beside it was too long: "cannot write (File name too long)" and a rescue file

@@ -23,6 +23,7 @@ from ..model.results import (
     regular_file,
     same_file,
 )
+from ..model.text import shortened_path
 from ..native.build import DEFAULT_CC, KERNELS_DIR, BuildConfig, repeated_build, source_kernel_rows, source_reads
 
 
@@ -105,7 +106,9 @@ OUTPUT_PATH = OutputPath()
 
 class InputPath(click.Path):
     """An input file's path: one that exists and is no directory.  A path the system refuses
-    as too long is said to be: click's stat failed on it and it read "does not exist"."""
+    as too long is said to be, and so is one behind a folder this user may not enter: click's
+    stat failed on either and it read "does not exist" (`regress /root/base.json` as a CI
+    runner's user, of a file that was there)."""
 
     def __init__(self):
         super().__init__(exists=True, dir_okay=False, path_type=Path)
@@ -116,6 +119,13 @@ class InputPath(click.Path):
         except OSError as exc:
             if exc.errno == errno.ENAMETOOLONG:
                 self.fail(name_too_long(value), param, ctx)
+            if exc.errno == errno.EACCES:  # stat needs no right on the file: a folder on its path refused
+                self.fail(
+                    f"{shortened_path(os.fsdecode(value))}: cannot be reached, a folder on its path is closed to "
+                    "this user (Permission denied)",
+                    param,
+                    ctx,
+                )
         except (TypeError, ValueError):  # not a path at all (a NUL in it): click's own check says so
             pass
         return super().convert(value, param, ctx)
