@@ -943,6 +943,34 @@ def test_a_lock_file_another_user_made_is_taken_all_the_same():
         shutil.rmtree(cache)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes another user's folder in a cache (chown): root only")
+def test_a_folder_of_another_users_in_the_cache_is_named():
+    """A run as root in a user's empty cache (`sudo -E`) makes locks/ and objects/ root's: the
+    user's builds then failed "build cache C is unusable (Permission denied)", C theirs and
+    writable, nothing naming what refused.  The test is nobody a moment, the cache's owner."""
+    import tempfile
+
+    cache = Path(tempfile.mkdtemp(prefix="sb-test-theirs-", dir="/tmp"))  # not tmp_path: root's is 0700
+    try:
+        locks = cache / build_module.LOCKS_DIR
+        locks.mkdir()  # root's, 0755
+        os.chown(cache, 65534, -1)
+        os.seteuid(65534)
+        try:
+            with pytest.raises(build_module.CacheError) as raised:
+                with build_module._locked(cache, ["sectorbench-0123.so"]):
+                    pass
+            assert os.access(cache, os.W_OK)  # the cache's folder itself is the user's
+        finally:
+            os.seteuid(0)
+        assert str(raised.value) == (
+            f"build cache {cache} is unusable (Permission denied: {locks} belongs to root): "
+            "set SECTORBENCH_CACHE to a writable directory"
+        )
+    finally:
+        shutil.rmtree(cache)
+
+
 @pytest.mark.parametrize("kind", ["a file", "under a file", "unwritable"])
 def test_an_unusable_cache_is_one_line_naming_it(kind, tmp_path):
     blocker = tmp_path / "blocker"

@@ -1017,9 +1017,34 @@ SIDECARS = (CHECKSUM_SUFFIX, WARNINGS_SUFFIX, DEPENDENCIES_SUFFIX)
 
 
 def _cache_error(cache_dir: Path, exc: OSError) -> BuildError:
-    return CacheError(
-        f"build cache {cache_dir} is unusable ({exc.strerror or exc}): set SECTORBENCH_CACHE to a writable directory"
-    )
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.EACCES, errno.EPERM) and exc.filename is not None:
+        theirs = _another_users(cache_dir, Path(os.fsdecode(exc.filename)))
+        reason += f": {theirs}" if theirs else ""
+    return CacheError(f"build cache {cache_dir} is unusable ({reason}): set SECTORBENCH_CACHE to a writable directory")
+
+
+def _another_users(cache_dir: Path, refused: Path) -> str | None:
+    """ "PATH belongs to USER": the nearest of `refused` and its folders within the cache that
+    another user owns.  A run as root in this user's cache (`sudo -E`) leaves its locks/ and
+    objects/ root's, and the cache's own folder, this user's and writable, was said to be
+    unusable with nothing naming what refused."""
+    for path in [refused, *refused.parents]:
+        if path != cache_dir and cache_dir not in path.parents:
+            return None
+        try:
+            owner = path.lstat().st_uid
+        except OSError:  # not there (yet): its folder refused
+            continue
+        if owner != os.geteuid():
+            try:
+                import pwd
+
+                name = pwd.getpwuid(owner).pw_name
+            except (ImportError, KeyError):
+                name = f"uid {owner}"
+            return f"{path} belongs to {name}"
+    return None
 
 
 def _usable_cache(cache_dir: Path) -> None:
@@ -1032,9 +1057,7 @@ def _usable_cache(cache_dir: Path) -> None:
             f"build cache {cache_dir} is unusable (not a directory): set SECTORBENCH_CACHE to a writable directory"
         )
     if not os.access(cache_dir, os.W_OK | os.X_OK):
-        raise CacheError(
-            f"build cache {cache_dir} is unusable (not writable): set SECTORBENCH_CACHE to a writable directory"
-        )
+        raise _cache_error(cache_dir, PermissionError(errno.EACCES, "not writable", str(cache_dir)))
     if hasattr(os, "ST_NOEXEC") and os.statvfs(cache_dir).f_flag & os.ST_NOEXEC:
         # Its libraries would be built, then refused by dlopen ("failed to map segment"), which
         # cffi's fallback hid behind "No usable temporary directory" in a worker, 15 s later.
