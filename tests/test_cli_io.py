@@ -773,6 +773,45 @@ def test_a_compiler_given_by_a_relative_path_builds(tmp_path):
     assert row["status"] == "ok" and row["cc"] == "./mygcc", row
 
 
+@pytest.mark.parametrize(
+    "kind, said",
+    [
+        ("not executable", "is not executable by this user"),
+        ("a directory", "is a directory"),
+        ("behind a closed folder", "cannot be reached: a folder on its path is closed to this user"),
+    ],
+)
+def test_a_compiler_that_is_there_but_cannot_run_says_why(tmp_path, kind, said):
+    """--cc PATH of a compiler that is there was "not found" as a missing one was: one this user
+    may not run, or one behind a folder closed to them (a CI runner's user and a compiler
+    under /root).  Run as root, whom no folder is closed to, the test is nobody a moment."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    cc = folder / "cc"
+    if kind == "a directory":
+        cc.mkdir()
+    else:
+        cc.symlink_to(shutil.which("cc"))
+    if kind == "not executable":
+        cc.unlink()
+        cc.write_text("#!/bin/sh\n")
+        cc.chmod(0o644)
+    closed = kind == "behind a closed folder"
+    as_root = closed and os.geteuid() == 0
+    if closed:
+        folder.chmod(0)
+    try:
+        if as_root:
+            os.seteuid(65534)
+        result = invoke("kernels", "--cc", cc)
+    finally:
+        if as_root:
+            os.seteuid(0)
+        folder.chmod(0o700)
+    line = one_line(result, f"compiler '{cc}' {said} (set --cc or $CC)")
+    assert "not found" not in line
+
+
 def test_a_compilers_one_line_is_said_once(tmp_path):
     """A compiler that fails saying one line: that line was the error's cause and then quoted
     again under it."""

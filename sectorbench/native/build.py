@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -228,7 +229,7 @@ def compiler_identity(cc: str) -> tuple[str, str]:
     """(resolved path, `cc --version` output); BuildError if the compiler is missing."""
     path = shutil.which(cc)
     if path is None:
-        raise BuildError(f"compiler {cc!r} not found (set --cc or $CC)")
+        raise BuildError(f"compiler {cc!r} {_why_not_runnable(cc)} (set --cc or $CC)")
     # Absolute (links kept: gcc-12, ccache's), since compilers run in a private folder of the
     # cache: --cc ./mygcc was found here, then "./mygcc: not found" there
     path = os.path.abspath(path)
@@ -237,6 +238,23 @@ def compiler_identity(cc: str) -> tuple[str, str]:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BuildError(f"compiler {cc!r} does not run: {exc}{_no_process_hint(exc)}") from None
     return path, version
+
+
+def _why_not_runnable(cc: str) -> str:
+    """Why shutil.which found no compiler `cc`: given by its path, one that is there but that
+    this user may not run, or that is behind a folder closed to them (a CI runner's user and a
+    compiler under /root), was "not found" as a missing one was."""
+    if os.sep not in cc:
+        return "not found"
+    try:
+        info = os.stat(cc)
+    except PermissionError:  # stat needs no right on the file: a folder on its path refused
+        return "cannot be reached: a folder on its path is closed to this user"
+    except OSError:
+        return "not found"
+    if stat.S_ISDIR(info.st_mode):
+        return "is a directory"
+    return "is not executable by this user"
 
 
 def _no_process_hint(exc: BaseException) -> str:
