@@ -20,6 +20,15 @@ from sectorbench.native.build import OBJECTS_DIR, BuildConfig, build
 DATA = Path(__file__).parent / "data"
 
 
+def terminal_dispositions() -> None:
+    """For a child's preexec_fn: SIGINT, SIGQUIT and SIGHUP at their default actions, as a
+    terminal's foreground job has them.  A shell's background job inherits SIGINT and SIGQUIT
+    ignored, and a suite run under nohup SIGHUP; sectorbench keeps a signal its caller ignores
+    ignored, as it should, and a test that sent one waited for an end that never came."""
+    for number in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(number, signal.SIG_DFL)
+
+
 def rendered(table) -> str:
     """A rich renderable as the plain text a wide console without colour prints."""
     console = Console(width=400, file=io.StringIO(), color_system=None, force_terminal=False)

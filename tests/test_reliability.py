@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import DATA
+from conftest import DATA, terminal_dispositions
 
 from sectorbench.cli import main
 from sectorbench.errors import SectorbenchError
@@ -1064,7 +1064,7 @@ def test_a_signal_during_a_compile_kills_the_compiler_and_its_files(signum, tmp_
         text=True,
         # Ctrl-C as a terminal sends it: a suite started in the background by a shell inherits
         # SIGINT ignored (bash does that to background jobs), and Python keeps it ignored
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=terminal_dispositions,  # as a terminal sends them (see terminal_dispositions)
     )
     try:
         deadline = time.monotonic() + 120
@@ -1155,11 +1155,7 @@ def test_scratch_left_by_a_run_killed_with_sigkill_is_removed_by_the_next(tmp_pa
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP, signal.SIGQUIT])
 def test_ending_signals_clean_up_like_sigterm_in_one_line(signum, tmp_path):
-    def default_dispositions():  # as a terminal sends them (a shell's background job inherits SIGINT
-        for number in (signal.SIGINT, signal.SIGQUIT):  # and SIGQUIT ignored, and so would the run)
-            signal.signal(number, signal.SIG_DFL)
-
-    process, scratch = _run_until_measuring(tmp_path, default_dispositions)
+    process, scratch = _run_until_measuring(tmp_path, terminal_dispositions)
     status = Path(f"/proc/{process.pid}/status").read_text() if sys.platform.startswith("linux") else ""
     dispositions = [line for line in status.splitlines() if line.startswith(("SigIgn", "SigCgt", "State"))]
     code = _signalled(process, signum, 60)
@@ -1285,7 +1281,7 @@ def test_a_signal_while_the_commands_import_is_one_line(signum, tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal sends it (see above)
+        preexec_fn=terminal_dispositions,  # as a terminal sends them (see terminal_dispositions)
     )
     said = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
     assert (result.returncode, result.stderr) == (128 + signum, f"sectorbench: {said}; scratch files removed\n")
@@ -1305,7 +1301,7 @@ def test_a_signal_while_the_process_exits_leaves_the_commands_exit_status(signum
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal sends it (see above)
+        preexec_fn=terminal_dispositions,  # as a terminal sends them (see terminal_dispositions)
     )
     try:
         said = [process.stderr.readline()]
@@ -1363,7 +1359,7 @@ def test_a_signal_while_a_rescue_file_is_written_leaves_none_half_written(signum
         capture_output=True,
         text=True,
         timeout=120,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal sends it (see above)
+        preexec_fn=terminal_dispositions,  # as a terminal sends them (see terminal_dispositions)
     )  # fmt: skip
     said = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
     assert (result.returncode, result.stderr) == (128 + signum, f"sectorbench: {said}; scratch files removed\n")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import terminal_dispositions
 
 from sectorbench import families
 from sectorbench.check import distribute
@@ -281,7 +282,7 @@ def test_an_interrupted_pooled_verify_abandons_its_batches_and_loop_checks(signu
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # a process group of its own, signalled as a terminal signals its foreground job
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background job inherits it ignored
+        preexec_fn=terminal_dispositions,  # a background job inherits SIGINT ignored, nohup SIGHUP
     )
     tree: list[int] = []
     try:
