@@ -170,6 +170,39 @@ def test_another_users_file_in_a_sticky_directory_is_refused_before_the_work():
         sticky.rmdir()
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes a symbolic link of another user's (lchown): root only")
+def test_another_users_link_in_a_sticky_directory_is_never_written_through(tmp_path, empty_cache):
+    """A link another user planted in /tmp: root's `run --json /tmp/out.json` wrote its results
+    where the link led (a file that was not there, or with --force /root/.profile), as Linux's
+    fs.protected_symlinks would not have let it: sectorbench resolves an output's links itself.
+    Refused before the work, a link that is the last part of the path or a folder on it; one's
+    own link there, or the directory owner's, is written through as ever."""
+    import tempfile
+
+    sticky = Path(tempfile.mkdtemp(prefix="sectorbench-sticky-", dir="/tmp"))
+    try:
+        sticky.chmod(0o1777)
+        chosen = tmp_path / "chosen.json"  # where the other user wants root to write
+        planted, planted_folder = sticky / "out.json", sticky / "results"
+        planted.symlink_to(chosen)
+        planted_folder.symlink_to(tmp_path)
+        for link in (planted, planted_folder):
+            os.lchown(link, 65534, 65534)  # nobody's: neither root (the writer) nor the directory's owner
+        for out in (planted, planted_folder / "chosen.json"):
+            line = one_line_error(invoke("run", *SMALL, "--json", out), "another user's symbolic link", str(sticky))
+            assert "choose another path" in line
+            with pytest.raises(SectorbenchError, match="another user's symbolic link"):
+                check_output(out, overwrite=True)
+        assert not chosen.exists() and not built(empty_cache), "refused before anything was built"
+        mine = sticky / "mine.json"
+        mine.symlink_to(chosen)
+        assert check_output(mine, overwrite=False) == chosen  # root's own link (the directory's owner too)
+    finally:
+        for path in sticky.iterdir():
+            path.unlink()
+        sticky.rmdir()
+
+
 def test_a_header_a_source_includes_is_never_an_output(tmp_path, empty_cache):
     """`--source k.c --json k.h --force` (a completion's slip) replaced the header k.c includes
     with the results: it is an input of the command as k.c is, however the output names it."""

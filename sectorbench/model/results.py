@@ -475,6 +475,7 @@ def check_output(path: Path, overwrite: bool, create_dir: bool = False) -> Path:
     """
     named = path = Path(path)
     try:
+        _refuse_planted_links(path)
         if path.is_symlink():
             path = Path(os.path.realpath(path))
         existing = _regular_or_none(path, overwrite)
@@ -486,6 +487,45 @@ def check_output(path: Path, overwrite: bool, create_dir: bool = False) -> Path:
             raise SectorbenchError(name_too_long(named)) from None
         raise SectorbenchError(f"{named}: cannot write here ({exc.strerror or exc})") from None
     return path
+
+
+#: Symbolic links followed on one output's path at most (the system's own limit, ELOOP past it).
+MAX_LINKS_FOLLOWED = 40
+
+
+def _refuse_planted_links(path: Path) -> None:
+    """Refuse a path that leads through another user's symbolic link in a sticky world-writable
+    directory (/tmp), as Linux does (fs.protected_symlinks) unless the link is the follower's or
+    the directory owner's.  sectorbench resolves an output's links itself and writes their target
+    (os.path.realpath): a link another user planted at /tmp/out.json, leading to /root/.profile
+    or to a file not there yet, had root's `--json /tmp/out.json` write there, the system's
+    protection bypassed."""
+    done, todo, followed = Path("/"), list(Path(os.path.abspath(path)).parts[1:]), 0
+    while todo and followed <= MAX_LINKS_FOLLOWED:
+        part = todo.pop(0)
+        if part == "..":
+            done = done.parent
+            continue
+        here = done / part
+        try:
+            link = os.lstat(here)
+        except OSError:  # not there: nothing further on the path is either
+            return
+        if not stat.S_ISLNK(link.st_mode):
+            done = here
+            continue
+        folder = os.stat(done)
+        sticky_and_open = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
+        if sticky_and_open and link.st_uid not in (os.geteuid(), folder.st_uid):
+            raise SectorbenchError(
+                f"{shortened_path(here)} is another user's symbolic link in a sticky directory "
+                f"({shortened_path(done)}): sectorbench does not write through it, as Linux's fs.protected_symlinks "
+                "does not; choose another path"
+            )
+        target = Path(os.readlink(here))
+        done = Path("/") if target.is_absolute() else done
+        todo[:0] = [part for part in target.parts if part not in ("/", ".", "")]
+        followed += 1
 
 
 def _refuse_sticky(path: Path, existing: os.stat_result) -> None:
