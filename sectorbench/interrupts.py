@@ -96,19 +96,31 @@ def scratch_directory(prefix: str, parent: Path | None = None, suffix: str | Non
     ~20 case scenes were left for ever on a CI runner whose job timeouts kill."""
     path = lock = None
     try:
-        if parent is None:
-            remove_abandoned(Path(tempfile.gettempdir()), lambda entry: _scratch_lock(entry, prefix), is_dir=True)
         with signals_held():
-            path = Path(tempfile.mkdtemp(suffix=suffix, prefix=prefix, dir=parent))
-            if parent is None:
-                lock = locked_or_none(path / SCRATCH_LOCK, os.O_CREAT)
+            path, lock = open_scratch_directory(prefix, parent, suffix)
         yield path
     finally:
         if path is not None:
             with signals_held():
-                shutil.rmtree(path, ignore_errors=True)
-        if lock is not None:
-            os.close(lock)
+                remove_scratch_directory(path, lock)
+
+
+def open_scratch_directory(
+    prefix: str, parent: Path | None = None, suffix: str | None = None
+) -> tuple[Path, int | None]:
+    """scratch_directory's directory for a holder that outlives a block (a Dask worker's judge,
+    kept between batches), and its lock's descriptor (None outside TMPDIR); give both to
+    remove_scratch_directory.  Those of a process killed with SIGKILL are removed first."""
+    if parent is None:
+        remove_abandoned(Path(tempfile.gettempdir()), lambda entry: _scratch_lock(entry, prefix), is_dir=True)
+    path = Path(tempfile.mkdtemp(suffix=suffix, prefix=prefix, dir=parent))
+    return path, locked_or_none(path / SCRATCH_LOCK, os.O_CREAT) if parent is None else None
+
+
+def remove_scratch_directory(path: Path, lock: int | None) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    if lock is not None:
+        os.close(lock)
 
 
 def _scratch_lock(entry: os.DirEntry, prefix: str) -> Path | None:

@@ -411,7 +411,21 @@ def test_a_worker_without_sectorbench_is_refused_and_the_others_judge(scheduler,
 
 def test_a_dask_worker_keeps_no_folder_or_build_worker_of_a_finished_run(scheduler, tmp_path):
     """Each worker thread's judge kept its folder (the shipped sources, and every batch's scenes,
-    ~13 MB a batch) and its build workers after the client left: /tmp held 405 such folders."""
+    ~13 MB a batch) and its build workers after the client left: /tmp held 405 such folders.
+    Nor does it keep one a worker killed with SIGKILL left (a cluster torn down): its folder
+    holds a lock, as a command's scratch directories do, and the next judge removes it."""
+    from sectorbench.check.distribute import WORKER_SCRATCH_PREFIX
+    from sectorbench.interrupts import ABANDONED_AFTER_S
+
+    killed = subprocess.run(
+        [sys.executable, "-c", "import os, signal\nfrom sectorbench.interrupts import open_scratch_directory\n"
+         f"open_scratch_directory({WORKER_SCRATCH_PREFIX!r})\nos.kill(os.getpid(), signal.SIGKILL)"],
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL
+    (left,) = tmp_path.glob(f"{WORKER_SCRATCH_PREFIX}*")
+    long_ago = time.time() - 2 * ABANDONED_AFTER_S
+    os.utime(left, (long_ago, long_ago))
     with outside_worker(scheduler, tmpdir=tmp_path) as address:
         clustered = verify(dataclasses.replace(CONFIG, scheduler=scheduler.scheduler_address, jobs=None))
         assert clustered.env["workers"][address]["batches"] >= 2

@@ -23,7 +23,6 @@ import hashlib
 import multiprocessing
 import os
 import platform
-import shutil
 import socket
 import tempfile
 import threading
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import SectorbenchError
+from ..interrupts import open_scratch_directory, remove_scratch_directory
 from ..version import __version__
 
 #: Batches in flight per process: enough to keep every process busy while the client
@@ -362,6 +362,10 @@ _judges_lock = threading.Lock()
 _ended_runs: set[str] = set()
 
 
+#: The prefix of a Dask worker's folder for one verify run's files (its builds' --source files).
+WORKER_SCRATCH_PREFIX = "sectorbench-verify-worker-"
+
+
 def _judge_on_worker(shipped: ShippedPlan, index: int, case_set, live: dict):
     from distributed import get_worker
 
@@ -380,7 +384,9 @@ def _judge_on_worker(shipped: ShippedPlan, index: int, case_set, live: dict):
     if old is not None:
         _close(old)
     if mine is None:
-        directory = Path(tempfile.mkdtemp(prefix="sectorbench-verify-worker-"))
+        # locked, as a command's scratch directories are: those of a worker killed with SIGKILL
+        # (a cluster torn down) were left in its TMPDIR for ever
+        directory, lock = open_scratch_directory(WORKER_SCRATCH_PREFIX)
         try:
             written = _unpack(shipped, directory)
             plan = shipped.plan
@@ -388,9 +394,9 @@ def _judge_on_worker(shipped: ShippedPlan, index: int, case_set, live: dict):
                 (replace(build, extra_sources=tuple(written[str(p)] for p in build.extra_sources)), peers, names)
                 for build, peers, names in plan.sessions
             )
-            mine = (shipped.run, LocalJudge.open(replace(plan, sessions=sessions), directory), directory)
+            mine = (shipped.run, LocalJudge.open(replace(plan, sessions=sessions), directory), (directory, lock))
         except BaseException:
-            shutil.rmtree(directory, ignore_errors=True)
+            remove_scratch_directory(directory, lock)
             raise
         with _judges_lock:  # the open took seconds (a build): the client may have ended the run meanwhile,
             ended = shipped.run in _ended_runs  # and its _forget_run found nothing of this judge to close
@@ -418,11 +424,11 @@ def _forget_run(run: str | None) -> int:
 
 
 def _close(judge: tuple) -> None:
-    _, local, directory = judge
+    _, local, (directory, lock) = judge
     try:
         local.close()
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        remove_scratch_directory(directory, lock)
 
 
 def _distributed():
