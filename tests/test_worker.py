@@ -506,6 +506,19 @@ def test_workers_have_no_terminal_a_kernel_could_open(unruly_build, scratch):
         assert tty_nr == 0
 
 
+def test_counters_refused_by_the_kernel_name_the_setting_that_decides():
+    """perf_event_open refused ("Permission denied", a Debian kernel's paranoid level 3 for a
+    user): the reason names kernel.perf_event_paranoid and its value, read from /proc."""
+    from sectorbench.measure.server import PERF_EVENT_PARANOID, counters_unavailable
+
+    level = PERF_EVENT_PARANOID.read_text().strip()
+    assert counters_unavailable(errno.EACCES) == (
+        f"perf_event_open: Permission denied (kernel.perf_event_paranoid is {level}; "
+        "2 or lower lets a user count their own processes)"
+    )
+    assert counters_unavailable(errno.ENOENT) == "perf_event_open: No such file or directory"  # no counters at all
+
+
 def test_the_oom_killer_takes_a_worker_first(o2_worker):
     """A kernel that touches more memory than the machine has: the worker, whose kernels are
     untrusted code, is the OOM killer's first choice, never sectorbench or the user's shell."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import io
 import math
 import mmap
@@ -230,6 +231,24 @@ def refuse_file_writes() -> str | None:
     finally:
         os.close(ruleset)
     return None
+
+
+#: What lets an ordinary user count their own processes' instructions and cycles (perf_event_open(2)).
+PERF_EVENT_PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
+
+
+def counters_unavailable(error: int) -> str:
+    """Why the hardware counters cannot be read, in perf_event_open's words, and the setting
+    that decides it when the kernel refused (Debian's kernels refuse users at 3: "Permission
+    denied" alone did not say what to change)."""
+    reason = f"perf_event_open: {os.strerror(error)}"
+    if error in (errno.EACCES, errno.EPERM):
+        try:
+            level = PERF_EVENT_PARANOID.read_text().strip()
+        except OSError:
+            return reason
+        reason += f" (kernel.perf_event_paranoid is {level}; 2 or lower lets a user count their own processes)"
+    return reason
 
 
 class LoaderRefused(Exception):
@@ -517,7 +536,7 @@ class Server:
             fp_change_at_load=self.fp_change_at_load,
             counters={
                 "available": self.counters_error == 0,
-                "reason": None if self.counters_error == 0 else f"perf_event_open: {os.strerror(self.counters_error)}",
+                "reason": None if self.counters_error == 0 else counters_unavailable(self.counters_error),
             },
             cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
             cpu_features=[f for f in self.ffi.string(self.lib.sb_cpu_features()).decode().split(",") if f],
