@@ -508,7 +508,7 @@ def test_a_dask_worker_thread_closes_its_previous_runs_judge_once(worker_judges,
         def close(self):
             closes.append(distribute._forget_run("previous"))  # the client's end of that run, meanwhile
 
-    distribute._judges[threading.get_ident()] = ("previous", Previous(), tmp_path / "previous")
+    distribute._judges[threading.get_ident()] = ("previous", Previous(), (tmp_path / "previous", None))
 
     class Opened(Exception):
         pass

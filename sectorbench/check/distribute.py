@@ -353,7 +353,7 @@ def _unpack(shipped: ShippedPlan, directory: Path) -> dict[str, Path]:
     return written
 
 
-#: Each worker thread's judge: thread id -> (the run it judges for, its LocalJudge, its folder).
+#: Each worker thread's judge: thread id -> (the run it judges for, its LocalJudge, (its folder, that folder's lock)).
 #: A thread judging for another run closes and removes its old judge; the client's end removes
 #: its run's (_forget_run), and the worker's exit every one (a judge holds build worker
 #: processes, its folder the shipped sources and the batch files).
