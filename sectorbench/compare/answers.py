@@ -143,6 +143,11 @@ def _farthest(row: KernelResult, count: int) -> int:
     return max([row.hits, *row.hits_seen], key=lambda c: abs(c - count))
 
 
+def differing_by_row(run: RunResult) -> dict[int, Differs]:
+    """The rows whose answers differ, by id() of the row, and how."""
+    return {id(row): d for row, d in zip(run.results, differing(run)) if d is not None}
+
+
 def judged(run: RunResult) -> list[KernelResult]:
     """run.results with each row's answers_differ and answers_note set (as the JSON carries them)."""
     from dataclasses import replace

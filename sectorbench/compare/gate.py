@@ -52,7 +52,7 @@ from ..model.kernels import lacks_cpu_feature
 from ..model.results import PEER_CC, SCHEMA_VERSION, KernelResult, RowKey, RunResult, read_input, shows_cc
 from ..native.build import build_label
 from ..native.environment import compare_fingerprints
-from .answers import Differs, differing
+from .answers import differing_by_row
 from .stats import Comparison, can_reach_alpha, compare, min_p_value, normalized, rounds_for_alpha
 
 __all__ = [
@@ -300,11 +300,6 @@ class GateReport:
 def row_label(key: RowKey, show_cc: bool) -> str:
     threads = f", {key.threads} threads" if key.threads > 1 else ""
     return f"{key.kernel} [{build_label(key.cc, key.flags, show_cc)}, {key.mode}{threads}]"
-
-
-def _differs(run: RunResult) -> dict[int, Differs]:
-    """How each row whose answers differ differs (compare/answers.py), by id() of the row."""
-    return {id(row): d for row, d in zip(run.results, differing(run)) if d is not None}
 
 
 def _index(run: RunResult, side: str, show_cc: bool) -> dict[RowKey, KernelResult]:
@@ -577,7 +572,7 @@ def gate(baseline: RunResult, current: RunResult, config: GateConfig = GateConfi
     rows: list[GateRow] = []
     failures: list[GateFailure] = []
     row_warnings: list[str] = []
-    base_differs, cur_differs = _differs(baseline), _differs(current)
+    base_differs, cur_differs = differing_by_row(baseline), differing_by_row(current)
     for key, base in base_rows.items():
         cur = cur_rows.get(key)
         if cur is None:

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compare.answers import differing
+from ..compare.answers import differing_by_row
 from ..compare.gate import check_usable
 from ..compare.stats import check_confidence, median_interval
 from ..errors import SectorbenchError
@@ -239,7 +239,7 @@ WRONG_NOTE = f"{ANSWERS_DIFFER}: the count is not the kernel's (run `sectorbench
 
 def _wrong(result: RunResult) -> dict[int, str]:
     """The rows whose answers differ, by id(): how much ("+3057 hits")."""
-    return {id(row): d.amount for row, d in zip(result.results, differing(result)) if d is not None}
+    return {key: d.amount for key, d in differing_by_row(result).items()}
 
 
 def _wrong_note(rows: Sequence[KernelResult], wrong: dict[int, str]) -> str:

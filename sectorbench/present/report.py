@@ -110,11 +110,6 @@ def expected_hits(run: RunResult) -> tuple[dict, str] | None:
     return {r.key: shown.count for r in run.results if r.status == "ok" and r.hits is not None}, shown.text
 
 
-def answers_by_row(run: RunResult) -> dict[int, answers.Differs]:
-    """The rows whose answers differ (compare/answers.py), by id() of the row."""
-    return {id(row): d for row, d in zip(run.results, answers.differing(run)) if d is not None}
-
-
 def shown_speedup(row: KernelResult, results: Sequence[KernelResult]) -> float | None:
     """row.speedup, or None where it would celebrate noise: a speedup on net time whose row, or
     whose reference row, has a net time not clearly above 0 (KernelResult.net_above_zero; the
@@ -221,7 +216,7 @@ def run_table(run: RunResult) -> Table:
     yardstick = expected_hits(run)
     expected, judged_against = yardstick if yardstick else ({}, "")
     show_delta = any(expected.get(r.key) not in (None, r.hits) for r in results if r.status == "ok")
-    wrong = answers_by_row(run)  # never ranked: no speedup, a note saying against what
+    wrong = answers.differing_by_row(run)  # never ranked: no speedup, a note saying against what
     scene = run.scene
     table = Table(
         title=literal(
@@ -493,7 +488,7 @@ def compare_table(run: RunResult, confidence: float = 0.95) -> Table:
     for r in run.results:
         rows.setdefault((r.kernel, r.mode, r.threads), {})[build_label(r.cc, r.flags, several_cc)] = r
     shown = set()  # which of the legend's marks the matrix shows
-    wrong = answers_by_row(run)  # a build whose answers differ is marked and never the fastest
+    wrong = answers.differing_by_row(run)  # a build whose answers differ is marked and never the fastest
     for (kernel, mode, count), cells in rows.items():
         first = cells.get(builds[0])
         measured = {b: c for b, c in cells.items() if c.status == "ok" and c.ns_per_test is not None}
