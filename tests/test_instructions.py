@@ -402,6 +402,31 @@ def test_valgrind_ends_with_a_killed_run(tmp_path):
             process.kill()
 
 
+@needs_valgrind
+def test_a_process_a_kernel_forks_under_valgrind_ends_with_its_count(tmp_path):
+    """forks (tests/data/unruly_kernels.c) leaves a child that sleeps for ever, a valgrind.bin
+    as its parent is: it outlived a count whose valgrind exited well, adopted by init."""
+    library = build(BuildConfig.parse("-O2", extra_sources=(DATA / "unruly_kernels.c",)))
+    scene_path = instructions.write_scene(scenes.generate("uniform", 16, 64, seed=0), tmp_path / "scene.bin")
+    counts = instructions.count_loops(library, scene_path, ["forks:inline:count"], "cc", tmp_path)
+    assert set(counts) == {"forks:inline:count"}
+
+    def left() -> list[int]:  # every process still running the count (its scene in its command line)
+        found = []
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            with contextlib.suppress(OSError):
+                if str(scene_path) in cmdline.read_text() and _alive(int(cmdline.parent.name)):
+                    found.append(int(cmdline.parent.name))
+        return found
+
+    deadline = time.monotonic() + 5  # SIGKILL acts at once; the kernel's child never ends unaided
+    while (stray := left()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in stray:
+        os.kill(pid, signal.SIGKILL)
+    assert stray == []
+
+
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"

@@ -171,7 +171,7 @@ def count_loops(
         )
     try:
         done, since = 0, AwakeClock()  # a run stopped or frozen with its valgrind: not the loop's time
-        while process.poll() is None:
+        while not _exited(process):
             dumped = len(list(scratch.glob(f"{out.name}.*")))
             if dumped > done:
                 done, since = dumped, AwakeClock()
@@ -189,9 +189,13 @@ def count_loops(
             time.sleep(WATCH_S)
             since.tick(WATCH_S)
     except BaseException:
-        if process.poll() is None:
+        if process.returncode is None:  # not reaped (_exited leaves it so): its group is still its own
             kill_session(process)
         raise
+    # valgrind has exited but is not reaped yet, so its pid, its group's id, is not reused: what
+    # a kernel forked there and left running (a child under valgrind too) ends now.  Reaped
+    # first, such a child outlived the run, adopted by init, a valgrind.bin of its own.
+    kill_session(process)
     counts = parse_dumps(scratch, out.name)
     if process.returncode != 0:
         said = log.read_text(errors="replace")
@@ -204,6 +208,11 @@ def count_loops(
     if missing:
         raise SectorbenchError(f"valgrind wrote no count for {', '.join(missing)}")
     return counts
+
+
+def _exited(process: subprocess.Popen) -> bool:
+    """Whether `process` has exited, leaving it unreaped (WNOWAIT): its group can still be killed."""
+    return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
 #: What valgrind's log says when its decoder meets an instruction it does not know (it then
