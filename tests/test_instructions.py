@@ -181,6 +181,19 @@ def test_an_avx512_instruction_no_flag_announced_is_named_as_what_valgrind_canno
     assert "(bytes 0x62 0xf1 0x7c 0x48" in said.lower(), said
 
 
+@needs_valgrind
+def test_a_kernel_that_crashes_under_valgrind_is_said_to_have_crashed(tmp_path):
+    """valgrind's last lines after a crash are its totals: the row's reason was "valgrind exited
+    with status -11: ==123== Collected : 30 / ==123== / ==123== I refs: 30"."""
+    library = build(BuildConfig.parse("-O2", extra_sources=(DATA / "crash_kernel.c",)))
+    scene_path = instructions.write_scene(scenes.generate("uniform", 16, 64, seed=0), tmp_path / "scene.bin")
+    jobs = ["basic:inline:count", "crashes:inline:count", "crashes:inline:noop"]
+    with pytest.raises(SectorbenchError) as failed:
+        instructions.count_loops(library, scene_path, jobs, "cc", tmp_path)
+    said = str(failed.value)
+    assert said == "its count loop was killed by SIGSEGV (signal 11) under valgrind, in crashes_count_inline", said
+
+
 def test_avx512_kernels_and_native_builds_on_avx512_hosts_are_skipped_with_the_reason():
     assert "avx512f" in instructions.skip_reason(("avx512f", "avx512bw"), ("-O2",), host_avx512=False)
     assert "valgrind cannot run" in instructions.skip_reason(("avx512f",), ("-O2",), host_avx512=False)

@@ -18,6 +18,7 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -202,6 +203,10 @@ def count_loops(
         unrecognised = unrecognised_instruction(said)
         if unrecognised:
             raise SectorbenchError(unrecognised)
+        running = next((job for job in jobs if job not in counts), None)
+        killed = killed_by_signal(said, process.returncode, running)
+        if killed:
+            raise SectorbenchError(killed)
         last = [line for line in said.splitlines() if line.strip()][-3:]
         raise SectorbenchError(f"valgrind exited with status {process.returncode}: {' / '.join(last)}")
     missing = [job for job in jobs if job not in counts]
@@ -237,6 +242,44 @@ def unrecognised_instruction(log: str) -> str | None:
     place = f" in {where.group(1)}" if where else ""
     what = "an AVX-512 (EVEX) instruction" if code[0].lower() == _EVEX else "an instruction"
     return f"valgrind cannot run {what}{place} (bytes {' '.join(code[:6])}...)"
+
+
+#: What valgrind's log says when the program it runs dies of a signal (a kernel that crashes),
+#: then the stack: "at ADDRESS: FUNCTION (...)", "by ADDRESS: FUNCTION (...)", down to main.
+_TERMINATING = re.compile(r"Process terminating with default action of signal (\d+) \((\w+)\)")
+_FRAME = re.compile(r"^==\d+==\s+(?:at|by) \S+: (\S+)")
+
+
+def killed_by_signal(log: str, status: int, job: str | None) -> str | None:
+    """Why valgrind ended, when a signal ended it (a kernel that crashed under it), or None.
+
+    Its last lines are then only its totals ("Collected : 30 / I refs: 30"), which a crashing
+    kernel's row gave as its reason, with "exited with status -11".  Named: the loop that was
+    running (`job`), the signal, and the function the driver called, the frame above main."""
+    terminating = _TERMINATING.search(log)
+    if terminating is None and status >= 0:
+        return None
+    if terminating is not None:
+        number, name = int(terminating.group(1)), terminating.group(2)
+        frames = []
+        for line in log[terminating.end() :].splitlines()[1:]:
+            frame = _FRAME.match(line)
+            if frame is None and frames:
+                break
+            if frame is not None:
+                frames.append(frame.group(1))
+        # the frame above main is what the driver called: the kernel's loop, prepare, dlopen
+        entry = frames[frames.index("main") - 1] if "main" in frames[1:] else frames[0] if frames else None
+    else:  # killed from outside (the OOM killer): valgrind said nothing
+        number, entry = -status, None
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = ""
+    what = f"{name} (signal {number})" if name else f"signal {number}"
+    if job is None:
+        return f"valgrind was killed by {what}"
+    return f"its {job.rsplit(':', 1)[1]} loop was killed by {what} under valgrind" + (f", in {entry}" if entry else "")
 
 
 def parse_dumps(folder: Path, stem: str) -> dict[str, int]:
