@@ -505,6 +505,37 @@ def test_counts_of_two_compilers_or_builds_are_gated_on_time(tmp_path):
     assert "counted in CURRENT's build cc -O3, BASELINE's cc -O2" in " ".join(across.output.split()), across.output
 
 
+def test_counts_of_native_builds_on_two_hosts_are_gated_on_time(tmp_path):
+    """-march=native is another flag set on another CPU: with the same compiler, a baseline
+    counted where it meant haswell against a host where it means x86-64 failed on basic's count
+    (7.0 against 10.5 net instructions a test, measured so with -march=haswell and -march=x86-64),
+    a "regression" of no change.  Such rows are gated on time, and one line says why."""
+
+    def host(march: str) -> dict:
+        native = {"style": "gcc", "march": march, "features": ["avx2"] if march == "haswell" else ["sse2"]}
+        return {"compilers": {"cc": {"version_line": "cc (Debian 12.2.0-14) 12.2.0", "march_native": native}}}
+
+    native = "-O2 -march=native"
+    base = _saved_run(tmp_path / "a.json", 8039, env=host("haswell"), code_sha256="a" * 64, flags=native)
+    head = _saved_run(tmp_path / "b.json", 11543, env=host("x86-64"), code_sha256="b" * 64, flags=native)
+    result = CliRunner().invoke(main, ["regress", str(base), str(head)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "0 regression(s)" in said and "gated on valgrind's counts" not in said, said
+    assert (
+        "all 1 on time: -march=native means x86-64 in CURRENT, haswell in BASELINE (cc): counts compare the code "
+        "of one compiler and flag set only (basic)" in said
+    ), said
+    # the same host's -march=native, or a build without it: the counts decide, as before
+    same = _saved_run(tmp_path / "c.json", 11543, env=host("haswell"), code_sha256="b" * 64, flags=native)
+    assert CliRunner().invoke(main, ["regress", str(base), str(same)]).exit_code == 1
+    o2 = [
+        _saved_run(tmp_path / f"{name}.json", n, env=host(march))
+        for name, n, march in (("d", 8039, "haswell"), ("e", 11543, "x86-64"))
+    ]
+    assert CliRunner().invoke(main, ["regress", *map(str, o2)]).exit_code == 1
+
+
 def test_regress_gates_the_counts_both_files_carry(tmp_path):
     """Twice the net instructions a test, the same timings: regress fails as the run --baseline
     --metric instructions that saved them did (regress once gated such files on time alone)."""

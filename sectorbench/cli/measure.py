@@ -284,7 +284,9 @@ def checked_baseline(baseline, config: RunConfig, gate_config, metric: str):
         check_scene,
         check_selection,
         compiler_versions,
+        native_expansions,
         other_compiler,
+        other_native,
     )
     from ..measure.instructions import unavailable
     from ..measure.runner import build_row
@@ -307,15 +309,23 @@ def checked_baseline(baseline, config: RunConfig, gate_config, metric: str):
         # Rows the baseline counted may be gated on counts, which need no rounds: known after
         # counting (ab.count_revision); those it did not count, or counted with another compiler
         # than this run's (gate.comparable_counts), are gated on time, surely
-        versions = compiler_versions(baseline_result)
+        versions, natives = compiler_versions(baseline_result), native_expansions(baseline_result)
         now = {cc: compiler_fingerprint(cc).get("version_line") for cc in versions if cc != PEER_CC}
+        native_now = {cc: compiler_fingerprint(cc).get("march_native") for cc in natives if cc != PEER_CC}
         timed = [
-            row for row in baseline_result.results if row.instructions is None or other_compiler(row.cc, versions, now)
+            row
+            for row in baseline_result.results
+            if row.instructions is None
+            or other_compiler(row.cc, versions, now)
+            or other_native(row.cc, row.flags.split(), natives, native_now)
         ]
         other = next((row for row in timed if row.instructions is not None), None)
         why = other and (
             f"BASELINE counted {other.kernel} with {versions[other.cc]}, this run's {other.cc} is "
             f"{now[other.cc]}: {COUNTS_OF_ONE_BUILD}, and such rows are gated on time"
+            if other_compiler(other.cc, versions, now)
+            else f"{other.kernel} [{other.flags}]: {other_native(other.cc, other.flags.split(), natives, native_now)}: "
+            f"{COUNTS_OF_ONE_BUILD}, and such rows are gated on time"
         )
     try:
         if timed:

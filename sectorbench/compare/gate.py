@@ -51,7 +51,7 @@ from ..errors import SectorbenchError
 from ..model.kernels import lacks_cpu_feature
 from ..model.results import PEER_CC, SCHEMA_VERSION, KernelResult, RowKey, RunResult, read_input, shows_cc
 from ..native.build import build_label
-from ..native.environment import compare_fingerprints
+from ..native.environment import compare_fingerprints, uses_native
 from .answers import differing_by_row
 from .stats import Comparison, can_reach_alpha, compare, min_p_value, normalized, rounds_for_alpha
 
@@ -748,13 +748,36 @@ def comparable_counts(baseline: RunResult, current: RunResult) -> RunResult:
     and the gate's instructions line says why.  Where either side's version is unknown, as it is
     in an older file, the counts stay."""
     before, after = compiler_versions(baseline), compiler_versions(current)
+    native_before, native_after = native_expansions(baseline), native_expansions(current)
     counted = {row.key for row in baseline.results if row.instructions is not None}
     rows = []
     for row in current.results:
-        if row.key in counted and row.instructions is not None and (now := other_compiler(row.cc, before, after)):
-            row = without_counts(row, f"counted with {now}, {_BASE} with {before[row.cc]}: {COUNTS_OF_ONE_BUILD}")
+        if row.key in counted and row.instructions is not None:
+            if now := other_compiler(row.cc, before, after):
+                row = without_counts(row, f"counted with {now}, {_BASE} with {before[row.cc]}: {COUNTS_OF_ONE_BUILD}")
+            elif here := other_native(row.cc, row.flags.split(), native_before, native_after):
+                row = without_counts(row, f"{here}: {COUNTS_OF_ONE_BUILD}")
         rows.append(row)
     return replace(current, results=rows)
+
+
+def native_expansions(run: RunResult) -> dict[str, dict]:
+    """What -march=native meant to each compiler in `run`'s environment (march and features)."""
+    compilers = (run.env or {}).get("compilers") or {}
+    return {cc: native for cc, entry in compilers.items() if isinstance(native := entry.get("march_native"), dict)}
+
+
+def other_native(cc: str, flags: Iterable[str], before: dict[str, dict], after: dict[str, dict]) -> str | None:
+    """Why a -march=native build's counts in `after` are not those of the same build in
+    `before`: the hosts' -march=native differ (another CPU's code, same compiler and flags: a
+    Haswell baseline against an x86-64 host's read 1.5 times basic's count, a "regression"
+    of no change); None where the flags name no native, or either expansion is unknown."""
+    a, b = before.get(cc), after.get(cc)
+    if not (uses_native(flags) and a and b) or a == b:
+        return None
+    if a.get("march") != b.get("march"):
+        return f"-march=native means {b.get('march')} in {_CURRENT}, {a.get('march')} in {_BASE} ({cc})"
+    return f"-march=native means other features in {_CURRENT} than in {_BASE} ({cc})"
 
 
 def other_compiler(cc: str, before: dict[str, str], after: dict[str, str]) -> str | None:

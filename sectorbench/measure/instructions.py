@@ -31,6 +31,7 @@ from ..errors import SectorbenchError
 from ..interrupts import kill_session, scratch_directory, signals_held
 from ..model.results import KernelResult, RunResult
 from ..native.build import BuildConfig, build, build_driver, valgrind_include_dir
+from ..native.environment import uses_native
 from .deadlines import DEFAULT_DEADLINES, NO_BUDGET, AwakeClock, Budget, Deadlines
 
 #: The metrics --metric takes: time is always measured; instructions adds valgrind's counts.
@@ -53,8 +54,6 @@ SHAPE_BLOCK = 16
 PARENT_PID_ENV = "SB_PARENT_PID"
 #: valgrind cannot run these instructions (3.19 to 3.23 decode no EVEX): their kernels are skipped.
 UNSUPPORTED_ISA_PREFIX = "avx512"
-#: Flags that let the compiler use every instruction of the host.
-NATIVE_FLAGS = ("-march=native", "-mcpu=native", "-mtune=native")
 
 
 def unavailable() -> str | None:
@@ -84,7 +83,7 @@ def skip_reason(isa: Iterable[str], flags: Iterable[str], host_avx512: bool | No
         return "built with AVX-512 flags, which valgrind cannot run"
     if host_avx512 is None:
         host_avx512 = _host_has_avx512()
-    if host_avx512 and any(f in NATIVE_FLAGS for f in flags):
+    if host_avx512 and uses_native(flags):
         return "a -march=native build on an AVX-512 host may use AVX-512, which valgrind cannot run"
     return None
 

@@ -361,6 +361,15 @@ def machine_fingerprint() -> dict:
 # --------------------------------------------------------------------------
 # compiler
 
+#: Flags that let the compiler use every instruction of the host: their code is what
+#: ``march_native`` says, which differs from host to host.
+NATIVE_FLAGS = ("-march=native", "-mcpu=native", "-mtune=native")
+
+
+def uses_native(flags) -> bool:
+    """Whether a build's flags (words) make its code the host's (NATIVE_FLAGS)."""
+    return any(flag in NATIVE_FLAGS for flag in flags)
+
 
 def _gcc_march_native(cc: str) -> dict | None:
     """gcc: read the resolved -march= and the enabled -m options from -Q."""
