@@ -249,6 +249,29 @@ def test_too_few_rounds_without_valgrind_say_why_counts_do_not_spare_them(tmp_pa
     assert "apt-get install valgrind" in line and "--repeat 5 would" in line, line
 
 
+def test_a_broken_valgrind_is_said_before_timing(tmp_path):
+    """A `valgrind` that does not run (a wrapper script that exits 1) was found out after the
+    timing: every row's reason "valgrind exited with status 1: ", and too few rounds for the rows
+    then left to time refused only then.  `valgrind --version` is asked first."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "valgrind").write_text("#!/bin/sh\nexit 1\n")
+    (tools / "valgrind").chmod(0o755)
+    old, new = tmp_path / "old.c", tmp_path / "new.c"
+    old.write_text(USER_KERNEL)
+    new.write_text(USER_KERNEL)
+    args = ["run", "-n", "32", "-m", "1000", "--flags", "-O2", "--kernels", "mine", "--repeat", "3"]
+    result = CliRunner().invoke(
+        main,
+        [*args, "--source", str(new), "--against-source", str(old), "--metric", "instructions"],
+        env={"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"},
+    )
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()  # before any build: no plan, no progress
+    assert line.startswith("sectorbench: error: --metric instructions: no row can be counted"), line
+    assert f"{tools / 'valgrind'} is no working valgrind: `valgrind --version` exited with status 1" in line, line
+
+
 def _gate_row(threshold: float = 0.1) -> GateRow:
     return GateRow("k", "cc", "-O2", "inline", 1.0, 1.0, 1.0, 0.9, 1.1, 0.5, 0.5, "inconclusive", threshold)
 
@@ -702,7 +725,7 @@ def test_valgrind_without_its_headers_is_told_apart_from_no_valgrind(tmp_path, m
     tools.mkdir()
     monkeypatch.setenv("PATH", str(tools))
     assert instructions.unavailable() == instructions.INSTALL_HINT
-    (tools / "valgrind").write_text("#!/bin/sh\nexit 0\n")
+    (tools / "valgrind").write_text("#!/bin/sh\necho valgrind-3.19.0\n")  # its --version
     (tools / "valgrind").chmod(0o755)
     monkeypatch.setattr(build_module, "VALGRIND_INCLUDE_DIRS", (tmp_path / "include",))
     assert instructions.unavailable() == instructions.HEADERS_HINT

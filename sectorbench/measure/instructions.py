@@ -15,6 +15,7 @@ fast-math build against a strict one (docs/ci.md).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -56,12 +57,43 @@ PARENT_PID_ENV = "SB_PARENT_PID"
 UNSUPPORTED_ISA_PREFIX = "avx512"
 
 
+#: What `valgrind --version` prints first: "valgrind-3.19.0".
+_VERSION = re.compile(r"valgrind-\d+\.\d+")
+#: Seconds `valgrind --version` may take (it answers in milliseconds).
+VERSION_TIMEOUT_S = 10.0
+
+
 def unavailable() -> str | None:
     """Why instructions cannot be counted here (one line), or None."""
-    if shutil.which(VALGRIND) is None:
+    path = shutil.which(VALGRIND)
+    if path is None:
         return INSTALL_HINT
     if valgrind_include_dir() is None:
         return HEADERS_HINT
+    return _not_valgrind(path)
+
+
+@functools.cache
+def _not_valgrind(path: str) -> str | None:
+    """Why the `valgrind` found at `path` cannot count (it does not say its version), or None.
+
+    A broken one (a wrapper script that exits 1, a partial install) was found only after the
+    timing, each row's reason "valgrind exited with status 1: " and nothing more; a gate whose
+    rounds were too few for the rows it then left to time was refused only then."""
+    try:
+        said = subprocess.run(
+            [path, "--version"], stdin=subprocess.DEVNULL, capture_output=True, timeout=VERSION_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        return f"`valgrind --version` did not answer in {VERSION_TIMEOUT_S:g} s: valgrind on PATH is no working one"
+    except OSError as exc:
+        return f"`valgrind --version` could not start ({exc.strerror}): valgrind on PATH is no working one"
+    first = (said.stdout.decode(errors="replace").strip().splitlines() or [""])[0]
+    if said.returncode != 0 or not _VERSION.match(first):
+        what = f"exited with status {said.returncode}" if said.returncode else f"printed {first[:60]!r}"
+        home = str(Path.home())  # the reason is saved with the results: no home directory in it
+        shown = "~" + path[len(home) :] if path.startswith(home + os.sep) else path
+        return f"{shown} is no working valgrind: `valgrind --version` {what}, not its version"
     return None
 
 
