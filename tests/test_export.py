@@ -102,6 +102,26 @@ def test_bmf_carries_valgrinds_counts_when_the_row_has_no_hardware_counters(runs
     assert list(data.values())[0]["instructions"] == {"value": 41.5}  # gross, the whole loop, as the latency
 
 
+def test_gha_and_gbench_carry_the_counts_a_job_gates_on(runs):
+    """A job that gates on valgrind's counts (its runner's times are noisy) charted only those
+    noisy times: gha and gbench carried no count (bmf alone did)."""
+    result = load(runs["a"]["json"])
+    counted = dataclasses.replace(
+        result.results[0], instructions=83_000, overhead_instructions=40_000, instructions_tests=2000
+    )
+    result = dataclasses.replace(result, results=[counted, *result.results[1:]])
+    name = benchmark_name(counted)
+    gha_entries = {entry["name"]: entry for entry in json.loads(render(result, "gha"))}
+    assert gha_entries[f"{name} (instructions)"]["value"] == 41.5
+    assert gha_entries[f"{name} (instructions)"]["unit"] == "instructions/test"
+    assert "valgrind" in gha_entries[f"{name} (instructions)"]["extra"]
+    assert gha_entries[name]["unit"] == "ns/test"  # the time stays under the row's own name
+    assert not any(key.endswith("(instructions)") and key != f"{name} (instructions)" for key in gha_entries)
+    gbench = json.loads(render(result, "gbench"))["benchmarks"]
+    assert {b["instructions_per_test"] for b in gbench if b["name"] == name} == {41.5}
+    assert all("instructions_per_test" not in b for b in gbench if b["name"] != name)
+
+
 def test_gbench_one_object_per_repetition_as_compare_py_reads_it(runs):
     data = json.loads(runs["a"]["gbench"].read_text())
     assert {"date", "num_cpus", "mhz_per_cpu", "library_build_type"} <= set(data["context"])
@@ -122,8 +142,9 @@ def test_gbench_one_object_per_repetition_as_compare_py_reads_it(runs):
 def test_gha_custom_smaller_is_better_entries(runs):
     data = json.loads(runs["a"]["gha"].read_text())
     rows = {benchmark_name(r): r for r in load(runs["a"]["json"]).results if r.status == "ok"}
-    assert isinstance(data, list) and [entry["name"] for entry in data] == list(rows)
-    for entry in data:
+    timed = [entry for entry in data if not entry["name"].endswith(" (instructions)")]  # counted where a PMU is
+    assert isinstance(data, list) and [entry["name"] for entry in timed] == list(rows)
+    for entry in timed:
         assert set(entry) == {"name", "unit", "value", "range", "extra"}
         assert entry["unit"] == "ns/test" and isinstance(entry["value"], float) and entry["value"] > 0
         assert entry["range"].startswith("± ") and "net:" in entry["extra"]

@@ -42,6 +42,7 @@ __all__ = [
     "benchmark_name",
     "exported_rows",
     "gross_ns_per_test",
+    "instructions_per_test",
     "nothing_to_export",
     "parse_export",
     "render",
@@ -90,6 +91,17 @@ def gross_ns_per_test(row: KernelResult) -> list[float]:
     """The row's rounds as gross ns per test (see the module doc)."""
     tests = row.tests or 1
     return [seconds / tests * 1e9 for seconds in row.samples_s]
+
+
+def instructions_per_test(row: KernelResult) -> float | None:
+    """The row's instructions per test, gross (the whole loop's, as the time): the hardware
+    counters' where they ran, else valgrind's count of --metric instructions over the tests
+    it counted; None where neither was taken."""
+    if row.instructions_per_test is not None:
+        return row.instructions_per_test
+    if row.instructions is not None and row.instructions_tests:
+        return row.instructions / row.instructions_tests
+    return None
 
 
 def render(result: RunResult, fmt: str) -> str:

@@ -21,16 +21,13 @@ CONFIDENCE = 0.95
 
 
 def render(result: RunResult) -> str:
-    from . import exported_rows, gross_ns_per_test
+    from . import exported_rows, gross_ns_per_test, instructions_per_test
 
     out = {}
     for name, row in exported_rows(result):
         interval = median_interval(gross_ns_per_test(row), CONFIDENCE)
         measures = {"latency": {"value": interval.estimate, "lower_value": interval.low, "upper_value": interval.high}}
-        instructions = row.instructions_per_test
-        if instructions is None and row.instructions is not None and row.instructions_tests:
-            instructions = row.instructions / row.instructions_tests  # valgrind's (it once went missing)
-        if instructions is not None:
+        if (instructions := instructions_per_test(row)) is not None:
             measures["instructions"] = {"value": instructions}
         out[name] = measures
     return json.dumps(out, indent=1) + "\n"

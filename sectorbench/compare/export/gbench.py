@@ -11,7 +11,9 @@ which a consumer would otherwise compare as if they were repetitions.
 real_time is the round's gross ns per test, iterations the tests it timed (passes x
 tests).  sectorbench measures wall time only: cpu_time repeats it.  The net time per
 test of the round is a user counter, `net_ns_per_test`, as Google Benchmark writes
-counters: an extra number on the object.
+counters: an extra number on the object; so are the row's instructions per test, where it
+has them (hardware counters, or valgrind's count of --metric instructions), as
+`instructions_per_test` on each of its objects.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ...model.results import RunResult
 
 
 def render(result: RunResult) -> str:
-    from . import exported_rows, gross_ns_per_test
+    from . import exported_rows, gross_ns_per_test, instructions_per_test
 
     cpu = ((result.env or {}).get("machine") or {}).get("cpu") or {}
     context = {
@@ -38,6 +40,7 @@ def render(result: RunResult) -> str:
     for family_index, (name, row) in enumerate(exported_rows(result)):
         gross = gross_ns_per_test(row)
         net = [seconds / max(1, row.tests) * 1e9 for seconds in row.net_samples_s]
+        instructions = instructions_per_test(row)
         for index, value in enumerate(gross):
             entry = {
                 "name": name,
@@ -55,5 +58,7 @@ def render(result: RunResult) -> str:
             }
             if len(net) == len(gross):
                 entry["net_ns_per_test"] = net[index]
+            if instructions is not None:
+                entry["instructions_per_test"] = instructions
             benchmarks.append(entry)
     return json.dumps({"context": context, "benchmarks": benchmarks}, indent=1) + "\n"

@@ -5,6 +5,10 @@ benchmark-action/github-action-benchmark's extract.ts reads the file with
 number (smaller is better), range and extra free strings shown in its charts' tooltips.
 value: the median gross ns per test; range: half the width of its 95 % interval;
 extra: the net time per test (a broadphase row: that it is end to end) and the rounds.
+A row with instructions per test (hardware counters, or valgrind's count of --metric
+instructions) has a second entry, "NAME (instructions)" in instructions/test: the action
+charts each name apart and alerts on its ratio alike, and a job that gates on counts because
+its runner's times are noisy wants those charted.
 """
 
 from __future__ import annotations
@@ -17,8 +21,14 @@ from ..stats import median_interval
 CONFIDENCE = 0.95
 
 
+def _counted_by(row) -> str:
+    if row.instructions_per_test is not None:
+        return "hardware counters, the whole loop (NoOperation not subtracted)"
+    return "valgrind (--metric instructions), the whole loop (NoOperation not subtracted)"
+
+
 def render(result: RunResult) -> str:
-    from . import exported_rows, gross_ns_per_test
+    from . import exported_rows, gross_ns_per_test, instructions_per_test
 
     entries = []
     for name, row in exported_rows(result):
@@ -37,4 +47,13 @@ def render(result: RunResult) -> str:
                 "extra": "\n".join(extra),
             }
         )
+        if (instructions := instructions_per_test(row)) is not None:
+            entries.append(
+                {
+                    "name": f"{name} (instructions)",
+                    "unit": "instructions/test",
+                    "value": instructions,
+                    "extra": _counted_by(row),
+                }
+            )
     return json.dumps(entries, indent=1) + "\n"
