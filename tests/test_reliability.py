@@ -990,6 +990,68 @@ def test_an_empty_sectorbench_cache_means_the_default(tmp_path, seeded_cache):
     assert list((xdg / "sectorbench").glob("sectorbench-*.so")) and list(work.iterdir()) == []
 
 
+def no_home_cache(tmp_path: Path) -> dict:
+    """A CI container job's environment: no cache variable, a home where ~/.cache cannot be made
+    (HOME=/ read-only to the job's user; here a file, which refuses root too), its own TMPDIR."""
+    home = tmp_path / "home"
+    home.write_text("not a folder")
+    (tmp_path / "tmp").mkdir()
+    return {"SECTORBENCH_CACHE": "", "XDG_CACHE_HOME": "", "HOME": str(home), "TMPDIR": str(tmp_path / "tmp")}
+
+
+def test_without_a_writable_home_the_cache_is_a_private_folder_in_tmp(tmp_path, seeded_cache):
+    env = no_home_cache(tmp_path)
+    fallback = tmp_path / "tmp" / f"sectorbench-cache-{os.geteuid()}"
+    seeded_cache(fallback, "-O0").chmod(0o700)
+    result = sectorbench("kernels", "--flags", "-O0", cwd=tmp_path, env=env)
+    assert result.code == 0, result.stderr
+    assert result.stderr.splitlines()[0] == (
+        f"note: build cache {fallback} ({tmp_path / 'home' / '.cache' / 'sectorbench'} cannot be made: "
+        "Not a directory): set SECTORBENCH_CACHE or XDG_CACHE_HOME to keep it elsewhere"
+    )
+    assert list(fallback.glob("sectorbench-*.so"))
+    # made by sectorbench: this user's alone, whatever the umask
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os; os.umask(0); from sectorbench.native.build import cache_choice; print(cache_choice()[0])",
+        ],
+        env={**os.environ, **env, "TMPDIR": str(fresh)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(made.stdout.strip()) == fresh / f"sectorbench-cache-{os.geteuid()}"
+    assert Path(made.stdout.strip()).stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("planted", ["a link", "a file", "writable by others", "another user's"])
+def test_a_private_cache_in_tmp_that_another_user_could_have_made_is_refused(planted, tmp_path):
+    env = no_home_cache(tmp_path)
+    fallback = tmp_path / "tmp" / f"sectorbench-cache-{os.geteuid()}"
+    elsewhere = tmp_path / "theirs"
+    elsewhere.mkdir()
+    if planted == "a link":
+        fallback.symlink_to(elsewhere)
+    elif planted == "a file":
+        fallback.write_text("")
+    else:
+        fallback.mkdir(mode=0o700)
+        if planted == "writable by others":
+            fallback.chmod(0o777)
+        elif os.geteuid() == 0:
+            os.chown(fallback, 65534, 65534)
+        else:
+            pytest.skip("giving a folder to another user needs root")
+    line = one_line(sectorbench("kernels", "--flags", "-O0", cwd=tmp_path, env=env))
+    assert line.startswith(f"sectorbench: error: build cache {fallback} is refused (")
+    assert "another user may have made it" in line and "SECTORBENCH_CACHE" in line
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_a_damaged_loops_cache_is_ignored_and_rewritten(ok_json, o2_library, tmp_path):
     loops = list(o2_library.parent.glob(f"{o2_library.stem}.loops-*.json"))
     assert loops, "the tiny run analysed the loops"

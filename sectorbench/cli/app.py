@@ -93,6 +93,20 @@ def note(text: str) -> None:
     stderr.print(text, soft_wrap=True, highlight=False, markup=False, emoji=False)
 
 
+def note_cache_fallback() -> None:
+    """One line when builds go to the temp folder's private cache, not the user's
+    (native.build.cache_choice: a CI container's user with no writable home): a CI step that
+    saves ~/.cache or $XDG_CACHE_HOME for the next job does not save that one."""
+    from ..native.build import cache_choice
+
+    folder, why = cache_choice()
+    if why is not None:
+        note(
+            f"note: build cache {shown_line(str(folder))} ({shown_line(why)}): "
+            "set SECTORBENCH_CACHE or XDG_CACHE_HOME to keep it elsewhere"
+        )
+
+
 #: OSErrors that say the machine ran out of something (disk, quota, a file-size limit, memory,
 #: file descriptors) or refuses writes: a one-line error, not an internal one.
 MACHINE_LIMITS = frozenset(

@@ -12,7 +12,7 @@ from ..families import all_families
 from ..model.results import write_text_atomic
 from ..model.text import shown_path
 from ..native.build import DEFAULT_FLAGS
-from .app import Reporter, main, note, stdout
+from .app import Reporter, main, note, note_cache_fallback, stdout
 from .measure import kernel_timeout_option
 from .options import (
     INPUT_PATH,
@@ -129,6 +129,7 @@ def verify_command(
         built = ("flags", "cc", "sources", "disable_isa", "show", "strict_special", "jobs", "scheduler")
         refuse_unused(given_options(ctx, (*built, "kernel_timeout")), "to checking kernels, not to --coverage")
         _coverage_command(family, cases, seed, input_path, kernels, json_path, force)
+    note_cache_fallback()
     config = VerifyConfig(
         family=family,
         kernels=kernels,
@@ -197,6 +198,7 @@ def kernels_command(flags, cc, sources, disable_isa):
     from ..native.build import build
     from ..present.report import fit, kernels_table
 
+    note_cache_fallback()
     opened = []
     for config in build_configs(flags, cc, sources):
         session = open_build(config, functools.partial(BuildSession, config, disable_isa=disable_isa))

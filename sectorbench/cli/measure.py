@@ -13,7 +13,18 @@ from ..measure.runner import MAX_RUN_MINUTES, Plan, RunConfig, resolve, run
 from ..measure.timing import DEFAULT_MIN_SAMPLE_S, DEFAULT_REPEAT, MODES, TimingConfig
 from ..native.build import build_label
 from .ab import gate_revision, metric_option, print_instructions, run_ab, with_metric
-from .app import Reporter, load_plain, main, note, result_json, run_gate, stdout, write_exports, write_json
+from .app import (
+    Reporter,
+    load_plain,
+    main,
+    note,
+    note_cache_fallback,
+    result_json,
+    run_gate,
+    stdout,
+    write_exports,
+    write_json,
+)
 from .options import (
     INPUT_PATH,
     KERNELS_DEFAULT,
@@ -213,6 +224,7 @@ def run_command(
         inputs=(baseline, thresholds, against_source, *sources),
     )
     gate_config = make_gate_config(alpha, threshold, thresholds, normalize)
+    note_cache_fallback()
     config = RunConfig(
         scene=scene,
         family=family,
@@ -538,6 +550,7 @@ def compare_command(
     installed = tuple(c for c in cc if shutil.which(c))
     if not installed:
         raise SectorbenchError(f"none of the compilers is installed: {', '.join(cc)}")
+    note_cache_fallback()
     config = RunConfig(
         scene=scene,
         family=family,

@@ -12,7 +12,7 @@ from ..families import all_families, family_of_scene
 from ..families.scene_kinds import generate
 from ..model.results import write_atomic
 from ..model.text import shown_path
-from .app import main, note
+from .app import main, note, note_cache_fallback
 from .options import (
     OUTPUT_PATH,
     SEED,
@@ -84,6 +84,7 @@ def query_command(scene, shapes, points, seed, broadphase, threads, max_hits, ou
             f"{out}: query writes {QUERY_SUFFIX} files (numpy's zip of arrays); give a path ending in {QUERY_SUFFIX}"
         )
     check_outputs(force, out)
+    note_cache_fallback()
     answering = _query_families()
     if not answering:
         raise SectorbenchError("no registered family answers queries")

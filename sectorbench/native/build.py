@@ -204,13 +204,80 @@ def cdef_source() -> str:
 
 
 def default_cache_dir() -> Path:
-    """$SECTORBENCH_CACHE, else $XDG_CACHE_HOME/sectorbench, else ~/.cache/sectorbench
-    (an empty variable counts as unset: it would otherwise mean the current directory), made
-    absolute from the current directory: each build compiles in its private directory, where
-    a relative `relcache/...` named nothing ("cc1: fatal error: ... No such file")."""
+    """The build cache's folder (see cache_choice)."""
+    return cache_choice()[0]
+
+
+#: The build cache's last resort: TMPDIR/sectorbench-cache-UID, private to this user.
+FALLBACK_CACHE_PREFIX = "sectorbench-cache-"
+
+
+def cache_choice() -> tuple[Path, str | None]:
+    """(the build cache's folder, None; or, where it is the fallback, why).
+
+    $SECTORBENCH_CACHE, else $XDG_CACHE_HOME/sectorbench, else ~/.cache/sectorbench (an empty
+    variable counts as unset: it would otherwise mean the current directory), made absolute
+    from the current directory: each build compiles in its private directory, where a relative
+    `relcache/...` named nothing ("cc1: fatal error: ... No such file").  Where neither variable
+    is set and ~/.cache/sectorbench cannot be made or written (a CI container job run as a user
+    with no home: HOME=/ read-only, or a uid with no passwd entry and HOME unset), the cache is
+    a private folder of this user's in the temp folder (private_temp_cache): every build had
+    failed there, "build cache /.cache/sectorbench is unusable (Permission denied)"."""
     if os.environ.get("SECTORBENCH_CACHE"):
-        return Path(os.path.abspath(os.environ["SECTORBENCH_CACHE"]))
-    return Path(os.path.abspath(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sectorbench"))
+        return Path(os.path.abspath(os.environ["SECTORBENCH_CACHE"])), None
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.path.abspath(Path(os.environ["XDG_CACHE_HOME"]) / "sectorbench")), None
+    try:
+        home_cache = Path(os.path.abspath(Path.home() / ".cache" / "sectorbench"))
+    except RuntimeError:  # HOME unset, and no passwd entry for this uid
+        why = f"HOME is not set and uid {os.geteuid()} has no home directory"
+    else:
+        why = _unwritable(home_cache)
+        if why is None:
+            return home_cache, None
+    return private_temp_cache(), why
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Why `folder` cannot be made or written by this user, or None."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"{folder} cannot be made: {exc.strerror or exc}"
+    if not folder.is_dir():
+        return f"{folder} is not a directory"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable"
+    return None
+
+
+def private_temp_cache() -> Path:
+    """TMPDIR/sectorbench-cache-UID, made 0700, and used only if it is a directory (not a link)
+    of this user's that no one else may write to: in a temp folder others write to (/tmp),
+    another user could have made it first, or a link by its name, and handed this user's runs
+    libraries of theirs to load.  CacheError names what is wrong with it."""
+    uid = os.geteuid()
+    folder = Path(tempfile.gettempdir()) / f"{FALLBACK_CACHE_PREFIX}{uid}"
+    try:
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+        info = folder.lstat()
+    except OSError as exc:
+        raise _cache_error(folder, exc) from None
+    if stat.S_ISLNK(info.st_mode):
+        wrong = "a symbolic link"
+    elif not stat.S_ISDIR(info.st_mode):
+        wrong = "not a directory"
+    elif info.st_uid != uid:
+        wrong = f"owned by {_user_name(info.st_uid)}"
+    elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        wrong = f"group or others may write to it, mode {stat.S_IMODE(info.st_mode):o}"
+    else:
+        return folder
+    raise CacheError(
+        f"build cache {folder} is refused ({wrong}: another user may have made it): remove it,"
+        " or set SECTORBENCH_CACHE to a writable directory"
+    )
 
 
 @cache
@@ -1055,14 +1122,17 @@ def _another_users(cache_dir: Path, refused: Path) -> str | None:
         except OSError:  # not there (yet): its folder refused
             continue
         if owner != os.geteuid():
-            try:
-                import pwd
-
-                name = pwd.getpwuid(owner).pw_name
-            except (ImportError, KeyError):
-                name = f"uid {owner}"
-            return f"{path} belongs to {name}"
+            return f"{path} belongs to {_user_name(owner)}"
     return None
+
+
+def _user_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"
 
 
 def _usable_cache(cache_dir: Path) -> None:
