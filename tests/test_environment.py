@@ -105,6 +105,21 @@ def test_project_git_is_the_checkout_holding_the_package_whatever_git_dir_says(t
         assert expected["commit"] is not None
 
 
+def test_a_checkout_git_will_not_read_says_why_its_commit_is_unknown(monkeypatch):
+    """A CI container's checkout, owned by another uid (git's own test switch makes it so, for a
+    real git): git refuses it, and the commit was null with nothing saying why.  It is not read
+    anyway: trusting it is the user's call (safe.directory)."""
+    package_root = Path(environment_module.__file__).resolve().parent.parent.parent
+    if not (package_root / ".git").exists():
+        pytest.skip("the package is not in a git checkout here")
+    monkeypatch.setenv("GIT_TEST_ASSUME_DIFFERENT_OWNER", "1")
+    git = machine_fingerprint()["sectorbench"]
+    assert git["commit"] is None and git["dirty"] is None
+    assert git["reason"].startswith("detected dubious ownership in repository at ")
+    monkeypatch.delenv("GIT_TEST_ASSUME_DIFFERENT_OWNER")
+    assert "reason" not in machine_fingerprint()["sectorbench"]
+
+
 # ---------------------------------------------------------------- privacy
 
 

@@ -20,7 +20,7 @@ result file, e.g. ``environment.machine.cpu.isa``):
   reported: time, nominal and measured MHz, and the clock measured each round
   (``cpu MHz`` in cpuinfo is often the current frequency, and the measured clock
   varies run to run), any load reading, the sectorbench
-  commit and dirty flag (code changes are tracked by the result itself), the
+  commit and dirty flag and why the commit is unknown (code changes are tracked by the result itself), the
   Python version (the harness, not the timed kernel), click and rich (UI only),
   and the full ``--version`` text (its first line is already critical).
 * Everything else (governor, boost, kernel release, numpy/cffi versions,
@@ -92,6 +92,7 @@ VOLATILE_FIELDS = (
     "load",  # a load average or per-round load reading, wherever one is recorded
     "sectorbench.commit",
     "sectorbench.dirty",
+    "sectorbench.reason",  # why the commit is unknown
     "python.version",
     "packages.click",
     "packages.rich",
@@ -319,22 +320,35 @@ def _package_version(name: str) -> str | None:
 
 
 def _project_git() -> dict:
-    """Commit and dirty flag of the checkout holding this package (nulls if none)."""
+    """Commit and dirty flag of the checkout holding this package (nulls if none), and, where
+    the commit is null, why (`reason`): a CI container's checkout owned by another user, which
+    git refuses to read ("detected dubious ownership"), gave a null commit that said nothing
+    of it.  Such a repository is not read anyway: trusting it is the user's call
+    (safe.directory), not sectorbench's."""
     root = Path(__file__).resolve().parent.parent.parent
     # An installed copy may sit inside some unrelated repository (e.g. a venv
     # in another project); its commit would be misleading.
     if {"site-packages", "dist-packages"} & set(root.parts):
-        return {"commit": None, "dirty": None}
+        return {"commit": None, "dirty": None, "reason": "an installed package, not a checkout"}
     try:
         head = _run(["git", "rev-parse", "HEAD"], timeout=2.0, cwd=str(root))
         status = _run(["git", "status", "--porcelain"], timeout=5.0, cwd=str(root))
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"commit": None, "dirty": None, "reason": _tilde(f"git did not run: {exc}")}
     if status.returncode != 0:  # not a checkout (or git refuses to read it)
-        return {"commit": None, "dirty": None}
+        return {"commit": None, "dirty": None, "reason": _git_refusal(status.stderr)}
     # A fresh repository has no HEAD yet but can still be dirty.
     commit = head.stdout.strip() if head.returncode == 0 else None
-    return {"commit": commit, "dirty": bool(status.stdout.strip())}
+    found = {"commit": commit, "dirty": bool(status.stdout.strip())}
+    return found if commit is not None else {**found, "reason": "the repository has no commit yet"}
+
+
+def _git_refusal(said: str) -> str:
+    """git's first line, without its "fatal: " and with the home directory as ~ ("not a git
+    repository ...", "detected dubious ownership in repository at '~/proj'"): the lines after it
+    are advice, and newer gits name the repository's owner and the current user there."""
+    first = next((line.strip() for line in said.splitlines() if line.strip()), "")
+    return _tilde(first.removeprefix("fatal: ")) or "git status failed and said nothing"
 
 
 def machine_fingerprint() -> dict:
