@@ -166,6 +166,34 @@ def test_a_repository_git_will_not_read_is_said_in_gits_words(user_repo):
     assert "not in a git checkout" not in result.output
 
 
+def test_a_repository_of_another_user_where_no_home_is_writable_is_refused_with_a_fix_that_works(
+    user_repo, tmp_path, monkeypatch
+):
+    """A CI container job: the checkout is another uid's (git's own test switch makes it so, for
+    a real git), and HOME=/ is read-only, so git's advice `git config --global --add
+    safe.directory` fails too.  The line gives the exception in the environment, which works:
+    with it the A/B runs; the repository is never trusted unasked."""
+    monkeypatch.setenv("GIT_TEST_ASSUME_DIFFERENT_OWNER", "1")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("HOME", str(blocker / "home"))  # cannot be written, by root either
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    result = invoke("run", *SMALL, "--source", str(user_repo / "kernels" / "mine.c"), "--against", "HEAD~1")
+    fix = f"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0={user_repo}"
+    assert_one_line_error(result, "detected dubious ownership", "cannot be written here", fix)
+    for assignment in fix.split():
+        monkeypatch.setenv(*assignment.split("=", 1))
+    assert_mine_compared_with_head_1(user_repo, tmp_path / "ab.json")
+    # where git's own advice works (a writable home), it is the one given
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("GIT_CONFIG_COUNT")
+    result = invoke("run", *SMALL, "--source", str(user_repo / "kernels" / "mine.c"), "--against", "HEAD~1")
+    assert_one_line_error(result, "git config --global --add safe.directory")
+    assert "GIT_CONFIG_COUNT" not in result.output
+
+
 def test_refusals_are_one_line(user_repo, tmp_path, monkeypatch):
     source = user_repo / "kernels" / "mine.c"
     result = invoke("run", *SMALL, "--source", str(source), "--against", "no-such-ref")

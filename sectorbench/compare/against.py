@@ -85,7 +85,9 @@ def git_environment(cwd: Path | None = None) -> dict[str, str]:
     found = done.stdout.removesuffix("\n").split("\n")
     if done.returncode != 0 or len(found) != 2:
         named = ", ".join(f"{name}={env[name]}" for name in GIT_LOCATION if env.get(name))
-        raise SectorbenchError(f"--against: git will not read the repository that {named} name: {_said(done)}")
+        raise SectorbenchError(
+            f"--against: git will not read the repository that {named} name: {_said(done)}{_safe_directory_hint(done)}"
+        )
     env["GIT_DIR"], env["GIT_WORK_TREE"] = found
     return env
 
@@ -105,7 +107,50 @@ def repository_root(path: Path, env: dict[str, str] | None = None) -> Path | Non
     # it was "not in a git checkout (use --against-source OLD.c)".
     raise SectorbenchError(
         f"--against: git will not read the repository holding {path}: {said.removeprefix('fatal: ')}"
+        + _safe_directory_hint(done)
     )
+
+
+#: What git's refusal of a repository owned by another user ends with: the command that trusts it.
+SAFE_DIRECTORY_ADVICE = "git config --global --add safe.directory "
+
+
+def _safe_directory_hint(done: subprocess.CompletedProcess) -> str:
+    """Where git refused a repository owned by another user and its advice (`git config --global
+    --add safe.directory PATH`) cannot work here, what does: a CI container's user often has no
+    home it may write (HOME=/), and that command then fails too ("could not lock config file
+    //.gitconfig: Permission denied").  The same exception given in the environment
+    (GIT_CONFIG_COUNT/KEY/VALUE, which git reads as command-line configuration, where it honours
+    safe.directory) needs no file.  Trusting the repository stays the user's decision."""
+    text = done.stderr if isinstance(done.stderr, str) else done.stderr.decode(errors="replace")
+    advised = next((line.strip() for line in text.splitlines() if SAFE_DIRECTORY_ADVICE in line), None)
+    if advised is None or _global_git_config_writable():
+        return ""
+    path = advised.partition(SAFE_DIRECTORY_ADVICE)[2]
+    return (
+        f" (git's global config cannot be written here, {_global_git_config_place()}: give the exception in the"
+        f" environment instead, GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0={path})"
+    )
+
+
+def _global_git_config_place() -> str:
+    """Where `git config --global` writes, as words: $GIT_CONFIG_GLOBAL, else ~/.gitconfig."""
+    if os.environ.get("GIT_CONFIG_GLOBAL"):
+        return f"GIT_CONFIG_GLOBAL={os.environ['GIT_CONFIG_GLOBAL']}"
+    home = os.environ.get("HOME")
+    return f"HOME={home}" if home else "HOME is not set"
+
+
+def _global_git_config_writable() -> bool:
+    """Whether `git config --global` can write its file: it writes FILE.lock beside it, then
+    renames, so the folder must be writable."""
+    target = os.environ.get("GIT_CONFIG_GLOBAL") or (
+        os.path.join(os.environ["HOME"], ".gitconfig") if os.environ.get("HOME") else None
+    )
+    if target is None:
+        return False
+    folder = os.path.dirname(os.path.abspath(target))
+    return os.access(folder, os.W_OK | os.X_OK) and (not os.path.exists(target) or os.access(target, os.W_OK))
 
 
 def _short_history_hint(ref: str, root: Path, env: dict[str, str] | None) -> str:
