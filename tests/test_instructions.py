@@ -402,6 +402,20 @@ def test_a_valgrind_that_is_killed_leaves_nothing_in_tmpdir(tmp_path, monkeypatc
 
 
 @needs_valgrind
+def test_a_tmpdir_valgrind_cannot_write_to_costs_no_counts(tmp_path, monkeypatch):
+    """A CI job's TMPDIR set to a path its container does not have: Python's tempfile passes over
+    it silently, and valgrind failed as it started ("Can't create client cmdline file"), so
+    every row was gated on time.  valgrind's files go to the counting's own folder."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "missing"))
+    library = build(BuildConfig.parse("-O2"))
+    scene_path = instructions.write_scene(scenes.generate("uniform", 16, 1000, seed=0), tmp_path / "scene.bin")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    counts = instructions.count_loops(library, scene_path, ["basic:inline:count"], "cc", scratch)
+    assert counts["basic:inline:count"] > 16 * 1000
+
+
+@needs_valgrind
 def test_valgrind_ends_with_a_killed_run(tmp_path):
     """SIGKILL of sectorbench (no cleanup can run): the valgrind counting its loops goes too."""
     import subprocess

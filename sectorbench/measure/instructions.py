@@ -190,8 +190,12 @@ def count_loops(
         str(scene_path),
         *jobs,
     ]
-    # SB_PARENT_PID: the driver ends if this process died before it asked to die with it
-    environment = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
+    # SB_PARENT_PID: the driver ends if this process died before it asked to die with it.
+    # TMPDIR: valgrind writes its client's command line file there as it starts, and a TMPDIR
+    # that does not exist or cannot be written (a CI job's, set to the runner's path outside
+    # its container), which Python's tempfile passes over silently, was "valgrind: Startup or
+    # configuration error: Can't create client cmdline file": every row gated on time instead.
+    environment = {**os.environ, PARENT_PID_ENV: str(os.getpid()), "TMPDIR": str(scratch)}
     with open(log, "wb") as said, signals_held():  # in `process` before any signal acts
         process = subprocess.Popen(
             command,
