@@ -7,7 +7,9 @@ without it, through the `mpl` fixture; the PlotUnavailable test runs anyway.
 from __future__ import annotations
 
 import json
+import os
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
@@ -471,3 +473,26 @@ def test_heatmap_labels_are_never_cut_off(mpl, tmp_path):
     long = run_result(builds=long_flags, kernels=("naive",), modes=("inline", "call"))
     out = heatmap(long, tmp_path / "long.png")
     assert not drawn_to_the_edge(out)  # cropped to what is drawn, not cut at the figure's edge
+
+
+def test_plot_says_nothing_of_matplotlib_without_a_writable_home(mpl, tmp_path):
+    """A CI container's user with HOME=/ (here a HOME under a file, which refuses root too):
+    matplotlib cannot make its config folder, uses a temporary one, and had logged two lines of
+    its own about it on stderr; the plot's only line is sectorbench's."""
+    saved = tmp_path / "run.json"
+    results_mod.save(run_result(), saved)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")}
+    env.update(HOME=str(blocker / "home"), TMPDIR=str(tmp_path))
+    out = tmp_path / "net.png"
+    done = subprocess.run(
+        [sys.executable, "-m", "sectorbench", "plot", str(saved), "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [f"saved {out}"]
+    assert png_size(out)[0] > 0

@@ -32,8 +32,10 @@ interval, scale and file rules, and matplotlib layout code is long by nature.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -262,12 +264,29 @@ def _matplotlib():
     blocked) package is detected even when submodules are cached.
     """
     try:
-        import matplotlib  # noqa: F401
-        from matplotlib import colors
-        from matplotlib.figure import Figure
+        with _matplotlib_warnings_quiet():
+            import matplotlib  # noqa: F401
+            from matplotlib import colors
+            from matplotlib.figure import Figure
     except ImportError:
         raise PlotUnavailable(INSTALL_HINT) from None
     return Figure, colors
+
+
+@contextlib.contextmanager
+def _matplotlib_warnings_quiet():
+    """matplotlib's WARNING records held back while it is imported: where it cannot make its
+    config folder (~/.config/matplotlib, for a CI container's user with HOME=/) it uses a
+    temporary one, removed at exit, and logged two lines of its own on stderr about it ("mkdir
+    -p failed for path /.config/matplotlib", "Matplotlib created a temporary cache directory"),
+    the plot otherwise drawn as ever: a warning is not a result, and this module never prints."""
+    logger = logging.getLogger("matplotlib")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _labels_as_written(chart):
