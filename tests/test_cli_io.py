@@ -81,6 +81,23 @@ def test_a_closed_stdout_still_saves_the_results(tmp_path, command):
     assert "broken pipe" in result.stderr.strip().splitlines()[-1]
 
 
+def test_stdout_and_stderr_in_one_closed_pipe_exit_as_a_broken_pipe(monkeypatch):
+    """`sectorbench kernels 2>&1 | head`, Python's streams buffered as by default (no
+    PYTHONUNBUFFERED): the line saying stdout was closed failed on stderr too, stayed in its
+    buffer, and Python's last flush failed on it again: exit status 120, not 141.  (`kernels`
+    writes nothing on stderr before its table: a line there would have found stderr closed
+    first, and the guard on it would have hidden this.)"""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    write = closed_pipe()
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "sectorbench", "kernels"], stdout=write, stderr=write, timeout=300
+        )
+    finally:
+        os.close(write)
+    assert result.returncode == 141
+
+
 def test_a_full_stdout_still_saves_the_results_and_is_no_internal_error(tmp_path):
     out = tmp_path / "full.json"
     with open("/dev/full", "w") as full:

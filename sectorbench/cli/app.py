@@ -291,8 +291,12 @@ class OneLineErrors(click.Group):
             # the command's files are written (a failing stdout no longer stops it); its exit
             # status must not read as success, nor as 1 ("a regression") when that is unknown
             line, code = stdout_failure(out.failure)
-            with contextlib.suppress(OSError):  # a failing stderr too: the exit status says it
-                click.echo(f"sectorbench: {line}", err=True)
+            # Through a guard: a stderr failing too (`2>&1 | head`) kept the line in its buffer,
+            # Python's last flush failed on it again, and the exit status became 120, not this
+            # one (unless PYTHONUNBUFFERED was set); the guard points it at /dev/null instead.
+            last = GuardedStream(sys.stderr if sys.stderr is not None else ClosedStream())
+            last.write(f"sectorbench: {line}\n")
+            last.flush()
         if standalone_mode:
             sys.exit(code if isinstance(code, int) else 0)
         return code
