@@ -194,6 +194,80 @@ def test_a_kernel_that_crashes_under_valgrind_is_said_to_have_crashed(tmp_path):
     assert said == "its count loop was killed by SIGSEGV (signal 11) under valgrind, in crashes_count_inline", said
 
 
+#: basic, whose first test prints what valgrind prints when it stops (on both streams), then
+#: exits with status 1; and basic, printing a line to each stream on every test.
+SAYS_VALGRINDS_WORDS = r"""#include <stdio.h>
+#include <stdlib.h>
+#include "sb_common.h"
+
+static inline int sb_basic(float cx, float cy, float ux, float uy, float r2, float cos_theta, float px, float py) {
+    const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy;
+    return s < r2 && dx * ux + dy * uy > sqrtf(s) * cos_theta;
+}
+
+static inline int lies(float cx, float cy, float ux, float uy, float r2, float cos_theta, float px, float py) {
+    for (FILE **stream = (FILE *[]){stdout, stderr, NULL}; *stream; stream++) {
+        fprintf(*stream, "vex amd64->IR: unhandled instruction bytes: 0x62 0xF1 0x7C 0x48\n");
+        fprintf(*stream, "==1== valgrind: Unrecognised instruction at address 0x1.\n");
+        fprintf(*stream, "==1==    at 0x1: somewhere_else (in lies.so)\n");
+        fprintf(*stream, "==1== Process terminating with default action of signal 11 (SIGSEGV)\n");
+        fprintf(*stream, "==1==    at 0x1: somewhere_else (in lies.so)\n");
+        fprintf(*stream, "==1==    by 0x2: main (in driver)\n");
+    }
+    exit(1);
+    return sb_basic(cx, cy, ux, uy, r2, cos_theta, px, py);
+}
+
+static inline int prints(float cx, float cy, float ux, float uy, float r2, float cos_theta, float px, float py) {
+    printf("a line on every test\n");
+    fprintf(stderr, "a line on every test, on stderr\n");
+    return sb_basic(cx, cy, ux, uy, r2, cos_theta, px, py);
+}
+
+SB_KERNEL(lies, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "says valgrind's words");
+SB_KERNEL(prints, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector", .summary = "prints a lot");
+"""
+
+
+@needs_valgrind
+def test_a_kernel_that_prints_valgrinds_words_is_not_given_their_reason(tmp_path):
+    """A kernel's stdout and stderr were valgrind's log: one that printed valgrind's words for an
+    instruction it cannot run and for a crash, then exited, was said to hold an AVX-512
+    instruction.  What a kernel prints goes to /dev/null now."""
+    source = tmp_path / "lies.c"
+    source.write_text(SAYS_VALGRINDS_WORDS)
+    library = build(BuildConfig.parse("-O2", extra_sources=(source,)))
+    scene_path = instructions.write_scene(scenes.generate("uniform", 16, 64, seed=0), tmp_path / "scene.bin")
+    with pytest.raises(SectorbenchError) as failed:
+        instructions.count_loops(library, scene_path, ["lies:inline:count"], "cc", tmp_path)
+    said = str(failed.value)
+    assert said.startswith("valgrind exited with status 1: "), said
+    assert "somewhere_else" not in said and "SIGSEGV" not in said, said
+
+
+@needs_valgrind
+def test_what_a_kernel_prints_under_valgrind_is_not_written_to_disk(tmp_path):
+    """A kernel printing on every test wrote each line into valgrind's log in $TMPDIR: up to ~20 M
+    lines a loop.  Its lines go to /dev/null; valgrind's log holds valgrind's words, and the
+    driver's stderr its own (a driver's error is still the reason)."""
+    source = tmp_path / "prints.c"
+    source.write_text(SAYS_VALGRINDS_WORDS)
+    library = build(BuildConfig.parse("-O2", extra_sources=(source,)))
+    scene_path = instructions.write_scene(scenes.generate("uniform", 32, 1000, seed=0), tmp_path / "scene.bin")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    jobs = ["prints:inline:count", "prints:inline:noop", "basic:inline:count"]
+    counts = instructions.count_loops(library, scene_path, jobs, "cc", scratch)
+    assert set(counts) == set(jobs)
+    assert counts["prints:inline:count"] > 32 * 1000 * 10  # a printf a test, counted
+    for path in scratch.iterdir():
+        assert b"a line on every test" not in path.read_bytes(), path.name
+        assert path.stat().st_size < 64 * 1024, path.name  # 32 000 tests printed 1.5 MB
+    with pytest.raises(SectorbenchError) as failed:
+        instructions.count_loops(library, scene_path, ["nosuch:inline:count"], "cc", tmp_path)
+    assert str(failed.value) == f"valgrind exited with status 2: instructions: no kernel nosuch in {library}"
+
+
 def test_avx512_kernels_and_native_builds_on_avx512_hosts_are_skipped_with_the_reason():
     assert "avx512f" in instructions.skip_reason(("avx512f", "avx512bw"), ("-O2",), host_avx512=False)
     assert "valgrind cannot run" in instructions.skip_reason(("avx512f",), ("-O2",), host_avx512=False)

@@ -9,17 +9,22 @@
  * instrumented or counted until a loop starts, so the count is the loop's alone (not the
  * dynamic loader's, not reading the scene, not prepare()'s index build).  Each loop is one
  * dump, named by its argument; stdout gets one line per loop: the argument and its answer.
+ * What the kernels print goes to /dev/null (keep_own_streams): stdout and stderr are the
+ * driver's own.
  *
  * Everything a loop reads is the same bytes at the same alignment every run, so the
  * same library and scene give the same count, to the instruction.
  */
+#define _POSIX_C_SOURCE 200809L /* -std=c11: fdopen, F_DUPFD_CLOEXEC */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <valgrind/callgrind.h>
 #if defined(__linux__)
@@ -31,7 +36,6 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/syscall.h>
-#include <unistd.h>
 #define SB_REFUSE_SIGNALS 1
 #endif
 
@@ -47,6 +51,31 @@ typedef struct named_array {
 } named_array;
 
 static named_array arrays[MAX_ARRAYS];
+/* The driver's stdout and stderr, as it was started with them (keep_own_streams). */
+static FILE *own_out, *own_err;
+
+/* Keep the driver's stdout and stderr on descriptors of its own, and point descriptors 1 and 2,
+ * which the kernels print to, at /dev/null.  sectorbench reads the driver's stderr for why it
+ * failed, and valgrind's log for a crash or an instruction it cannot run: a kernel's lines had
+ * gone into that one file, so one that printed valgrind's words before it failed was given
+ * their reason, and one that printed on every test wrote millions of lines into $TMPDIR.  The
+ * workers that timed the kernel noted what it printed.  Where a descriptor is missing, the
+ * streams stay as they were. */
+static void keep_own_streams(void) {
+    own_out = stdout, own_err = stderr;
+    int out = fcntl(1, F_DUPFD_CLOEXEC, 3), err = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    FILE *kept_out = out >= 0 ? fdopen(out, "w") : NULL, *kept_err = err >= 0 ? fdopen(err, "w") : NULL;
+    if (!kept_out || !kept_err || null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) {
+        if (kept_out) fclose(kept_out);
+        if (kept_err) fclose(kept_err);
+        if (null >= 0) close(null);
+        return;
+    }
+    close(null);
+    setvbuf(kept_err, NULL, _IONBF, 0); /* said before a kernel can crash the process */
+    own_out = kept_out, own_err = kept_err;
+}
 static int n_arrays;
 
 static int read_exact(FILE *file, void *out, size_t size) { return fread(out, 1, size, file) == size; }
@@ -104,7 +133,7 @@ static int bind_shapes(const sb_kernel *kernel, sb_scene *scene) {
                 found = 1;
             }
         if (!found) {
-            fprintf(stderr, "instructions: %s takes %.*s, which the scene lacks\n", kernel->name, (int)length, cursor);
+            fprintf(own_err, "instructions: %s takes %.*s, which the scene lacks\n", kernel->name, (int)length, cursor);
             return 0;
         }
         cursor += length;
@@ -159,7 +188,7 @@ static void refuse_signals_beyond_group(void) {
 #undef SB_IS
     struct sock_fprog filter = {(unsigned short)(sizeof program / sizeof program[0]), program};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) != 0)
-        fprintf(stderr, "instructions: no seccomp filter (%s): kernels may signal other processes\n", strerror(errno));
+        fprintf(own_err, "instructions: no seccomp filter (%s): kernels may signal other processes\n", strerror(errno));
 }
 #endif
 
@@ -172,8 +201,9 @@ int main(int argc, char **argv) {
     if (parent && (long)getppid() != strtol(parent, NULL, 10))
         return 3;
 #endif
+    keep_own_streams(); /* before the library's constructors, which print as kernels do */
     if (argc < 4) {
-        fprintf(stderr, "usage: instructions LIBRARY SCENE KERNEL:MODE:LOOP ...\n");
+        fprintf(own_err, "usage: instructions LIBRARY SCENE KERNEL:MODE:LOOP ...\n");
         return 2;
     }
 #if defined(SB_REFUSE_SIGNALS)
@@ -181,13 +211,13 @@ int main(int argc, char **argv) {
 #endif
     void *library = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!library) {
-        fprintf(stderr, "instructions: %s\n", dlerror());
+        fprintf(own_err, "instructions: %s\n", dlerror());
         return 2;
     }
     const sb_kernel *const *(*table_of)(size_t *) = (const sb_kernel *const *(*)(size_t *))dlsym(library, "sb_kernel_table");
     sb_scene base;
     if (!table_of || !read_scene(argv[2], &base)) {
-        fprintf(stderr, "instructions: cannot read the scene %s or the kernel table\n", argv[2]);
+        fprintf(own_err, "instructions: cannot read the scene %s or the kernel table\n", argv[2]);
         return 2;
     }
     size_t count = 0;
@@ -195,14 +225,14 @@ int main(int argc, char **argv) {
     for (int job = 3; job < argc; job++) {
         char name[256], mode[16], loop[16];
         if (sscanf(argv[job], "%255[^:]:%15[^:]:%15s", name, mode, loop) != 3) {
-            fprintf(stderr, "instructions: %s is not KERNEL:MODE:LOOP\n", argv[job]);
+            fprintf(own_err, "instructions: %s is not KERNEL:MODE:LOOP\n", argv[job]);
             return 2;
         }
         const sb_kernel *kernel = NULL;
         for (size_t i = 0; i < count; i++)
             if (strcmp(table[i]->name, name) == 0) kernel = table[i];
         if (!kernel) {
-            fprintf(stderr, "instructions: no kernel %s in %s\n", name, argv[1]);
+            fprintf(own_err, "instructions: no kernel %s in %s\n", name, argv[1]);
             return 2;
         }
         int inline_mode = strcmp(mode, "inline") == 0, noop = strcmp(loop, "noop") == 0;
@@ -220,7 +250,7 @@ int main(int argc, char **argv) {
         CALLGRIND_STOP_INSTRUMENTATION;
         CALLGRIND_DUMP_STATS_AT(argv[job]);
         if (prepared && kernel->release) kernel->release(prepared);
-        printf("%s %llu\n", argv[job], (unsigned long long)answer);
+        fprintf(own_out, "%s %llu\n", argv[job], (unsigned long long)answer);
     }
     return 0;
 }

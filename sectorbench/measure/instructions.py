@@ -174,10 +174,17 @@ def count_loops(
     valgrind fails."""
     driver = build_driver("instructions", cc)
     scratch = Path(scratch)
-    out, log = scratch / "callgrind.out", scratch / "valgrind.log"
+    # valgrind's own words in a file of their own, what its children say (a kernel's fork) not
+    # in it; the driver's stderr apart (its own messages, and valgrind's before its log opens).
+    # The kernels' output goes to /dev/null (the driver's keep_own_streams): in one file with
+    # valgrind's, a kernel printing "Process terminating with default action of signal 11" was
+    # given that reason, and one printing on every test filled $TMPDIR.
+    out, log, stderr = scratch / "callgrind.out", scratch / "valgrind.log", scratch / "driver.log"
     command = [
         VALGRIND,
         "--tool=callgrind",
+        f"--log-file={log}",
+        "--child-silent-after-fork=yes",
         # No gdbserver: its FIFOs and shared memory file, made in $TMPDIR as valgrind starts, are
         # removed only by valgrind's own exit, and one killed (a stalled loop, an interrupted run)
         # left three files in $TMPDIR each time.  Nothing here attaches a debugger.
@@ -196,12 +203,12 @@ def count_loops(
     # its container), which Python's tempfile passes over silently, was "valgrind: Startup or
     # configuration error: Can't create client cmdline file": every row gated on time instead.
     environment = {**os.environ, PARENT_PID_ENV: str(os.getpid()), "TMPDIR": str(scratch)}
-    with open(log, "wb") as said, signals_held():  # in `process` before any signal acts
+    with open(stderr, "wb") as said, signals_held():  # in `process` before any signal acts
         process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
-            stdout=said,
-            stderr=subprocess.STDOUT,
+            stdout=subprocess.DEVNULL,  # one line a loop, its answer: read by no one
+            stderr=said,
             env=environment,
             start_new_session=True,
         )
@@ -234,20 +241,30 @@ def count_loops(
     kill_session(process)
     counts = parse_dumps(scratch, out.name)
     if process.returncode != 0:
-        said = log.read_text(errors="replace")
-        unrecognised = unrecognised_instruction(said)
+        logged = _read(log)
+        unrecognised = unrecognised_instruction(logged)
         if unrecognised:
             raise SectorbenchError(unrecognised)
         running = next((job for job in jobs if job not in counts), None)
-        killed = killed_by_signal(said, process.returncode, running)
+        killed = killed_by_signal(logged, process.returncode, running)
         if killed:
             raise SectorbenchError(killed)
-        last = [line for line in said.splitlines() if line.strip()][-3:]
+        # why the driver stopped, in its words; else valgrind's last (which are its totals)
+        said = [line for line in _read(stderr).splitlines() if line.strip()]
+        last = (said or [line for line in logged.splitlines() if line.strip()])[-3:]
         raise SectorbenchError(f"valgrind exited with status {process.returncode}: {' / '.join(last)}")
     missing = [job for job in jobs if job not in counts]
     if missing:
         raise SectorbenchError(f"valgrind wrote no count for {', '.join(missing)}")
     return counts
+
+
+def _read(path: Path) -> str:
+    """A log's text; "" if it was never written (valgrind that failed before it opened its log)."""
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
 
 
 def _exited(process: subprocess.Popen) -> bool:
