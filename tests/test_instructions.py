@@ -268,6 +268,43 @@ def test_what_a_kernel_prints_under_valgrind_is_not_written_to_disk(tmp_path):
     assert str(failed.value) == f"valgrind exited with status 2: instructions: no kernel nosuch in {library}"
 
 
+#: basic, which does more when 0.5 converts to 1 (rounding upward: valgrind ignores the rounding
+#: of arithmetic, not of a conversion): its count is its loop's in the rounding it starts in.
+ROUNDING_SENSITIVE = r"""#include "sb_common.h"
+
+static volatile float half = 0.5f;
+static volatile unsigned extra;
+
+static inline int rounding_sensitive(float cx, float cy, float ux, float uy, float r2, float cos_theta, float px,
+                                     float py) {
+    if (lrintf(half) > 0)
+        extra++;
+    const float dx = px - cx, dy = py - cy, s = dx * dx + dy * dy;
+    return s < r2 && dx * ux + dy * uy > sqrtf(s) * cos_theta;
+}
+
+SB_KERNEL(rounding_sensitive, SCALAR, 1, (cx, cy, ux, uy, r2, cos_theta), .family = "sector",
+          .summary = "does more when rounding upward");
+"""
+
+
+@needs_valgrind
+def test_a_kernel_that_changes_the_rounding_under_valgrind_changes_no_other_count(tmp_path):
+    """One valgrind counts every loop of a build: rounds_up (tests/data/unruly_kernels.c), which
+    rounds upward from its loop on, changed the count of every loop after it whose work depends
+    on the rounding, by which kernels the run named.  Each loop starts in the environment the
+    driver started with, as each kernel starts in its build's in the workers."""
+    source = tmp_path / "rounding_sensitive.c"
+    source.write_text(ROUNDING_SENSITIVE)
+    library = build(BuildConfig.parse("-O2", extra_sources=(DATA / "unruly_kernels.c", source)))
+    scene_path = instructions.write_scene(scenes.generate("uniform", 16, 64, seed=0), tmp_path / "scene.bin")
+    victim = ["rounding_sensitive:inline:count", "rounding_sensitive:call:count"]
+    (tmp_path / "alone").mkdir(), (tmp_path / "after").mkdir()
+    alone = instructions.count_loops(library, scene_path, victim, "cc", tmp_path / "alone")
+    after = instructions.count_loops(library, scene_path, ["rounds_up:inline:count", *victim], "cc", tmp_path / "after")
+    assert {job: after[job] for job in victim} == alone
+
+
 def test_avx512_kernels_and_native_builds_on_avx512_hosts_are_skipped_with_the_reason():
     assert "avx512f" in instructions.skip_reason(("avx512f", "avx512bw"), ("-O2",), host_avx512=False)
     assert "valgrind cannot run" in instructions.skip_reason(("avx512f",), ("-O2",), host_avx512=False)

@@ -18,6 +18,7 @@
 #define _POSIX_C_SOURCE 200809L /* -std=c11: fdopen, F_DUPFD_CLOEXEC */
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <fenv.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -209,6 +210,15 @@ int main(int argc, char **argv) {
 #if defined(SB_REFUSE_SIGNALS)
     refuse_signals_beyond_group(); /* before the library's constructors, which are kernels' code too */
 #endif
+    /* Each loop starts in the floating-point environment the driver started with, as each kernel
+     * starts in its build's in the workers: a kernel that rounds upward (fesetround) changed the
+     * count of every later loop whose work depends on the rounding, by which kernels a run named
+     * (valgrind ignores the rounding of arithmetic, and FTZ and DAZ, not that of a conversion).
+     * Taken before the library's constructors, which are kernels' code too (the workers undo a
+     * --source constructor's change likewise); what a fast-math build's own constructor sets,
+     * FTZ and DAZ, valgrind does not run. */
+    fenv_t start;
+    fegetenv(&start);
     void *library = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!library) {
         fprintf(own_err, "instructions: %s\n", dlerror());
@@ -240,6 +250,7 @@ int main(int argc, char **argv) {
                                                              : (noop ? kernel->noop_call : kernel->count_call);
         sb_scene scene = base;
         if (!bind_shapes(kernel, &scene)) return 2;
+        fesetenv(&start);
         void *prepared = kernel->prepare ? kernel->prepare(&scene) : NULL;
         scene.prepared = prepared;
         CALLGRIND_START_INSTRUMENTATION;

@@ -1391,7 +1391,7 @@ def build_driver(name: str, cc: str = DEFAULT_CC, cache_dir: Path | None = None)
             output = private / program.name
             command = [cc_path, *DRIVER_FLAGS, f"-I{HARNESS_DIR}", f"-I{include}", str(source), "-o", str(output)]
             environment = {**os.environ, "TMPDIR": str(private)}
-            completed = run_compiler([*command, "-ldl"], COMPILE_TIMEOUT_S, cwd=private, env=environment)
+            completed = run_compiler([*command, "-ldl", "-lm"], COMPILE_TIMEOUT_S, cwd=private, env=environment)
             if completed.returncode != 0:
                 said = (completed.stderr or completed.stdout).strip() or _silence(completed.returncode, private)
                 raise BuildError(failure_line(f"compiling the {name} driver failed:\n{said}"))
