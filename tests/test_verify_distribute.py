@@ -570,6 +570,41 @@ def test_killing_the_only_accepted_dask_worker_mid_run_is_one_clear_error(schedu
     assert f"every Dask worker accepted to judge batches has left ({only})" in str(ended[0])
 
 
+def test_a_scheduler_killed_mid_run_is_one_clear_error(tmp_path):
+    """The client cancels every future when it loses its scheduler: verify ended as "internal
+    error: FuturesCancelledError: 1 Future cancelled:\\nReasons:..." (the scheduler of a real
+    cluster killed with SIGKILL while a worker judged a batch).  Now one clear error, no verdict."""
+    distributed = pytest.importorskip("distributed")
+    file, flag, log = tmp_path / "scheduler.json", tmp_path / "hold", tmp_path / "log"
+    flag.touch()
+    log.mkdir()
+    ended, processes = [], []
+    command = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--port", "0", "--dashboard-address", ":0"]
+    try:
+        processes.append(subprocess.Popen([*command, "--scheduler-file", str(file)], stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 60
+        while not file.exists() or not file.read_text():
+            assert processes[0].poll() is None and time.monotonic() < deadline, "the scheduler did not start"
+            time.sleep(0.1)
+        address = json.loads(file.read_text())["address"]
+        worker = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny"]
+        processes.append(subprocess.Popen([*worker, "--no-dashboard"], cwd=PACKAGE.parent, stderr=subprocess.DEVNULL))
+        with distributed.Client(address, timeout=30) as client:
+            client.wait_for_workers(1, timeout=60)
+            (only,) = client.scheduler_info()["workers"]
+        cluster = type("Cluster", (), {"scheduler_address": address})
+        _, run = _verify_until_a_worker_waits(cluster, [only], flag, log, ended)
+        processes[0].kill()  # while the worker judges a batch
+        run.join(120)
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+    assert ended, "verify still waits after its scheduler was killed"
+    assert isinstance(ended[0], SectorbenchError), ended
+    assert "the connection to the Dask scheduler was lost mid-run" in str(ended[0])
+
+
 def _verify_until_a_worker_waits(scheduler, workers: list, flag: Path, log: Path, ended: list):
     """verify on `scheduler` in a thread (its outcome appended to `ended`), each of `workers`
     judging through _wait_at_batch, until one waits at KILLED_BATCH: (the workers' pids, the thread)."""

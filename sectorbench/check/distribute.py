@@ -28,7 +28,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import CancelledError, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -547,7 +547,24 @@ def _on_cluster(plan, numbered, live: dict, address: str, progress) -> Iterator:
 
 def _cluster_result(client, accepted: list, future):
     """The batch's outcome, once judged; SectorbenchError if every accepted worker has left before
-    (a batch runs only on those: a killed one's batches go to the others, while there are any)."""
+    (a batch runs only on those: a killed one's batches go to the others, while there are any),
+    or if the client lost its scheduler."""
+    try:
+        return _awaited(client, accepted, future)
+    except CancelledError as exc:
+        # The client cancels every future when its connection to the scheduler drops (a scheduler
+        # killed or restarted mid-run: its tasks are gone with it), which ended verify as
+        # "internal error: FuturesCancelledError: 1 Future cancelled:\nReasons:...".
+        if "scheduler-connection-lost" in str(exc) or client.status != "running":
+            raise SectorbenchError(
+                "the connection to the Dask scheduler was lost mid-run (it stopped, or the network did): "
+                "no verdict; run verify again"
+            ) from None
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise SectorbenchError(f"Dask cancelled a batch mid-run ({first}): no verdict; run verify again") from None
+
+
+def _awaited(client, accepted: list, future):
     wait = _distributed().wait  # waiting by future.result(timeout=) left a gather task behind each time
     while True:
         try:
