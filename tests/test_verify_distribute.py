@@ -74,6 +74,24 @@ def test_a_dask_cluster_gives_the_serial_result(serial):
     assert all(w["compilers"] and w["cpu_features"] for w in workers.values())
 
 
+def test_what_a_kernel_prints_where_its_batches_are_judged_is_in_its_note():
+    """A row's "printed N lines" note counted only what the client's own sessions saw: with the
+    batches judged in pool processes or on Dask workers, a kernel printing on every call
+    (chatty, 2 825 172 lines at --cases 20000) was "printed 175 lines", what the loop checks
+    printed, and the JSON was not the serial run's."""
+    distributed = pytest.importorskip("distributed")
+    build = BuildConfig.parse("-O2", extra_sources=(DATA / "unruly_kernels.c",))
+    config = dataclasses.replace(CONFIG, kernels=("chatty", "basic"), builds=(build,))
+    serial = verify(config)
+    (chatty,) = [k for k in serial.kernels if k.kernel == "chatty"]
+    assert any(note.startswith("printed ") for note in chatty.notes), chatty.notes
+    pooled = verify(dataclasses.replace(config, jobs=2))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        clustered = verify(dataclasses.replace(config, scheduler=cluster.scheduler_address, jobs=None))
+    assert without_env(pooled) == without_env(serial)
+    assert without_env(clustered) == without_env(serial)
+
+
 def test_workers_whose_cpu_features_differ_are_refused():
     """A worker that may not use AVX2 (here: disabled in its environment) would judge other code."""
     distributed = pytest.importorskip("distributed")

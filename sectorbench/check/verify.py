@@ -408,6 +408,9 @@ def verify(config: VerifyConfig, progress: Callable[..., None] = lambda what, to
                 for outcome in judged:
                     for (index, name), part in outcome.tallies.items():
                         tallies[(id(sessions[index]), name)].absorb(part, config.show)
+                    # after the loop checks' (distribute.outcomes), in batch order: the notes as judged in one process
+                    for (index, name), (printed, change) in outcome.output.items():
+                        sessions[index].add_output(name, printed, change)
                     for group, count in outcome.groups.items():
                         groups[group] = groups.get(group, 0) + count
                     total += outcome.rows
@@ -463,6 +466,8 @@ class BatchOutcome:
     rows: int
     evaluable: int
     worker: dict = field(default_factory=dict)  # {where it ran: its environment fingerprint}
+    #: (session index, kernel) -> (what it printed, how it changed its worker process): BuildSession.take_output
+    output: dict = field(default_factory=dict)
 
 
 class LocalJudge:
@@ -519,6 +524,7 @@ class LocalJudge:
         scene_path = save_scene(case_set.scene(), scratch)
         references: dict = {}
         parts: dict[tuple[int, str], _Tally] = {}
+        output: dict[tuple[int, str], tuple] = {}
         for index, session in enumerate(self.sessions):
             session.use(scene_path)
             batch_tallies = []
@@ -538,12 +544,16 @@ class LocalJudge:
                 _charge_release(session, tally)
                 if tally.status == "crashed":
                     self.crashed[(index, tally.kernel.name)] = tally.reason
+            for name in live.get(index, ()):  # to the client's session: a pool process's or worker's are not its
+                printed, change = session.take_output(name)
+                if printed is not None or change is not None:
+                    output[(index, name)] = (printed, change)
         groups: dict[str, int] = {}
         for group, count in zip(*np.unique(case_set.group.astype(str), return_counts=True)):
             groups[str(group)] = int(count)
         evaluable = int(np.count_nonzero(_default_reference(family, case_set, references).exact_evaluable))
         scene_path.unlink()
-        return BatchOutcome(batch_index, parts, groups, len(case_set), evaluable)
+        return BatchOutcome(batch_index, parts, groups, len(case_set), evaluable, output=output)
 
 
 def read_input(family, path: Path):

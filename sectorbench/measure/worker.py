@@ -111,6 +111,11 @@ class Printed:
             if len(self.first) < PRINTED_LINES_KEPT and line.strip():
                 self.first.append(line.strip()[:120])
 
+    def merge(self, other: Printed) -> None:
+        """Add what `other` holds, printed after what this one holds."""
+        self.lines += other.lines
+        self.first = (self.first + other.first)[:PRINTED_LINES_KEPT]
+
     def note(self) -> str | None:
         """The row's note: "printed 40 lines: debug: call 1 / debug: call 2 …"."""
         if not self.lines:
@@ -570,9 +575,7 @@ class BuildSession:
 
     def _keep_printed(self) -> None:
         for who, printed in self.worker.printed.items():
-            mine = self.printed.setdefault(who, Printed())
-            mine.lines += printed.lines
-            mine.first = (mine.first + printed.first)[:PRINTED_LINES_KEPT]
+            self.printed.setdefault(who, Printed()).merge(printed)
         self.worker.printed = {}
         for who, change in self.worker.process_changes.items():
             self.process_changes.setdefault(who, change)
@@ -582,6 +585,21 @@ class BuildSession:
         self.worker.release_failures = {}
         self._fork_server_changes += self.worker.fork_server_replaced
         self.worker.fork_server_replaced = []
+
+    def take_output(self, who: str) -> tuple[Printed | None, str | None]:
+        """What `who` printed, and how it changed its worker process, so far, taken out of this
+        session: a batch judged in a pool process or on a Dask worker hands them to the client's
+        session (add_output), whose notes, alone, said what the kernel did in the loop checks."""
+        self._keep_printed()
+        return self.printed.pop(who, None), self.process_changes.pop(who, None)
+
+    def add_output(self, who: str, printed: Printed | None, change: str | None) -> None:
+        """Add what take_output took from a session (this one, or another process's), after what this one holds."""
+        self._keep_printed()  # its current worker's output first: it came before
+        if printed is not None:
+            self.printed.setdefault(who, Printed()).merge(printed)
+        if change is not None:
+            self.process_changes.setdefault(who, change)
 
     def printed_note(self, who: str) -> str | None:
         """What `who` printed, as its row's note (None: nothing)."""
