@@ -399,6 +399,19 @@ def package_copy(directory: Path) -> Path:
     return directory
 
 
+def test_a_worker_installed_as_a_wheel_of_the_clients_code_is_accepted(serial, scheduler, tmp_path):
+    """A wheel puts kernels_c inside the package, a checkout beside it: kernels_c/__init__.py was
+    hashed twice in a wheel (as a Python file and as a kernel file), and a worker installed from
+    the wheel of the client's own commit was refused ("its sectorbench code differs from the
+    client's ...: installed from another commit, or edited?")."""
+    copy = package_copy(tmp_path)
+    with outside_worker(scheduler, copy) as address:
+        clustered = verify(dataclasses.replace(CONFIG, scheduler=scheduler.scheduler_address, jobs=None))
+    assert clustered.env["workers"][address]["refused"] is None
+    assert clustered.env["workers"][address]["batches"] > 0
+    assert without_env(clustered) == without_env(serial)
+
+
 def test_a_worker_running_other_code_of_the_same_version_is_refused(scheduler, tmp_path):
     """The fingerprint compared only __version__ ("0.1.0" between releases): a worker installed
     from another commit, here with one family C file edited, was accepted and judged other code."""

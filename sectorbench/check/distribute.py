@@ -238,8 +238,12 @@ def code_hash() -> str:
     from ..native.build import KERNELS_DIR
 
     package = Path(__file__).resolve().parent.parent
-    files = [(f"sectorbench/{p.relative_to(package).as_posix()}", p) for p in package.rglob("*.py")]
-    kernels = Path(KERNELS_DIR)
+    kernels = Path(KERNELS_DIR).resolve()
+    # kernels_c's own files (its __init__.py) once, as kernels_c's: a wheel installs kernels_c inside
+    # the package, a checkout holds it beside, and the same commit hashed apart in the two (a
+    # worker installed from the wheel was refused by a client run from the checkout)
+    python = [p for p in package.rglob("*.py") if kernels not in p.parents]
+    files = [(f"sectorbench/{p.relative_to(package).as_posix()}", p) for p in python]
     files += [(f"kernels_c/{p.relative_to(kernels).as_posix()}", p) for p in kernels.rglob("*") if p.is_file()]
     state = []
     for name, path in sorted(files):
