@@ -121,6 +121,23 @@ def test_refusal_names_what_differs():
     assert f"code differs from the client's (hash {'0' * 16}" in distribute.refusal(mine, edited)
 
 
+def test_a_worker_with_another_numpy_or_python_is_refused():
+    """The fingerprint did not compare numpy: a worker with numpy 1.26.4 (a second venv, the
+    client's 2.4) was accepted, could not unpickle its first batch ("No module named
+    'numpy._core.numeric'"), dropped from the cluster, and verify ended in "every Dask worker
+    accepted to judge batches has left", naming no cause."""
+    import platform
+
+    import numpy
+
+    mine = distribute.fingerprint(["cc"])
+    assert mine["numpy"] == numpy.__version__ and mine["python"] == platform.python_version()
+    older = {**mine, "numpy": "1.26.4"}
+    assert f"numpy 1.26.4, the client's {numpy.__version__}" in distribute.refusal(mine, older)
+    other = {**mine, "python": "3.12.1"}
+    assert f"Python 3.12.1, the client's {platform.python_version()}" in distribute.refusal(mine, other)
+
+
 def test_bad_jobs_and_unreachable_scheduler_are_one_line(monkeypatch):
     result = CliRunner().invoke(main, ["verify", "--jobs", "0"])
     assert result.exit_code == 2 and "--jobs" in result.output

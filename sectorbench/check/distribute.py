@@ -266,6 +266,8 @@ def fingerprint(compilers: Iterable[str]) -> dict:
     """What decides whether a machine judges batches as the client would: its sectorbench (version
     and code_hash), its compilers and the CPU features its kernels may use (less those disabled
     with $SECTORBENCH_DISABLE_ISA)."""
+    import numpy
+
     from ..model.kernels import disabled_features
     from ..native import environment
 
@@ -281,6 +283,8 @@ def fingerprint(compilers: Iterable[str]) -> dict:
         "host": platform.node(),
         "sectorbench": __version__,
         "code": code_hash(),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
         "cpu_model": cpu.get("model_name"),
         "cpu_features": sorted(set(cpu.get("isa") or ()) - disabled_features()),
         "compilers": compiled,
@@ -297,6 +301,13 @@ def refusal(client: dict, worker: dict) -> str | None:
             f"its sectorbench code differs from the client's (hash {worker.get('code')}, the client's "
             f"{client.get('code')}: installed from another commit, or edited?)"
         )
+    # The batches travel pickled, and the oracle computes with numpy: a worker with numpy 1.26 (the
+    # client's 2.4) was accepted and could not read its first batch ("No module named
+    # 'numpy._core.numeric'"), its connection dropped, and verify said only that every accepted
+    # worker had left.
+    for package, name in (("python", "Python"), ("numpy", "numpy")):
+        if worker.get(package) != client.get(package):
+            reasons.append(f"{name} {worker.get(package) or 'unknown'}, the client's {client.get(package)}")
     lacks = sorted(set(client["cpu_features"]) - set(worker["cpu_features"]))
     extra = sorted(set(worker["cpu_features"]) - set(client["cpu_features"]))
     if lacks or extra:
