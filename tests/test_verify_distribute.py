@@ -440,6 +440,25 @@ def test_a_worker_running_other_code_of_the_same_version_is_refused(scheduler, t
             verify(dataclasses.replace(CONFIG, scheduler=scheduler.scheduler_address, jobs=None))
 
 
+def test_a_worker_whose_files_changed_after_it_loaded_them_is_refused(scheduler, tmp_path):
+    """The code hash is of the files as they are now: a worker started before its checkout was
+    updated hashed the new files, matched the client, and was accepted while it ran the Python
+    code it had loaded (verify then failed with an internal error on a field the old code did
+    not have; another edit would have judged silently)."""
+    copy = package_copy(tmp_path)
+    loaded = copy / "sectorbench" / "check" / "distribute.py"
+    current = loaded.read_text()
+    loaded.write_text(current + "\n# the code this worker loads, edited since\n")
+    with outside_worker(scheduler, copy) as address:
+        with distributed_client(scheduler) as client:  # the worker imports the edited module
+            found = client.run(distribute.fingerprint, ["cc"], workers=[address])[address]
+        assert found["code"] != distribute.code_hash() and not found.get("edited_since_loaded")
+        loaded.write_text(current)  # now its files are the client's again, not the code it runs
+        expected = f"{re.escape(address)}: its sectorbench Python files changed after that worker process loaded "
+        with pytest.raises(SectorbenchError, match=expected + r"them \(sectorbench/check/distribute.py\)"):
+            verify(dataclasses.replace(CONFIG, scheduler=scheduler.scheduler_address, jobs=None))
+
+
 def test_a_worker_without_sectorbench_is_refused_and_the_others_judge(scheduler, tmp_path):
     """Its fingerprint raised ImportError, which ended the whole run ('internal error:
     Exception: ImportError(...)', naming no worker) instead of refusing that worker."""

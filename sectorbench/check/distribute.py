@@ -234,23 +234,46 @@ def code_hash() -> str:
     kernels a worker builds).  The version string alone is fixed between releases: a worker
     installed from another commit (a kernel's < made <=) judged other code and was accepted.
     Hashed once per state of the files (paths, sizes, modification times: a stat each), so a
-    checkout edited while a process lives is hashed as it is now, as its builds will read it."""
+    checkout edited while a process lives is hashed as it is now, as its builds will read it
+    (the Python modules it imported before are not: edited_since_loaded)."""
     from ..native.build import KERNELS_DIR
 
-    package = Path(__file__).resolve().parent.parent
     kernels = Path(KERNELS_DIR).resolve()
     # kernels_c's own files (its __init__.py) once, as kernels_c's: a wheel installs kernels_c inside
     # the package, a checkout holds it beside, and the same commit hashed apart in the two (a
     # worker installed from the wheel was refused by a client run from the checkout)
-    python = [p for p in package.rglob("*.py") if kernels not in p.parents]
-    files = [(f"sectorbench/{p.relative_to(package).as_posix()}", p) for p in python]
+    files = [(name, p) for name, p in _python_files() if kernels not in p.parents]
     files += [(f"kernels_c/{p.relative_to(kernels).as_posix()}", p) for p in kernels.rglob("*") if p.is_file()]
+    return _hashed(_state(files))
+
+
+def _python_files() -> list[tuple[str, Path]]:
+    package = Path(__file__).resolve().parent.parent
+    return [(f"sectorbench/{p.relative_to(package).as_posix()}", p) for p in package.rglob("*.py")]
+
+
+def _state(files: list[tuple[str, Path]]) -> tuple:
     state = []
     for name, path in sorted(files):
         if "__pycache__" not in path.parts:
             found = path.stat()
             state.append((name, str(path), found.st_size, found.st_mtime_ns))
-    return _hashed(tuple(state))
+    return tuple(state)
+
+
+#: The package's Python files as this process imported them (a Dask worker imports this module
+#: first, with the fingerprint): code_hash reads the files as they are now, and a worker started
+#: before its checkout was updated (or its package reinstalled) matched a client started after
+#: and was accepted, running the Python it had loaded (here an internal error, "'BatchOutcome'
+#: object has no attribute 'output'"; another edit would have judged on silently).
+_LOADED_PYTHON = _state(_python_files())
+
+
+def edited_since_loaded() -> list[str]:
+    """The package's Python files added, removed or changed since this process imported this module."""
+    before = {name: rest for name, *rest in _LOADED_PYTHON}
+    now = {name: rest for name, *rest in _state(_python_files())}
+    return sorted(name for name in before.keys() | now.keys() if before.get(name) != now.get(name))
 
 
 @functools.lru_cache(maxsize=4)
@@ -283,6 +306,7 @@ def fingerprint(compilers: Iterable[str]) -> dict:
         "host": platform.node(),
         "sectorbench": __version__,
         "code": code_hash(),
+        "edited_since_loaded": edited_since_loaded(),
         "python": platform.python_version(),
         "numpy": numpy.__version__,
         "cpu_model": cpu.get("model_name"),
@@ -300,6 +324,13 @@ def refusal(client: dict, worker: dict) -> str | None:
         reasons.append(
             f"its sectorbench code differs from the client's (hash {worker.get('code')}, the client's "
             f"{client.get('code')}: installed from another commit, or edited?)"
+        )
+    if worker.get("edited_since_loaded"):
+        edited = worker["edited_since_loaded"]
+        shown = ", ".join(edited[:3]) + (f" and {len(edited) - 3} more" if len(edited) > 3 else "")
+        reasons.append(
+            f"its sectorbench Python files changed after that worker process loaded them ({shown}): "
+            "it runs the code it loaded; restart it"
         )
     # The batches travel pickled, and the oracle computes with numpy: a worker with numpy 1.26 (the
     # client's 2.4) was accepted and could not read its first batch ("No module named
