@@ -537,6 +537,7 @@ def worker_judges(monkeypatch):
     pytest.importorskip("distributed")
     monkeypatch.setattr(distribute, "_judges", {})
     monkeypatch.setattr(distribute, "_ended_runs", set())
+    monkeypatch.setattr(distribute, "_busy", set())
     yield
     distribute._forget_run(None)
 
@@ -670,6 +671,64 @@ def test_a_scheduler_killed_mid_run_is_one_clear_error(tmp_path):
     assert ended, "verify still waits after its scheduler was killed"
     assert isinstance(ended[0], SectorbenchError), ended
     assert "the connection to the Dask scheduler was lost mid-run" in str(ended[0])
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or os.uname().machine != "x86_64",
+    reason="reads x86-64 Linux's /proc/PID/syscall",
+)
+def test_an_interrupted_client_leaves_no_build_worker_on_a_dask_worker_judging_a_batch(scheduler, tmp_path):
+    """Ctrl-C of the client while a Dask worker judges a batch: the client's clean-up (_forget_run)
+    closed that batch's judge from another thread, under the request of a kernel that hangs: the
+    close failed ('Run Failed ... OSError: [Errno 9] Bad file descriptor' in the worker's log),
+    and the judging thread, seeing its build worker gone as after a crash, started another that
+    no one closed (a sleeping build worker per interrupted run, for the Dask worker's life).  The
+    judge is now its thread's to close once the batch is done; the clean-up only stops its request."""
+    import psutil
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    with outside_worker(scheduler, tmpdir=scratch) as address, distributed_client(scheduler) as client:
+        pid = client.run(os.getpid, workers=[address])[address]
+        command = [sys.executable, "-m", "sectorbench", "verify", "--source", str(DATA / "unruly_kernels.c")]
+        command += ["--kernels", "hangs", "--cases", "200", "--kernel-timeout", "600"]
+        verifying = subprocess.Popen([*command, "--scheduler", scheduler.scheduler_address], stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 300
+        while not any(_sleeping(child) for child in psutil.Process(pid).children(recursive=True)):
+            assert verifying.poll() is None and time.monotonic() < deadline, "no batch hangs on the worker"
+            time.sleep(0.1)
+        verifying.send_signal(signal.SIGINT)  # while the worker's build worker runs `hangs`
+        _, stderr = verifying.communicate(timeout=120)
+        assert verifying.returncode == 130, stderr
+        while _run_by_value(client, _executing, workers=[address])[address]:
+            assert time.monotonic() < deadline, "the worker still judges the batch"
+            time.sleep(0.1)
+        assert _build_workers(pid) == []
+        assert not list(scratch.glob(f"{distribute.WORKER_SCRATCH_PREFIX}*"))
+
+
+def _sleeping(process) -> bool:
+    """Whether `process` waits in (clock_)nanosleep: a build worker running `hangs` (sleep(1000))."""
+    with contextlib.suppress(OSError):
+        number = Path(f"/proc/{process.pid}/syscall").read_text().split()[0]
+        return number in ("35", "230")  # x86-64's nanosleep and clock_nanosleep
+    return False
+
+
+def _run_by_value(client, function, *args, **kwargs):
+    """client.run(function, ...), `function` pickled with its code (the workers cannot import this file)."""
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        return client.run(function, *args, **kwargs)
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+def _executing(dask_worker) -> int:
+    """Run in a Dask worker (client.run, which passes the worker): how many tasks it runs now."""
+    return dask_worker.state.executing_count
 
 
 def _verify_until_a_worker_waits(scheduler, workers: list, flag: Path, log: Path, ended: list):

@@ -406,6 +406,8 @@ def _unpack(shipped: ShippedPlan, directory: Path) -> dict[str, Path]:
 _judges: dict[int, tuple] = {}
 _judges_lock = threading.Lock()
 _ended_runs: set[str] = set()
+#: The threads judging a batch now: their judges are theirs to close, when the batch is done.
+_busy: set[int] = set()
 
 
 #: The prefix of a Dask worker's folder for one verify run's files (its builds' --source files).
@@ -415,8 +417,6 @@ WORKER_SCRATCH_PREFIX = "sectorbench-verify-worker-"
 def _judge_on_worker(shipped: ShippedPlan, index: int, case_set, live: dict):
     from distributed import get_worker
 
-    from .verify import LocalJudge
-
     thread = threading.get_ident()
     with _judges_lock:
         if shipped.run in _ended_runs:  # a batch the client no longer waits for
@@ -424,6 +424,30 @@ def _judge_on_worker(shipped: ShippedPlan, index: int, case_set, live: dict):
         if not _ended_runs:  # once per worker process: its exit closes whatever is left
             _ended_runs.add("")
             atexit.register(_forget_run, None)
+        _busy.add(thread)
+    mine = None
+    try:
+        mine = _open_judge(shipped, thread)
+        outcome = mine[1].judge(index, case_set, live)
+    finally:
+        with _judges_lock:
+            _busy.discard(thread)
+            ended = shipped.run in _ended_runs and mine is not None and _judges.get(thread) is mine
+            if ended:  # the client ended the run under this batch: its _forget_run left the judge to this thread
+                del _judges[thread]
+        if ended:
+            _close(mine)
+    if ended:
+        raise SectorbenchError("this verify run has ended")
+    outcome.worker = {get_worker().address: {"batches": 1}}
+    return outcome
+
+
+def _open_judge(shipped: ShippedPlan, thread: int) -> tuple:
+    """This thread's judge for the client's run (opened if it has none, or another run's)."""
+    from .verify import LocalJudge
+
+    with _judges_lock:
         mine, old = _judges.get(thread), None
         if mine is not None and mine[0] != shipped.run:  # another run's, taken out before it is closed: a
             mine, old = None, _judges.pop(thread)  # _forget_run of that run on another thread must not close it too
@@ -451,9 +475,7 @@ def _judge_on_worker(shipped: ShippedPlan, index: int, case_set, live: dict):
         if ended:
             _close(mine)
             raise SectorbenchError("this verify run has ended")
-    outcome = mine[1].judge(index, case_set, live)
-    outcome.worker = {get_worker().address: {"batches": 1}}
-    return outcome
+    return mine
 
 
 def _forget_run(run: str | None) -> int:
@@ -463,7 +485,14 @@ def _forget_run(run: str | None) -> int:
         if run is not None:
             _ended_runs.add(run)
         ended = [thread for thread, (judged, _, _) in _judges.items() if run is None or judged == run]
-        closing = [_judges.pop(thread) for thread in ended]
+        # A judge judging a batch now is closed by its own thread once the batch is done: closed
+        # from here, under the batch's request (a kernel that hangs), the close failed (EBADF: two
+        # threads on one build worker) and the judging thread, seeing that worker gone as after a
+        # crash, started another that no one closed.  Its request is cut short instead.
+        judging = [_judges[thread] for thread in ended if run is not None and thread in _busy]
+        closing = [_judges.pop(thread) for thread in ended if run is None or thread not in _busy]
+    for judge in judging:
+        judge[1].interrupt()
     for judge in closing:
         _close(judge)
     return len(closing)

@@ -508,6 +508,12 @@ class LocalJudge:
         for session in self.sessions:
             session.close()
 
+    def interrupt(self) -> None:
+        """From another thread than the judging one: the request under way ends (its build worker
+        killed, as after a crash), so that the batch ends soon; that thread closes the judge."""
+        for session in self.sessions:
+            session.interrupt()
+
     def judge(self, batch_index: int, case_set, live: dict) -> BatchOutcome:
         """The batch's verdicts for the kernels still live (session index -> names) at the client.
         Its files (each scene it loads) go to a folder of its own, removed after it: a Dask
