@@ -620,6 +620,13 @@ def _on_cluster(plan, numbered, live: dict, address: str, progress) -> Iterator:
                 client.run(_forget_run, shipped.run, workers=[w for w in accepted if w in alive], on_error="return")
 
 
+#: What verify says when the client lost its scheduler mid-run.
+SCHEDULER_LOST = (
+    "the connection to the Dask scheduler was lost mid-run (it stopped, or the network did): "
+    "no verdict; run verify again"
+)
+
+
 def _cluster_result(client, accepted: list, future):
     """The batch's outcome, once judged; SectorbenchError if every accepted worker has left before
     (a batch runs only on those: a killed one's batches go to the others, while there are any),
@@ -631,21 +638,21 @@ def _cluster_result(client, accepted: list, future):
         # killed or restarted mid-run: its tasks are gone with it), which ended verify as
         # "internal error: FuturesCancelledError: 1 Future cancelled:\nReasons:...".
         if "scheduler-connection-lost" in str(exc) or client.status != "running":
-            raise SectorbenchError(
-                "the connection to the Dask scheduler was lost mid-run (it stopped, or the network did): "
-                "no verdict; run verify again"
-            ) from None
+            raise SectorbenchError(SCHEDULER_LOST) from None
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
         raise SectorbenchError(f"Dask cancelled a batch mid-run ({first}): no verdict; run verify again") from None
 
 
 def _awaited(client, accepted: list, future):
-    wait = _distributed().wait  # waiting by future.result(timeout=) left a gather task behind each time
+    distributed = _distributed()
+    wait = distributed.wait  # waiting by future.result(timeout=) left a gather task behind each time
     while True:
         try:
             wait([future], timeout=WORKER_CHECK_S)
         except TimeoutError:
             pass
+        except OSError:  # the client's connection to the scheduler, not the batch
+            raise SectorbenchError(SCHEDULER_LOST) from None
         else:
             if future.status == "error":  # its own error (a TimeoutError too), said as the batch's
                 return future.result()
@@ -656,7 +663,17 @@ def _awaited(client, accepted: list, future):
                 return future.result(timeout=GATHER_TIMEOUT_S)
             except TimeoutError:
                 pass
-        if not set(accepted) & set(client.nthreads()) and not future.done():
+            except OSError as exc:
+                # The gather's connection closed under it (CommClosedError): its worker killed,
+                # and the client reschedules the batch; or the scheduler is lost, which the next
+                # wait says (a CancelledError) unless the client has already stopped talking.
+                if client.status != "running" or not isinstance(exc, distributed.comm.CommClosedError):
+                    raise SectorbenchError(SCHEDULER_LOST) from None
+        try:
+            workers = client.nthreads()
+        except OSError:  # "Timed out trying to connect to tcp://...": the scheduler is gone
+            raise SectorbenchError(SCHEDULER_LOST) from None
+        if not set(accepted) & set(workers) and not future.done():
             raise SectorbenchError(
                 f"every Dask worker accepted to judge batches has left ({', '.join(accepted)}): no verdict; "
                 "a worker that joined since (one a nanny restarted) has no accepted fingerprint: run verify again"
