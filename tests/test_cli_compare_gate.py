@@ -104,7 +104,8 @@ def test_regress_passes_10_percent_and_fails_3x_slower(saved_runs, tmp_path):
     assert any(line.startswith("| basic |") and "**regression**" in line for line in lines), lines
     # Whose flags the rows show, and what they were paired against, is said (the rows showed
     # -O2 on both sides, the -O1 build nowhere).
-    paired = "BASELINE's build cc -O2 against CURRENT's cc -O1"
+    (cc,) = {row["cc"] for row in json.loads(saved_runs["o2"].read_text())["results"]}  # $CC, else cc
+    paired = f"BASELINE's build {cc} -O2 against CURRENT's {cc} -O1"
     assert paired in " ".join(slow.output.split()) and paired in markdown.read_text(), slow.output
 
 

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from sectorbench.cli import main
 from sectorbench.errors import SectorbenchError
 from sectorbench.model.results import SCHEMA_VERSION, check_output, save_new, write_text_atomic
+from sectorbench.native.build import DEFAULT_CC
 
 SMALL = ["-n", "20", "-m", "500", "--repeat", "2", "--min-time", "0.001", "--flags", "-O2", "--kernels", "basic"]
 
@@ -289,11 +290,23 @@ def test_baseline_missing_a_kernel_is_refused_before_timing(tmp_path):
     assert time.monotonic() - started < 60  # measuring this scene would take longer
 
 
+#: Another compiler than the default one ($CC, else cc), for a baseline built by the default.
+OTHER_CC = "gcc" if DEFAULT_CC != "gcc" else "cc"
+
+
 @pytest.mark.parametrize(
     ("options", "label", "builds"),
     [
-        (["--flags", "-O3"], "basic [-O2, inline]", "BASELINE was built with cc -O2, this run builds cc -O3"),
-        (["--flags", "-O2", "--cc", "gcc"], "basic [cc -O2, inline]", "built with cc -O2, this run builds gcc -O2"),
+        (
+            ["--flags", "-O3"],
+            "basic [-O2, inline]",
+            f"BASELINE was built with {DEFAULT_CC} -O2, this run builds {DEFAULT_CC} -O3",
+        ),
+        (
+            ["--flags", "-O2", "--cc", OTHER_CC],
+            f"basic [{DEFAULT_CC} -O2, inline]",
+            f"built with {DEFAULT_CC} -O2, this run builds {OTHER_CC} -O2",
+        ),
         (["--flags", "-O2", "--mode", "call"], "basic [-O2, inline]", None),
         (["--flags", "-O2", "--threads", "2"], "basic [-O2, inline]", None),
     ],
@@ -304,8 +317,8 @@ def test_a_baseline_of_other_builds_modes_or_threads_is_refused_before_building(
     """The baseline's builds, modes and thread counts are known before any build: a run that
     selects none of its rows' is refused then, not after compiling (seconds to minutes); where
     the build differs, the line names both (a gcc baseline gated with --cc clang-19 was told
-    only "see its --cc")."""
-    row = {"kernel": "basic", "family": "sector", "flags": "-O2", "cc": "cc", "mode": "inline", "status": "ok"}
+    only "see its --cc"). The baseline was built by the default compiler, whose name a label omits."""
+    row = {"kernel": "basic", "family": "sector", "flags": "-O2", "cc": DEFAULT_CC, "mode": "inline", "status": "ok"}
     row["samples_s"] = [1e-3, 1.1e-3, 1.05e-3, 0.98e-3, 1.02e-3]
     scene = {"kind": "uniform", "family": "sector", "seed": 0, "sectors": 20, "points": 500}
     baseline = tmp_path / "baseline.json"

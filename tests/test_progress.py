@@ -19,7 +19,7 @@ from sectorbench.errors import SectorbenchError
 from sectorbench.measure import runner
 from sectorbench.measure.runner import RunConfig, _TimeLeft, run
 from sectorbench.measure.timing import Series, TimingConfig, duration, estimate_s
-from sectorbench.native.build import BuildConfig
+from sectorbench.native.build import DEFAULT_CC, BuildConfig
 
 
 def test_run_reports_a_plan_then_named_steps_with_the_time_left():
@@ -32,7 +32,7 @@ def test_run_reports_a_plan_then_named_steps_with_the_time_left():
     )
     steps, plans = [], []
     run(config, lambda what, left_s=None: steps.append((what, left_s)), plans.append)
-    assert len(plans) == 1 and plans[0].series == 4 and plans[0].rows[0][:4] == ("basic", "cc", "-O2", "inline")
+    assert len(plans) == 1 and plans[0].series == 4 and plans[0].rows[0][:4] == ("basic", DEFAULT_CC, "-O2", "inline")
     assert "1 build × 2 kernels × 1 mode (+ 2 NoOperation loops), 3 rounds" in plans[0].describe()
     whats = [what for what, _ in steps]
     assert "calibrating basic [-O2, inline]" in whats
