@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, USER_KERNEL
+from conftest import DATA, USER_KERNEL, needs_gcc
 
 from sectorbench.cli import main
 from sectorbench.compare.gate import GateRow, count_row
@@ -839,6 +839,7 @@ def test_run_baseline_gated_on_counts_needs_no_rounds_until_a_row_is_left_to_tim
 
 @needs_valgrind
 @pytest.mark.skipif(shutil.which("clang-19") is None, reason="clang-19 is not installed")
+@needs_gcc
 def test_run_baseline_counted_by_another_compiler_is_gated_on_time(tmp_path):
     """The baseline counted with gcc as `cc`, this runner's `cc` is clang: the rows are gated on
     time, so too few rounds are refused before timing, saying why the counts do not spare them
@@ -846,25 +847,30 @@ def test_run_baseline_counted_by_another_compiler_is_gated_on_time(tmp_path):
     "improvement" with no statistics, and the reverse a "regression", exit 1)."""
     base = tmp_path / "base.json"
     args = ["run", "-n", "32", "-m", "1000", "--min-time", "0.001", "--flags", "-O2", "--kernels", "basic"]
-    saved = CliRunner().invoke(main, [*args, "--repeat", "5", "--metric", "instructions", "--json", str(base)])
-    assert saved.exit_code == 0, saved.output
-    clang_as_cc = tmp_path / "bin"
-    clang_as_cc.mkdir()
-    (clang_as_cc / "cc").symlink_to(shutil.which("clang-19"))
-    env = {**os.environ, "PATH": f"{clang_as_cc}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "300"}
-    env.pop("CC", None)
-    metric = ["--metric", "instructions", "--baseline", str(base)]
 
-    def runner(*more):  # a process of its own, as a CI job is: this one has met gcc as cc
-        command = [sys.executable, "-m", "sectorbench", *args, *more, *metric]
+    def as_cc(compiler):  # an environment whose `cc` is this compiler, whatever $CC the tests run under
+        where = tmp_path / compiler
+        where.mkdir()
+        (where / "cc").symlink_to(shutil.which(compiler))
+        env = {**os.environ, "PATH": f"{where}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "300"}
+        env.pop("CC", None)
+        return env
+
+    def runner(env, *more):  # a process of its own, as a CI job is
+        command = [sys.executable, "-m", "sectorbench", *args, *more]
         return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
 
-    refused = runner("--repeat", "3")
+    saved = runner(as_cc("gcc"), "--repeat", "5", "--metric", "instructions", "--json", str(base))
+    assert saved.returncode == 0, saved.stdout + saved.stderr
+    clang_as_cc = as_cc("clang-19")
+    metric = ["--metric", "instructions", "--baseline", str(base)]
+
+    refused = runner(clang_as_cc, "--repeat", "3", *metric)
     assert refused.returncode == 2, refused.stdout + refused.stderr
     (line,) = refused.stderr.strip().splitlines()  # before timing: no plan, no table
     assert line.startswith("sectorbench: error: --metric instructions: BASELINE counted basic with cc "), line
     assert "this run's cc is Debian clang version 19" in line and "5 vs 3 samples cannot reach alpha" in line, line
-    gated = runner("--repeat", "5")
+    gated = runner(clang_as_cc, "--repeat", "5", *metric)
     assert gated.returncode in (0, 1), gated.stdout + gated.stderr
     said = " ".join((gated.stdout + gated.stderr).split())
     assert "gated on valgrind's counts" not in said and "all 1 on time: counted with Debian clang" in said, said

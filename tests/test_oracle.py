@@ -4,6 +4,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from conftest import needs_gcc
 
 from sectorbench.families.sector import oracle as sector_oracle
 from sectorbench.families.sector.oracle import (
@@ -79,6 +80,7 @@ def random_magnitudes(rng, n):
 # ---------------------------------------------------------------- environment
 
 
+@needs_gcc
 def test_fp_environment_check_detects_a_fast_math_library():
     """Clean here; a process that loaded a gcc -ffast-math library (FTZ/DAZ on) is refused."""
     import subprocess
@@ -87,7 +89,7 @@ def test_fp_environment_check_detects_a_fast_math_library():
     from sectorbench.native.build import BuildConfig, build
 
     check_fp_environment()  # this process never loads a fast-math build
-    library = build(BuildConfig.parse("-O2 -ffast-math"))
+    library = build(BuildConfig.parse("-O2 -ffast-math", cc="gcc"))  # FTZ/DAZ at load: gcc's crtfastmath
     script = (
         "import ctypes, sys\n"
         "from sectorbench.oracle.exact import check_fp_environment\n"

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import needs_gcc
 
 from sectorbench.check.verify import VerifyConfig, verify
 from sectorbench.families.sector.peers import NumpyPeer
@@ -98,6 +99,7 @@ def test_clang_builds_and_verifies():
 
 
 @needs_clang
+@needs_gcc
 def test_gcc_and_clang_in_one_run():
     result = run(
         RunConfig(
@@ -105,8 +107,8 @@ def test_gcc_and_clang_in_one_run():
             points=503,
             kernels=("basic", "sse2_nosqrt"),
             timing=FAST,
-            builds=(BuildConfig.parse("-O2"), BuildConfig.parse("-O2", cc="clang-19")),
+            builds=(BuildConfig.parse("-O2", cc="gcc"), BuildConfig.parse("-O2", cc="clang-19")),
         )
     )
-    assert {r.cc for r in result.results} == {"cc", "clang-19"} and {r.status for r in result.results} == {"ok"}
+    assert {r.cc for r in result.results} == {"gcc", "clang-19"} and {r.status for r in result.results} == {"ok"}
     assert len({r.hits for r in result.results if r.kernel == "sse2_nosqrt"}) == 1
