@@ -226,6 +226,11 @@ def test_ordinary_flags_are_allowed(flags):
     BuildConfig.parse(flags)
 
 
+def says_missing_header(text: str) -> bool:
+    """The compiler's own words for an -include of missing.h, gcc's or clang's: the reason carries them."""
+    return "missing.h: No such file" in text or "missing.h' file not found" in text
+
+
 def test_a_build_that_fails_to_compile_or_to_load_costs_its_own_rows(tmp_path):
     """-m32 (no 32-bit headers), -O3 -march=bdver4 on a CPU without FMA4 (SIGILL as its library
     loads), -mabi=ms (SIGSEGV), -fsanitize=address, -fvisibility=hidden: each such build ended
@@ -244,7 +249,7 @@ def test_a_build_that_fails_to_compile_or_to_load_costs_its_own_rows(tmp_path):
         saved = json.loads(out.read_text())
         rows = {r["flags"]: r for r in saved["results"]}
         assert rows["-O2"]["status"] == "ok" and rows["-O2"]["hits"] == saved["exact_count"]
-        assert rows[missing]["status"] == "build-failed" and "missing.h: No such file" in rows[missing]["reason"]
+        assert rows[missing]["status"] == "build-failed" and says_missing_header(rows[missing]["reason"])
         assert rows[trapping]["status"] == "crashed"
         assert "signal 4" in rows[trapping]["reason"] and "lacks an instruction" in rows[trapping]["reason"]
         failures = {" ".join(b["flags"]): b.get("failure", "") for b in saved["env"]["builds"]}
@@ -260,7 +265,7 @@ def test_a_build_that_fails_to_compile_or_to_load_costs_its_own_rows(tmp_path):
     assert "missing.h" in failures[missing] and failures["-O2"] == ""
     assert verdicts[trapping]["status"] == "crashed" and verdicts[trapping]["verdict"] == "FAIL"
     every = invoke("run", *TINY[:-2], *failing)
-    one_line(every, "every build failed", "missing.h: No such file", "lacks an instruction")
+    assert says_missing_header(one_line(every, "every build failed", "lacks an instruction"))
 
 
 def test_a_linker_flag_cannot_write_over_a_file_and_nothing_is_built(tmp_path):
