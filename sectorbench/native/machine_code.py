@@ -53,8 +53,9 @@ _LIBMVEC_WIDTH = {"b": "xmm", "c": "ymm", "d": "ymm", "e": "zmm"}
 #: and branches to their handlers, so llvm-mca's cycles for the loop bound nothing.
 _INSTRUMENTED = re.compile(r"call\s+\S+\s+<(__(?:ubsan|asan|hwasan|tsan|msan|lsan|sanitizer)_[^@>]*)")
 #: The version of the analysis the loops cache holds: a new rule must not be hidden by an old
-#: library's cached analyses (2: no bound for a loop without FP arithmetic or in instrumented code).
-ANALYSIS_VERSION = "v2"
+#: library's cached analyses (2: no bound for a loop without FP arithmetic or in instrumented code;
+#: 3: those two said of the function whatever its loops look like, as clang compiles them).
+ANALYSIS_VERSION = "v3"
 #: The reason machine_code gives for a loop with no floating-point arithmetic it can see.
 NO_FP_ARITHMETIC = "no floating-point arithmetic in it"
 
@@ -343,15 +344,31 @@ def _folded(code: list[_Instruction], functions: dict) -> list[_Instruction]:
     return code
 
 
+def _instrumented_reason(handler: str) -> str:
+    return (
+        f"instrumented by a sanitizer (it calls {handler}): llvm-mca would model the loop's "
+        "checks and its branches to their handlers as straight-line code, not the loop that runs"
+    )
+
+
 def _analyze_one(
     name: str, code, shapes_per_step: int, llvm_mca: str | None, mcpu: str | None, memo: _CyclesMemo | None = None
 ) -> LoopAnalysis:
     if not code:
         return LoopAnalysis(name, "none", reason="not in the library's symbols")
     loop = hot_loop(code)
+    # What holds of the whole function comes first, before what its loops' shapes can tell:
+    # clang's -O0 loops end in a jmp back (no bottom-tested loop is found in a function with
+    # no FP arithmetic at all), and clang's ubsan checks leave its hot loop's step unreadable.
+    instrumented = next((m.group(1) for i in code if (m := _INSTRUMENTED.search(i.text))), None)
     if loop is None:
-        return LoopAnalysis(name, vector_class(code), reason="no loop found")
+        vector = vector_class(code)
+        if instrumented:
+            return LoopAnalysis(name, vector, reason=_instrumented_reason(instrumented))
+        return LoopAnalysis(name, vector, reason=NO_FP_ARITHMETIC if vector == "none" else "no loop found")
     base = dict(function=name, vector=vector_class(loop.body), instructions=len(loop.body))
+    if instrumented:
+        return LoopAnalysis(**base, reason=_instrumented_reason(instrumented))
     points = points_per_iteration(loop)
     if points is None:
         return LoopAnalysis(**base, reason="cannot tell how many tests one iteration makes")
@@ -361,12 +378,6 @@ def _analyze_one(
         return LoopAnalysis(**base, reason="the loop calls a function (call mode, or a libm call)")
     if base["vector"] == "none":  # not the kernel's arithmetic: a setup loop (-O0), an integer search
         return LoopAnalysis(**base, reason=NO_FP_ARITHMETIC)
-    if instrumented := next((m.group(1) for i in code if (m := _INSTRUMENTED.search(i.text))), None):
-        return LoopAnalysis(
-            **base,
-            reason=f"instrumented by a sanitizer (it calls {instrumented}): llvm-mca would model the loop's "
-            "checks and its branches to their handlers as straight-line code, not the loop that runs",
-        )
     if llvm_mca is None:
         return LoopAnalysis(**base, reason="llvm-mca not installed (Debian: llvm-19)")
     if not mcpu:
