@@ -1779,3 +1779,19 @@ def test_a_forced_output_swapped_for_a_link_elsewhere_while_the_command_ran_is_n
     assert precious.read_text() == "keep me\n"
     assert linked.read_text() == '{"results": []}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["linked.json", "out.json", "precious.txt"]
+
+
+def test_an_empty_cc_is_the_default_compiler(tmp_path):
+    """`CC= make test` failed in setup: "compiler '' not found (set --cc or $CC)"; an empty CC is
+    unset, as make and the compilers' own drivers take it."""
+    env = {**os.environ, "CC": ""}
+    listed = subprocess.run(
+        [sys.executable, "-m", "sectorbench", "kernels", "--flags", "-O2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "naive" in listed.stdout

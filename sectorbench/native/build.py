@@ -62,8 +62,8 @@ FAMILY_ABI = "abi.h"
 #: Folders of kernels_c/ holding C that is not linked into the library (programs with a main()).
 NOT_LINKED = ("drivers",)
 
-#: Default compiler: $CC, else the system's `cc`.
-DEFAULT_CC = os.environ.get("CC", "cc")
+#: Default compiler: $CC (an empty one counts as unset), else the system's `cc`.
+DEFAULT_CC = os.environ.get("CC") or "cc"
 DEFAULT_FLAGS = "-O2"
 #: Every compile is a warning check too: a build is not compiled again just to be checked
 #: (tests/test_c_warnings.py reads these builds' warnings), and a --source kernel's author
